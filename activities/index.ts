@@ -1,0 +1,10 @@
+// Activity factories: each takes its dependencies and returns plain async functions.
+import type { Db } from '../shared/db/pool.ts';
+import { createBillingActivities } from './billing.ts';
+import { createExecuteActivities } from './execute.ts';
+import type { RecipeRunner } from './engines/index.ts';
+import type { QueryActivities } from './types.ts';
+
+export function createActivities(deps: { db: Db; runner: RecipeRunner }): QueryActivities {
+  return { ...createBillingActivities(deps.db), ...createExecuteActivities(deps) };
+}

@@ -1,0 +1,52 @@
+// The API as a Fastify plugin tree; the listener lives in server.ts.
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Client } from '@temporalio/client';
+import type { Config } from '../../shared/config.ts';
+import type { Db } from '../../shared/db/pool.ts';
+import errorsPlugin from './plugins/errors.ts';
+import authPlugin from './plugins/auth.ts';
+import rootRoutes from './routes/root.ts';
+import queryRoutes from './routes/query.ts';
+import requestRoutes from './routes/requests.ts';
+import catalogRoutes from './routes/catalog.ts';
+import { QueryService } from './services/query-service.ts';
+
+export const SERVICE_VERSION = '1.2.0';
+
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  /** Lazily connected Temporal client (the API starts even while Temporal is still coming up). */
+  temporal: () => Promise<Client>;
+  temporalHealthy: () => Promise<boolean>;
+  /** Public base URL; known once the listener is bound. */
+  baseUrl: () => string;
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: deps.config.LOG_LEVEL === 'silent' ? false : { level: deps.config.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers["idempotency-key"]'] },
+    // Large enough for 1000 include paths of 1000 characters; larger bodies are 413.
+    bodyLimit: 2 * 1024 * 1024,
+    disableRequestLogging: deps.config.LOG_LEVEL !== 'debug' && deps.config.LOG_LEVEL !== 'trace',
+    return503OnClosing: true,
+  });
+  app.decorate('db', deps.db);
+  app.decorate('baseUrl', deps.baseUrl);
+  const queries = new QueryService({ db: deps.db, temporal: deps.temporal, config: deps.config, baseUrl: deps.baseUrl });
+  app.decorate('queries', queries);
+
+  await app.register(errorsPlugin);
+  await app.register(authPlugin);
+  await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt: Date.now(), temporalHealthy: deps.temporalHealthy });
+  await app.register(queryRoutes, { queries });
+  await app.register(requestRoutes);
+  await app.register(catalogRoutes);
+  return app;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    queries: QueryService;
+  }
+}

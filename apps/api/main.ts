@@ -1,0 +1,18 @@
+// `npm run api`: the API alone, against configured PostgreSQL and Temporal.
+import { loadConfig } from '../../shared/config.ts';
+import { migrate } from '../../shared/db/migrate.ts';
+import { startApi } from './server.ts';
+
+const config = loadConfig();
+if (!config.DATABASE_URL || !config.TEMPORAL_ADDRESS) {
+  console.error('npm run api needs DATABASE_URL and TEMPORAL_ADDRESS (use `npm start` for the embedded defaults).');
+  process.exit(1);
+}
+await migrate(config.DATABASE_URL);
+const api = await startApi({ ...config, DATABASE_URL: config.DATABASE_URL, TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS });
+console.log(JSON.stringify({ event: 'api_started', url: api.url, pid: process.pid }));
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(sig, () => {
+    void api.close().then(() => process.exit(0));
+  });
+}

@@ -1,0 +1,74 @@
+// Bearer API keys: svc_sk_… keys, checked by hash on every request (revocation is immediate).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { API_KEY_PATTERN } from '../../../shared/ids.ts';
+import { checkApiKey } from '../../../shared/db/orgs.ts';
+import { ServiceError } from '../../../shared/errors.ts';
+import type { Db } from '../../../shared/db/pool.ts';
+
+export interface AuthContext {
+  orgId: string;
+  keyId: string;
+  plan: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth: AuthContext | null;
+  }
+  interface FastifyInstance {
+    authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+    db: Db;
+  }
+}
+
+export const REALM = 'workflow-query-service';
+
+export function challenge(error?: 'invalid_token', description?: string, extra: Record<string, string> = {}): string {
+  const parts = [`realm="${REALM}"`];
+  if (error) parts.push(`error="${error}"`);
+  if (description) parts.push(`error_description="${description}"`);
+  for (const [k, v] of Object.entries(extra)) parts.push(`${k}="${v}"`);
+  return `Bearer ${parts.join(', ')}`;
+}
+
+/** Resolve the bearer key of a request, or throw the precise 401/503. Shared with the MCP endpoint. */
+export async function authenticateHeader(db: Db, header: string | undefined, extraChallenge: Record<string, string> = {}): Promise<AuthContext> {
+  if (!header || header.trim() === '') {
+    throw new ServiceError('api_key_required', 'Send your API key as `Authorization: Bearer svc_sk_…`', {
+      headers: { 'www-authenticate': challenge(undefined, undefined, extraChallenge) },
+    });
+  }
+  const m = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
+  const key = m?.[1];
+  if (!key || !API_KEY_PATTERN.test(key)) {
+    throw new ServiceError('invalid_api_key', 'The Authorization header must be `Bearer svc_sk_…` with a valid API key', {
+      headers: { 'www-authenticate': challenge('invalid_token', 'malformed API key', extraChallenge) },
+    });
+  }
+  let result;
+  try {
+    result = await checkApiKey(db, key);
+  } catch {
+    throw new ServiceError('api_key_verification_unavailable', 'API keys cannot be checked right now; retry shortly', {
+      headers: { 'retry-after': '5' },
+    });
+  }
+  if (!result.ok) {
+    const text = { invalid_api_key: 'unknown API key', expired_api_key: 'the API key has expired', revoked_api_key: 'the API key was revoked' }[result.code];
+    throw new ServiceError(result.code, `The API key is not valid: ${text}`, {
+      headers: { 'www-authenticate': challenge('invalid_token', text, extraChallenge) },
+    });
+  }
+  return { orgId: result.orgId, keyId: result.keyId, plan: result.plan };
+}
+
+export default fp(
+  async function authPlugin(app: FastifyInstance) {
+    app.decorateRequest('auth', null);
+    app.decorate('authenticate', async function authenticate(request: FastifyRequest) {
+      request.auth = await authenticateHeader(app.db, request.headers.authorization);
+    });
+  },
+  { name: 'auth' },
+);

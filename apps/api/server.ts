@@ -1,0 +1,46 @@
+// The API process wiring: pool, lazy Temporal client, listener, graceful drain.
+import { Client, Connection } from '@temporalio/client';
+import type { FastifyInstance } from 'fastify';
+import type { Config } from '../../shared/config.ts';
+import { createPool } from '../../shared/db/pool.ts';
+import { buildApp } from './app.ts';
+
+export interface RunningApi {
+  app: FastifyInstance;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningApi> {
+  const db = createPool(config.DATABASE_URL, 20);
+  let connection: Promise<Connection> | undefined;
+  const connect = () => {
+    connection ??= Connection.connect({ address: config.TEMPORAL_ADDRESS, connectTimeout: '5 seconds' }).catch((err) => {
+      connection = undefined; // try again on the next request
+      throw err;
+    });
+    return connection;
+  };
+  let client: Client | undefined;
+  const temporal = async () => (client ??= new Client({ connection: await connect(), namespace: config.TEMPORAL_NAMESPACE }));
+  const temporalHealthy = async () => {
+    const c = await connect();
+    const res = await c.healthService.check({});
+    return res.status === 1; // SERVING
+  };
+  let url = config.PUBLIC_BASE_URL ?? '';
+  const app = await buildApp({ config, db, temporal, temporalHealthy, baseUrl: () => url });
+  await app.listen({ port: config.PORT, host: config.HOST });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : config.PORT;
+  if (!config.PUBLIC_BASE_URL) url = `http://${config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST}:${port}`;
+  return {
+    app,
+    url,
+    async close() {
+      await app.close(); // stops accepting, drains in-flight requests
+      if (connection) await (await connection.catch(() => undefined))?.close().catch(() => {});
+      await db.end().catch(() => {});
+    },
+  };
+}

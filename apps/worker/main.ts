@@ -1,0 +1,19 @@
+// `npm run worker`: the worker alone, against configured PostgreSQL and Temporal.
+import { Runtime, DefaultLogger } from '@temporalio/worker';
+import { loadConfig } from '../../shared/config.ts';
+import { startWorker } from './worker.ts';
+
+const config = loadConfig();
+if (!config.DATABASE_URL || !config.TEMPORAL_ADDRESS) {
+  console.error('npm run worker needs DATABASE_URL and TEMPORAL_ADDRESS (use `npm start` for the embedded defaults).');
+  process.exit(1);
+}
+Runtime.install({ logger: new DefaultLogger('WARN') });
+const worker = await startWorker({ ...config, DATABASE_URL: config.DATABASE_URL, TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS });
+console.log(JSON.stringify({ event: 'worker_started', task_queue: config.TEMPORAL_TASK_QUEUE, pid: process.pid }));
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(sig, () => {
+    void worker.shutdown().then(() => process.exit(0));
+  });
+}
+await worker.done;

@@ -1,0 +1,66 @@
+// The Temporal worker: query workflows plus their activities, on one task queue.
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { createActivities } from '../../activities/index.ts';
+import { createRecipeRunner } from '../../activities/engines/index.ts';
+import type { Config } from '../../shared/config.ts';
+import { createPool } from '../../shared/db/pool.ts';
+
+const WORKFLOWS_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../workflows/index.ts');
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+/** Bundling the workflows is part of start-up, so a non-deterministic import fails here, not in production. */
+export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
+  return bundle;
+}
+
+const quietLogger = {
+  log() {},
+  trace() {},
+  debug() {},
+  info() {},
+  warn(message: string, meta?: unknown) {
+    console.warn(message, meta ?? '');
+  },
+  error(message: string, meta?: unknown) {
+    console.error(message, meta ?? '');
+  },
+};
+
+export interface RunningWorker {
+  /** Stops polling, finishes in-flight tasks, closes the browser and the pool. */
+  shutdown(): Promise<void>;
+  done: Promise<void>;
+}
+
+export async function startWorker(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningWorker> {
+  const db = createPool(config.DATABASE_URL, 8);
+  const runner = createRecipeRunner({
+    hostMap: config.siteHostMap,
+    chromiumPath: config.CHROMIUM_PATH,
+    browserConcurrency: config.BROWSER_CONCURRENCY,
+  });
+  const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+  const worker = await Worker.create({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    taskQueue: config.TEMPORAL_TASK_QUEUE,
+    workflowBundle: await workflowBundle(),
+    activities: createActivities({ db, runner }),
+    shutdownGraceTime: '10 seconds',
+  });
+  const done = worker.run().finally(async () => {
+    await runner.close().catch(() => {});
+    await connection.close().catch(() => {});
+    await db.end().catch(() => {});
+  });
+  return {
+    done,
+    async shutdown() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await done;
+    },
+  };
+}

@@ -1,0 +1,61 @@
+// One commented configuration object, read from the environment once.
+// Every process (api, worker, dev launcher, admin) reads the same names.
+import path from 'node:path';
+import { z } from 'zod';
+
+const int = (def: number) => z.coerce.number().int().positive().default(def);
+
+const ConfigSchema = z.object({
+  /** HTTP port of the API. */
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Interface the API binds to. */
+  HOST: z.string().default('127.0.0.1'),
+  /** Public base URL used in links (doc_url, Location, logo_url). Defaults to http://HOST:PORT. */
+  PUBLIC_BASE_URL: z.string().url().optional(),
+  /** Where embedded parts keep their data: PostgreSQL, Temporal's SQLite file, the dev key. */
+  DATA_DIR: z.string().default('.data'),
+  /** External PostgreSQL; when set (with TEMPORAL_ADDRESS) nothing embedded is started. */
+  DATABASE_URL: z.string().optional(),
+  /** External Temporal frontend, host:port. */
+  TEMPORAL_ADDRESS: z.string().optional(),
+  TEMPORAL_NAMESPACE: z.string().default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().default('wqs-queries'),
+  /** Overall deadline of one query (the spec fixes 170 s; tests may lower it). */
+  QUERY_DEADLINE_MS: int(170_000),
+  /** A keyed claim with no Temporal workflow after this long is stale (request_interrupted). */
+  STALE_CLAIM_MS: int(30_000),
+  /** Retention of terminal envelopes of keyed requests. */
+  RESULT_RETENTION_HOURS: int(24),
+  /** Default plan limits (until plans are sold): requests per minute, running slots, unresolved keyed requests. */
+  PLAN_REQUESTS_PER_MINUTE: int(600),
+  PLAN_CONCURRENCY: int(64),
+  PLAN_UNRESOLVED_KEYED: int(200),
+  /** JSON object host -> "127.0.0.1:port": routes real-looking recipe hosts to local sites (dev, tests). */
+  SITE_HOST_MAP: z.string().optional(),
+  /** Debian's Chromium. */
+  CHROMIUM_PATH: z.string().default('/usr/bin/chromium'),
+  BROWSER_CONCURRENCY: int(2),
+  /** Heartbeat timeout of the execute activity: how fast a dead worker's task moves to another. */
+  EXECUTE_HEARTBEAT_TIMEOUT_MS: int(10_000),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = ConfigSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const c = parsed.data;
+  let siteHostMap: Record<string, string> = {};
+  if (c.SITE_HOST_MAP) {
+    try {
+      siteHostMap = z.record(z.string(), z.string()).parse(JSON.parse(c.SITE_HOST_MAP));
+    } catch {
+      throw new Error('Invalid configuration:\n  SITE_HOST_MAP: must be a JSON object of host -> "ip:port"');
+    }
+  }
+  return { ...c, dataDir: path.resolve(c.DATA_DIR), siteHostMap };
+}

@@ -1,0 +1,193 @@
+// Publishing workflows into PostgreSQL and resolving what a query names.
+import { sha256Hex } from '../ids.ts';
+import type { AccessRequirement, ApiDefinition, JsonSchema, VerifiedExample } from '../catalog/types.ts';
+import { tx, type Db, type DbClient } from './pool.ts';
+
+async function putIcon(c: DbClient, icon: { content_type: string; bytes: Uint8Array } | undefined): Promise<string | null> {
+  if (!icon) return null;
+  const hash = sha256Hex(icon.bytes);
+  await c.query('INSERT INTO icons (sha256, content_type, bytes) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
+    hash,
+    icon.content_type,
+    Buffer.from(icon.bytes),
+  ]);
+  return hash;
+}
+
+/**
+ * Publish (or refresh) an API. Descriptive fields follow the definition; operation versions are
+ * immutable: an existing (operation, version) is never rewritten, only new versions are added,
+ * and the default version of an existing operation does not move.
+ */
+export async function publishApi(
+  db: Db,
+  def: ApiDefinition,
+  opts: { ownerOrgId?: string; validateRecipe?: (recipe: unknown) => void } = {},
+): Promise<{ api_id: number }> {
+  const visibility = opts.ownerOrgId ? 'private' : (def.visibility ?? 'public');
+  if (visibility === 'private' && !opts.ownerOrgId) throw new Error(`${def.handle}: a private API needs an owner organization`);
+  for (const op of def.operations) for (const v of op.versions) opts.validateRecipe?.(v.recipe);
+  return tx(db, async (c) => {
+    const logo = await putIcon(c, def.sites[0]?.icon);
+    const existing = await c.query(
+      visibility === 'public'
+        ? `SELECT id FROM apis WHERE handle = $1 AND visibility = 'public'`
+        : `SELECT id FROM apis WHERE handle = $1 AND visibility = 'private' AND owner_org_id = $2`,
+      visibility === 'public' ? [def.handle] : [def.handle, opts.ownerOrgId],
+    );
+    let apiId: number;
+    const fields = [def.name, def.description, def.category, def.website_url, logo, def.availability ?? 'available'];
+    if (existing.rowCount) {
+      apiId = Number(existing.rows[0].id);
+      await c.query(
+        `UPDATE apis SET name = $2, description = $3, category = $4, website_url = $5, logo_sha256 = $6, availability = $7
+          WHERE id = $1 AND (name, description, category, website_url, logo_sha256, availability)
+                IS DISTINCT FROM ($2, $3, $4, $5, $6, $7)`,
+        [apiId, ...fields],
+      );
+    } else {
+      const ins = await c.query(
+        `INSERT INTO apis (handle, visibility, owner_org_id, name, description, category, website_url, logo_sha256, availability)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+        [def.handle, visibility, opts.ownerOrgId ?? null, ...fields],
+      );
+      apiId = Number(ins.rows[0].id);
+    }
+    await c.query('DELETE FROM api_sites WHERE api_id = $1', [apiId]);
+    for (const [i, site] of def.sites.entries()) {
+      const icon = await putIcon(c, site.icon);
+      await c.query('INSERT INTO api_sites (api_id, position, name, host, icon_sha256) VALUES ($1, $2, $3, $4, $5)', [
+        apiId,
+        i,
+        site.name,
+        site.host,
+        icon,
+      ]);
+    }
+    for (const op of def.operations) {
+      const o = await c.query(
+        `INSERT INTO operations (api_id, name, label, description, cost_credits, performs_actions, default_version, access, labels)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (api_id, name) DO UPDATE SET label = EXCLUDED.label, description = EXCLUDED.description,
+           cost_credits = EXCLUDED.cost_credits, performs_actions = EXCLUDED.performs_actions,
+           access = EXCLUDED.access, labels = EXCLUDED.labels
+         RETURNING id`,
+        [apiId, op.name, op.label, op.description, op.cost_credits, op.performs_actions ?? false, op.default_version, JSON.stringify(op.access ?? []), op.labels ?? []],
+      );
+      const opId = Number(o.rows[0].id);
+      for (const v of op.versions) {
+        await c.query(
+          `INSERT INTO operation_versions (operation_id, version, input_schema, output_schema, examples, recipe, available)
+           VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (operation_id, version) DO NOTHING`,
+          [opId, v.version, v.input_schema, v.output_schema, JSON.stringify(v.examples), JSON.stringify(v.recipe), v.available ?? true],
+        );
+      }
+    }
+    return { api_id: apiId };
+  });
+}
+
+export interface ResolvedOperation {
+  apiId: number;
+  handle: string;
+  apiName: string;
+  category: string;
+  logoSha256: string | null;
+  visibility: 'public' | 'private';
+  ownerOrgId: string | null;
+  operationId: number;
+  operation: string;
+  costCredits: number;
+  performsActions: boolean;
+  access: AccessRequirement[];
+  version: number;
+  inputSchema: JsonSchema;
+  outputSchema: JsonSchema;
+  recipe: unknown;
+  examples: VerifiedExample[];
+}
+
+export type Resolution =
+  | { ok: true; op: ResolvedOperation }
+  | { ok: false; code: 'unknown_api_slug' | 'unknown_operation' | 'workflow_version_unavailable'; available?: number[] };
+
+/**
+ * Resolve handle + operation + version for an organization. A handle reaches the organization's
+ * private workflow and the public one alike; a private operation wins a name collision;
+ * `visibility` restricts the search to one side.
+ */
+export async function resolveOperation(
+  db: Db,
+  orgId: string,
+  q: { api: string; operation: string; version?: number; visibility?: 'public' | 'private' },
+): Promise<Resolution> {
+  const apis = await db.query(
+    `SELECT a.id, a.handle, a.name, a.category, a.logo_sha256, a.visibility, a.owner_org_id
+       FROM apis a
+      WHERE a.handle = $1 AND a.status = 'active'
+        AND ((a.visibility = 'public' AND a.availability = 'available') OR (a.visibility = 'private' AND a.owner_org_id = $2))
+        AND ($3::text IS NULL OR a.visibility = $3)
+      ORDER BY (a.visibility = 'private') DESC`,
+    [q.api, orgId, q.visibility ?? null],
+  );
+  if (apis.rowCount === 0) return { ok: false, code: 'unknown_api_slug' };
+  for (const api of apis.rows) {
+    const ops = await db.query(
+      `SELECT o.id, o.name, o.cost_credits, o.performs_actions, o.access, o.default_version
+         FROM operations o WHERE o.api_id = $1 AND o.name = $2`,
+      [api.id, q.operation],
+    );
+    const op = ops.rows[0];
+    if (!op) continue;
+    const version = q.version ?? op.default_version;
+    const v = await db.query(
+      `SELECT version, input_schema, output_schema, recipe, examples, available FROM operation_versions
+        WHERE operation_id = $1 AND version = $2`,
+      [op.id, version],
+    );
+    const row = v.rows[0];
+    if (!row || !row.available) {
+      const avail = await db.query(
+        'SELECT version FROM operation_versions WHERE operation_id = $1 AND available ORDER BY version',
+        [op.id],
+      );
+      return { ok: false, code: 'workflow_version_unavailable', available: avail.rows.map((r) => r.version as number) };
+    }
+    return {
+      ok: true,
+      op: {
+        apiId: Number(api.id),
+        handle: api.handle,
+        apiName: api.name,
+        category: api.category,
+        logoSha256: api.logo_sha256,
+        visibility: api.visibility,
+        ownerOrgId: api.owner_org_id,
+        operationId: Number(op.id),
+        operation: op.name,
+        costCredits: op.cost_credits,
+        performsActions: op.performs_actions,
+        access: op.access,
+        version: row.version,
+        inputSchema: row.input_schema,
+        outputSchema: row.output_schema,
+        recipe: row.recipe,
+        examples: row.examples,
+      },
+    };
+  }
+  return { ok: false, code: 'unknown_operation' };
+}
+
+/** Load one immutable operation version (the worker runs exactly what the API resolved). */
+export async function loadOperationVersion(db: Db | DbClient, operationId: number, version: number) {
+  const r = await db.query(
+    `SELECT v.recipe, v.output_schema, o.performs_actions, o.access, a.visibility, a.owner_org_id
+       FROM operation_versions v JOIN operations o ON o.id = v.operation_id JOIN apis a ON a.id = o.api_id
+      WHERE v.operation_id = $1 AND v.version = $2`,
+    [operationId, version],
+  );
+  return r.rows[0] as
+    | { recipe: unknown; output_schema: JsonSchema; performs_actions: boolean; access: AccessRequirement[]; visibility: string; owner_org_id: string | null }
+    | undefined;
+}

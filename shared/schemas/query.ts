@@ -1,0 +1,121 @@
+// QueryRequest, Receipt and QueryResult: one schema per concept, used to validate requests,
+// type the code and generate OpenAPI and MCP schemas.
+import { z } from 'zod';
+import { FILE_ID_PATTERN, Handle, OperationName, uniqueItems } from './common.ts';
+
+const MAX_SCHEMA_BYTES = 8 * 1024;
+
+const FieldPaths = z
+  .array(z.string().min(1).max(1000))
+  .min(1)
+  .max(1000)
+  .refine(uniqueItems, { message: 'items must be unique' });
+
+export const ResponseSpec = z
+  .strictObject({
+    format: z.enum(['json', 'text', 'markdown']).optional().describe('`json` keeps typed output, `text` returns a string, `markdown` renders a document'),
+    include: FieldPaths.optional().describe('only these output fields, as paths from the operation selectable_fields'),
+    exclude: FieldPaths.optional().describe('every declared output field except these and their nested fields'),
+    schema: z
+      .record(z.string(), z.unknown())
+      .refine((s) => Buffer.byteLength(JSON.stringify(s)) <= MAX_SCHEMA_BYTES, { message: 'must be at most 8 KB' })
+      .optional()
+      .describe('JSON Schema the output is projected into (at most 8 KB)'),
+    mapping: z
+      .array(
+        z.strictObject({
+          target: z.string().max(1000).describe('JSON Pointer into the response schema'),
+          source: z.string().max(1000).describe('JSON Pointer into the workflow output'),
+        }),
+      )
+      .min(1)
+      .max(1000)
+      .optional()
+      .describe('explicit field mapping; requires schema'),
+  })
+  .superRefine((r, ctx) => {
+    const clash = (a: keyof typeof r, b: keyof typeof r) => {
+      if (r[a] !== undefined && r[b] !== undefined)
+        ctx.addIssue({ code: 'custom', path: [b], message: `cannot be combined with response.${a}` });
+    };
+    clash('include', 'exclude');
+    clash('include', 'schema');
+    clash('include', 'mapping');
+    clash('exclude', 'schema');
+    clash('exclude', 'mapping');
+    if (r.mapping !== undefined && r.schema === undefined) ctx.addIssue({ code: 'custom', path: ['mapping'], message: 'requires response.schema' });
+  });
+export type ResponseSpec = z.infer<typeof ResponseSpec>;
+
+const HandleList = z.array(Handle).min(1).max(100).refine(uniqueItems, { message: 'items must be unique' });
+
+export const QueryRequest = z
+  .strictObject({
+    api: Handle.optional().describe('handle including the @; required in direct mode'),
+    operation: OperationName.optional().describe('callable operation name (direct mode)'),
+    version: z.number().int().min(1).max(2147483647).optional().describe('pins an immutable contract version (direct mode)'),
+    input: z.json().optional().describe("operation input; must satisfy the operation's input_schema"),
+    prompt: z.string().min(1).max(10000).optional().describe('free text (prompt mode)'),
+    allowed_apis: HandleList.optional(),
+    blocked_apis: HandleList.optional(),
+    attachments: z
+      .array(z.strictObject({ id: z.string().regex(FILE_ID_PATTERN), purpose: z.enum(['input', 'context']).default('input') }))
+      .max(4)
+      .optional(),
+    stream: z.boolean().optional().describe('true returns a server-sent event stream'),
+    response: ResponseSpec.optional(),
+    visibility: z.enum(['public', 'private']).optional().describe('restricts the handle to the public or the private workflow'),
+  })
+  .superRefine((q, ctx) => {
+    const need = (field: keyof typeof q, why: string) => {
+      if (q[field] === undefined) ctx.addIssue({ code: 'custom', path: [field], message: `is required ${why}` });
+    };
+    const forbid = (field: keyof typeof q, why: string) => {
+      if (q[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `is not allowed ${why}` });
+    };
+    if (q.prompt !== undefined) {
+      forbid('operation', 'in prompt mode');
+      forbid('input', 'in prompt mode');
+      forbid('version', 'in prompt mode');
+      if (q.allowed_apis && q.blocked_apis) {
+        const blocked = new Set(q.blocked_apis);
+        q.allowed_apis.forEach((h, i) => {
+          if (blocked.has(h)) ctx.addIssue({ code: 'custom', path: ['allowed_apis', i], message: 'must not also be in blocked_apis' });
+        });
+      }
+    } else {
+      need('api', 'in direct mode (or send prompt)');
+      need('operation', 'in direct mode');
+      need('input', 'in direct mode');
+      forbid('allowed_apis', 'in direct mode');
+      forbid('blocked_apis', 'in direct mode');
+      forbid('attachments', 'in direct mode');
+    }
+    if (q.visibility !== undefined && q.api === undefined) ctx.addIssue({ code: 'custom', path: ['visibility'], message: 'requires api' });
+  });
+export type QueryRequest = z.infer<typeof QueryRequest>;
+
+export const BillingStatus = z.enum(['not_started', 'pending', 'settled', 'released']);
+
+export const Receipt = z.strictObject({
+  request_id: z.string().regex(/^req_[A-Za-z0-9_-]{10,64}$/),
+  api: z.string().nullable(),
+  operation: z.string().nullable(),
+  billing: z.strictObject({
+    status: BillingStatus,
+    reserved_credits: z.number(),
+    charged_credits: z.number().nullable(),
+  }),
+});
+export type Receipt = z.infer<typeof Receipt>;
+
+export const QueryResult = z.object({
+  success: z.literal(true),
+  data: z.looseObject({ output: z.json(), receipt: Receipt }),
+});
+export type QueryResult = z.infer<typeof QueryResult>;
+
+export const RequestStatusValue = z.enum(['reserving', 'processing', 'succeeded', 'rejected', 'refund_pending', 'failed', 'interrupted']);
+export type RequestStatusValue = z.infer<typeof RequestStatusValue>;
+
+export const IdempotencyKeyHeader = z.string().regex(/^[!-~]+$/, 'must be printable ASCII without spaces').max(255);

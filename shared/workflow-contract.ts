@@ -1,0 +1,51 @@
+// What the API, the worker and the workflow agree on. Workflow-safe: no Node built-ins.
+import { defineQuery } from '@temporalio/workflow';
+import type { ResponseSpec } from './schemas/query.ts';
+
+export const QUERY_WORKFLOW_TYPE = 'queryWorkflow';
+
+export interface ApiReference {
+  api: string;
+  name: string;
+  logo_url: string | null;
+  category: string;
+}
+
+export interface QueryWorkflowInput {
+  requestId: string;
+  orgId: string;
+  api: string;
+  operation: string;
+  operationId: number;
+  version: number;
+  input: Record<string, unknown>;
+  costCredits: number;
+  performsActions: boolean;
+  response?: ResponseSpec;
+  apiReference: ApiReference;
+  /** Epoch ms after which the query answers execution_timeout; fixed when the API accepted it. */
+  deadlineAt: number;
+  /** Terminal envelopes are retained this long. */
+  retentionMs: number;
+  /** Public base URL, for doc_url links in error envelopes. */
+  baseUrl: string;
+}
+
+export type Stage = 'accepted' | 'preparing' | 'executing' | 'formatting' | 'settling' | 'done';
+
+export interface Progress {
+  seq: number;
+  stage: Stage;
+  message: string;
+  api_reference?: ApiReference;
+  /** Set once the workflow has its terminal envelope. */
+  terminal?: TerminalEnvelope;
+}
+
+/** The HTTP answer of a finished query: what is retained and replayed. */
+export interface TerminalEnvelope {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+export const progressQuery = defineQuery<Progress>('progress');

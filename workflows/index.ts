@@ -1,0 +1,2 @@
+// Entry point of the workflow bundle: only workflow code, deterministic, no Node built-ins.
+export { queryWorkflow } from './query-workflow.ts';
