@@ -2,5 +2,9 @@
 import type { Site } from '../lib/http.ts';
 import { booksSite } from './books.ts';
 import { weatherSite } from './weather.ts';
+import { jobsSite } from './jobs.ts';
+import { shopSite } from './shop.ts';
+import { clinicSite } from './clinic.ts';
+import { newsSite } from './news.ts';
 
-export const sites: Site[] = [booksSite, weatherSite];
+export const sites: Site[] = [booksSite, weatherSite, jobsSite, shopSite, clinicSite, newsSite];
