@@ -28,7 +28,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logger: deps.config.LOG_LEVEL === 'silent' ? false : { level: deps.config.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers["idempotency-key"]'] },
     // Large enough for 1000 include paths of 1000 characters; larger bodies are 413.
     bodyLimit: 2 * 1024 * 1024,
-    disableRequestLogging: deps.config.LOG_LEVEL !== 'debug' && deps.config.LOG_LEVEL !== 'trace',
     return503OnClosing: true,
   });
   app.decorate('db', deps.db);
