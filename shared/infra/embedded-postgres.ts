@@ -95,6 +95,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       await grantAccess(dataDir, clusterDir);
     }
     if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await server.initialise();
+    tail.clear(); // keep only the server's own output for error messages
 
     try {
       await server.start();
@@ -198,12 +199,14 @@ async function ensurePostgresUser(): Promise<{ uid: number; gid: number }> {
   try {
     postgresIds = ids();
   } catch {
+    // On Debian, /usr/sbin is often missing from PATH (CI, `env -i`, non-login shells).
+    const sbin = (name: string) => ['/usr/sbin', '/sbin'].map((d) => path.join(d, name)).find(existsSync) ?? name;
     try {
-      execFileSync('groupadd', ['--system', USER], { stdio: 'ignore' });
+      execFileSync(sbin('groupadd'), ['--system', USER], { stdio: 'ignore' });
     } catch {
       // group may exist already
     }
-    execFileSync('useradd', ['--system', '-g', USER, '--no-create-home', '--shell', '/usr/sbin/nologin', USER], {
+    execFileSync(sbin('useradd'), ['--system', '-g', USER, '--no-create-home', '--shell', '/usr/sbin/nologin', USER], {
       stdio: 'ignore',
     });
     postgresIds = ids();

@@ -144,6 +144,9 @@ export class LogTail {
       if (this.lines.length > this.max) this.lines.shift();
     }
   }
+  clear(): void {
+    this.lines = [];
+  }
   toString(): string {
     return this.lines.join('\n');
   }
