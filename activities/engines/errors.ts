@@ -1,0 +1,135 @@
+// Mapping of website failures to the catalog's codes, and redaction of secrets from errors.
+
+import { ServiceError, type ErrorCode } from '../../shared/errors.ts';
+import { DestinationRefusedError } from './net-guard.ts';
+
+export interface StatusContext {
+  status: number;
+  host: string;
+  path: string;
+  step: string;
+  usesSecrets: boolean;
+  retryAfter?: string | null;
+}
+
+function retryAfterSeconds(v: string | null | undefined): number | undefined {
+  if (!v) return undefined;
+  if (/^\d+$/.test(v.trim())) return Number(v.trim());
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - Date.now()) / 1000));
+}
+
+/** The catalog error for a website's HTTP status that the recipe did not expect. */
+export function statusError(c: StatusContext): ServiceError {
+  const details: Record<string, unknown> = { step: c.step, host: c.host, path: c.path, upstream_status: c.status };
+  const where = `${c.host}${c.path}`;
+  if (c.status === 404 || c.status === 410) return new ServiceError('upstream_not_found', `The website returned ${c.status} for ${where}`, { details });
+  if (c.status === 429) {
+    const s = retryAfterSeconds(c.retryAfter);
+    if (s !== undefined) details.retry_after_seconds = s;
+    return new ServiceError('source_rate_limited', `The website is rate-limiting (429 from ${c.host})`, { details });
+  }
+  if (c.status === 401 && c.usesSecrets) return new ServiceError('credentials_rejected', `The website rejected the credentials (401 from ${c.host})`, { details });
+  if (c.status === 403 && c.usesSecrets) return new ServiceError('source_permission_denied', `The website denied the account access (403 from ${c.host})`, { details });
+  if (c.status === 403) return new ServiceError('source_blocked', `The website is blocking the request (403 from ${c.host})`, { details });
+  if (c.status === 503 || c.status === 502 || c.status === 504) {
+    const s = retryAfterSeconds(c.retryAfter);
+    if (s !== undefined) details.retry_after_seconds = s;
+  }
+  return new ServiceError('upstream_http_error', `The website returned ${c.status} for ${where}`, { details });
+}
+
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_CLOSED',
+]);
+
+/** Errors that show that nothing reached the website (safe for actions). */
+const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'E_DESTINATION_REFUSED']);
+
+function errCode(e: unknown): string | undefined {
+  let cur: unknown = e;
+  for (let i = 0; i < 4 && cur && typeof cur === 'object'; i++) {
+    const code = (cur as { code?: unknown }).code;
+    if (typeof code === 'string' && (NETWORK_CODES.has(code) || code === 'E_DESTINATION_REFUSED')) return code;
+    cur = (cur as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+export function isAbortError(e: unknown): boolean {
+  return !!e && typeof e === 'object' && ((e as Error).name === 'AbortError' || (e as { code?: string }).code === 'ABORT_ERR' || (e as Error).name === 'TimeoutError');
+}
+
+/** A network failure reaching `host` as a catalog error. */
+export function networkError(e: unknown, host: string, step: string): ServiceError {
+  if (e instanceof ServiceError) return e;
+  if (e instanceof DestinationRefusedError || errCode(e) === 'E_DESTINATION_REFUSED') {
+    const err = new ServiceError('workflow_execution_failed', `Refused to connect to ${host}: private, loopback and link-local destinations are not allowed`, {
+      details: { step, host, reason: 'destination_refused' },
+    });
+    notSent.add(err);
+    return err;
+  }
+  const code = errCode(e) ?? 'network_error';
+  const err = new ServiceError('workflow_execution_failed', `The website ${host} could not be reached (${code})`, { details: { step, host, reason: code } });
+  if (NOT_SENT_CODES.has(code)) notSent.add(err);
+  return err;
+}
+
+/** Errors known to have happened before anything reached the website. */
+export const notSent = new WeakSet<object>();
+
+/** Codes that mean the website answered with a clear refusal (the action did not happen). */
+export const DEFINITE_REFUSALS = new Set<ErrorCode>([
+  'not_found',
+  'upstream_not_found',
+  'source_rate_limited',
+  'source_blocked',
+  'credentials_rejected',
+  'credentials_missing',
+  'source_permission_denied',
+  'auth_required',
+  'invalid_provider_input',
+]);
+
+export function timeoutError(step: string | undefined): ServiceError {
+  return new ServiceError('execution_timeout', 'The website task did not finish within its time limit', { details: step === undefined ? undefined : { step } });
+}
+
+/** Replaces every secret value (raw and URL-encoded) in strings of a value. */
+export function redact<T>(value: T, secrets: string[]): T {
+  if (secrets.length === 0) return value;
+  const scrub = (s: string) => {
+    let out = s;
+    for (const sec of secrets) {
+      for (const form of new Set([sec, encodeURIComponent(sec), encodeURIComponent(sec).replace(/%20/g, '+')])) out = out.split(form).join('[redacted]');
+    }
+    return out;
+  };
+  const walk = (v: unknown): unknown => {
+    if (typeof v === 'string') return scrub(v);
+    if (Array.isArray(v)) return v.map(walk);
+    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
+    return v;
+  };
+  return walk(value) as T;
+}
+
+export function redactError(e: ServiceError, secrets: string[]): ServiceError {
+  if (secrets.length === 0) return e;
+  const out = new ServiceError(e.code, redact(e.message, secrets), { param: e.param, details: redact(e.details, secrets), headers: e.headers });
+  if (notSent.has(e)) notSent.add(out);
+  return out;
+}

@@ -1,0 +1,272 @@
+// Extraction of typed fields from HTML (cheerio, CSS selectors) or JSON (JSON pointers), and the
+// conditions used by `not_found` / `fail` steps. Both engines use it: the browser engine extracts
+// from a snapshot of the rendered DOM.
+
+import * as cheerio from 'cheerio';
+import type { AnyNode } from 'domhandler';
+import type { Field, FieldType } from '../../shared/recipes/schema.ts';
+
+export type CheerioDoc = cheerio.CheerioAPI;
+type Sel = cheerio.Cheerio<AnyNode>;
+
+/** Thrown when a recipe's extraction cannot be carried out (bad selector, wrong source type). */
+export class ExtractionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ExtractionError';
+  }
+}
+
+export function loadHtml(html: string): CheerioDoc {
+  return cheerio.load(html);
+}
+
+// ------------------------------------------------------------------------------------------
+// Value coercion
+
+const MAX_TEXT = 20_000;
+
+export function normalizeText(s: string): string {
+  return s.replace(/\s+/g, ' ').trim();
+}
+
+/** `£1,234.50` → 1234.5; `-3 °C` → -3; commas are thousands separators. */
+export function parseNumber(s: string): number | null {
+  const m = /[-−]?\d[\d,]*(?:\.\d+)?|[-−]?\.\d+/.exec(s);
+  if (!m) return null;
+  const n = Number(m[0].replace(/,/g, '').replace('−', '-'));
+  return Number.isFinite(n) ? n : null;
+}
+
+export function parseInteger(s: string): number | null {
+  const m = /[-−]?\d[\d,]*/.exec(s);
+  if (!m) return null;
+  const n = Number(m[0].replace(/,/g, '').replace('−', '-'));
+  return Number.isSafeInteger(n) ? n : null;
+}
+
+const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+
+/** ISO date `YYYY-MM-DD` from an ISO string or a written date (`12 March 2024`). */
+export function parseDate(s: string): string | null {
+  const iso = /(\d{4})-(\d{2})-(\d{2})/.exec(s);
+  if (iso) return `${iso[1]}-${iso[2]}-${iso[3]}`;
+  const t = Date.parse(s);
+  if (Number.isNaN(t)) return null;
+  const d = new Date(t); // written dates without a zone parse as local midnight: read local parts
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+}
+
+/** ISO date-time in UTC (`2025-06-01T12:00:00Z`); a time without a zone is taken as UTC. */
+export function parseDateTime(s: string): string | null {
+  let text = s.trim();
+  if (/^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(text)) text = `${text.replace(' ', 'T')}Z`;
+  else if (/^\d{4}-\d{2}-\d{2}$/.test(text)) text = `${text}T00:00:00Z`;
+  const t = Date.parse(text);
+  if (Number.isNaN(t)) return null;
+  return new Date(t).toISOString().replace(/\.000Z$/, 'Z');
+}
+
+function applyPattern(text: string, pattern: string | undefined): string | null {
+  if (!pattern) return text;
+  const m = new RegExp(pattern).exec(text.slice(0, MAX_TEXT));
+  if (!m) return null;
+  return m[1] ?? m[0];
+}
+
+/** Converts a scalar read from a page or JSON document to the field's type; null when it cannot. */
+export function coerce(raw: unknown, type: FieldType, f: Field): unknown {
+  if (raw === undefined || raw === null) return null;
+  if (type === 'json') return raw;
+  if (typeof raw !== 'string') {
+    // JSON values
+    switch (type) {
+      case 'number':
+        return typeof raw === 'number' ? raw : null;
+      case 'integer':
+        return typeof raw === 'number' ? (Number.isInteger(raw) ? raw : Math.trunc(raw)) : null;
+      case 'boolean':
+        if (typeof raw === 'boolean') return raw;
+        if (typeof raw === 'number') return raw !== 0;
+        return null;
+      case 'text':
+      case 'attribute':
+      case 'html':
+        return typeof raw === 'object' ? JSON.stringify(raw) : String(raw);
+      default:
+        if (typeof raw === 'number' && (type === 'date' || type === 'datetime')) {
+          const iso = new Date(raw > 1e11 ? raw : raw * 1000).toISOString();
+          return type === 'date' ? iso.slice(0, 10) : iso.replace(/\.000Z$/, 'Z');
+        }
+        return null;
+    }
+  }
+  const picked = applyPattern(type === 'html' ? raw : normalizeText(raw), f.pattern);
+  if (picked === null) return null;
+  switch (type) {
+    case 'text':
+    case 'attribute':
+    case 'html':
+      return picked;
+    case 'number':
+      return parseNumber(picked);
+    case 'integer':
+      return parseInteger(picked);
+    case 'boolean': {
+      const t = picked.trim().toLowerCase();
+      if (f.true_values) return f.true_values.some((v) => v.trim().toLowerCase() === t);
+      if (['true', 'yes', '1', 'on'].includes(t)) return true;
+      if (['false', 'no', '0', 'off', ''].includes(t)) return false;
+      return null;
+    }
+    case 'date':
+      return parseDate(picked);
+    case 'datetime':
+      return parseDateTime(picked);
+    default:
+      return picked;
+  }
+}
+
+function orDefault(v: unknown, f: Field): unknown {
+  if (v === null || v === undefined) return f.default !== undefined ? f.default : f.type === 'list' ? [] : null;
+  return v;
+}
+
+// ------------------------------------------------------------------------------------------
+// HTML
+
+export interface ExtractOptions {
+  /** Resolves a `limit` given as a template. */
+  resolveLimit(limit: number | string): number;
+  /** URL of the document, to resolve `url` fields. */
+  baseUrl?: string;
+}
+
+function resolveUrlValue(raw: unknown, base: string | undefined): string | null {
+  if (typeof raw !== 'string' || raw.trim() === '') return null;
+  try {
+    const u = base ? new URL(raw.trim(), base) : new URL(raw.trim());
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.toString() : null;
+  } catch {
+    return null;
+  }
+}
+
+function find($: CheerioDoc, scope: Sel | null, selector: string | undefined): Sel {
+  try {
+    if (!selector) return scope ?? $.root();
+    return scope ? scope.find(selector) : $(selector);
+  } catch (e) {
+    throw new ExtractionError(`invalid CSS selector "${selector}": ${(e as Error).message}`);
+  }
+}
+
+function htmlScalar($: CheerioDoc, el: Sel, f: Field): unknown {
+  if (f.type === 'html') return el.html() ?? '';
+  if (f.attribute) return el.attr(f.attribute) ?? null;
+  if (f.type === 'json') {
+    try {
+      return JSON.parse(el.text());
+    } catch {
+      return null;
+    }
+  }
+  return el.text().slice(0, MAX_TEXT);
+}
+
+export function extractHtmlField($: CheerioDoc, scope: Sel | null, f: Field, opts: ExtractOptions): unknown {
+  if (f.pointer !== undefined) throw new ExtractionError('a JSON pointer cannot be used on an HTML document');
+  const matches = find($, scope, f.selector);
+  switch (f.type) {
+    case 'exists':
+      return matches.length > 0;
+    case 'count':
+      return matches.length;
+    case 'list': {
+      const limit = f.limit !== undefined ? opts.resolveLimit(f.limit) : Infinity;
+      const out: unknown[] = [];
+      for (const node of matches.toArray()) {
+        if (out.length >= limit) break;
+        const el = $(node);
+        out.push(f.fields ? extractHtmlObject($, el, f.fields, opts) : extractHtmlField($, el, f.item!, opts));
+      }
+      return out;
+    }
+    case 'object':
+      if (matches.length === 0) return orDefault(null, f);
+      return extractHtmlObject($, matches.first(), f.fields!, opts);
+    case 'url':
+      if (matches.length === 0) return orDefault(null, f);
+      return orDefault(resolveUrlValue(matches.first().attr(f.attribute ?? 'href'), opts.baseUrl), f);
+    case 'boolean':
+      if (!f.true_values && !f.attribute && !f.pattern) return matches.length > 0;
+      if (matches.length === 0) return orDefault(null, f) ?? false;
+      return orDefault(coerce(htmlScalar($, matches.first(), f), 'boolean', f), f);
+    default:
+      if (matches.length === 0) return orDefault(null, f);
+      return orDefault(coerce(htmlScalar($, matches.first(), f), f.type, f), f);
+  }
+}
+
+export function extractHtmlObject($: CheerioDoc, scope: Sel | null, fields: Record<string, Field>, opts: ExtractOptions): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, f] of Object.entries(fields)) out[k] = extractHtmlField($, scope, f, opts);
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------
+// JSON
+
+/** RFC 6901 JSON pointer; undefined when absent. */
+export function jsonPointer(doc: unknown, pointer: string | undefined): unknown {
+  if (!pointer) return doc;
+  if (!pointer.startsWith('/')) throw new ExtractionError(`invalid JSON pointer "${pointer}"`);
+  let cur: unknown = doc;
+  for (const raw of pointer.slice(1).split('/')) {
+    const key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (Array.isArray(cur)) {
+      if (!/^(0|[1-9]\d*)$/.test(key)) return undefined;
+      cur = cur[Number(key)];
+    } else if (cur && typeof cur === 'object') {
+      cur = Object.prototype.hasOwnProperty.call(cur, key) ? (cur as Record<string, unknown>)[key] : undefined;
+    } else return undefined;
+  }
+  return cur;
+}
+
+export function extractJsonField(doc: unknown, f: Field, opts: ExtractOptions): unknown {
+  if (f.selector !== undefined) throw new ExtractionError('a CSS selector cannot be used on a JSON document');
+  const v = jsonPointer(doc, f.pointer);
+  switch (f.type) {
+    case 'exists':
+      return v !== undefined && v !== null;
+    case 'count':
+      return Array.isArray(v) ? v.length : v && typeof v === 'object' ? Object.keys(v).length : 0;
+    case 'list': {
+      if (!Array.isArray(v)) return orDefault(null, f);
+      const limit = f.limit !== undefined ? opts.resolveLimit(f.limit) : Infinity;
+      return v.slice(0, limit === Infinity ? undefined : limit).map((item) => (f.fields ? extractJsonObject(item, f.fields, opts) : extractJsonField(item, f.item!, opts)));
+    }
+    case 'object':
+      if (v === undefined || v === null || typeof v !== 'object') return orDefault(null, f);
+      return extractJsonObject(v, f.fields!, opts);
+    case 'url':
+      return orDefault(resolveUrlValue(v, opts.baseUrl), f);
+    default:
+      return orDefault(coerce(v, f.type, f), f);
+  }
+}
+
+export function extractJsonObject(doc: unknown, fields: Record<string, Field>, opts: ExtractOptions): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, f] of Object.entries(fields)) out[k] = extractJsonField(doc, f, opts);
+  return out;
+}
+
+export function isEmptyValue(v: unknown): boolean {
+  if (v === undefined || v === null || v === '') return true;
+  if (Array.isArray(v)) return v.length === 0;
+  if (typeof v === 'object') return Object.keys(v).length === 0;
+  return false;
+}

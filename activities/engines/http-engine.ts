@@ -1,0 +1,166 @@
+// The plain-HTTP engine: undici with a connector that routes mapped hosts (dev/tests) to the demo
+// sites while keeping the recipe's real-looking URL and Host header, and that refuses private,
+// loopback and link-local destinations for every other host (checked on every connection, so also
+// after redirects and against DNS rebinding).
+
+import { isIP } from 'node:net';
+import { Agent, buildConnector, request } from 'undici';
+import type { LoadState } from '../../shared/recipes/schema.ts';
+import { ServiceError } from '../../shared/errors.ts';
+import { isAbortError, networkError } from './errors.ts';
+import { DestinationRefusedError, guardedLookup, isPrivateAddress, mappedTarget, type HostMap } from './net-guard.ts';
+import type { Driver, HttpRequestSpec, HttpResponseData, PageSnapshot, UrlCheck } from './interpreter.ts';
+
+export const MAX_BODY_BYTES = 5 * 1024 * 1024;
+export const MAX_REDIRECTS = 5;
+
+export interface HttpDispatcherOptions {
+  hostMap?: HostMap;
+  allowPrivateNetwork?: boolean;
+  connectTimeoutMs?: number;
+}
+
+/** One undici Agent per runner; connections are pooled per origin. */
+export function createHttpDispatcher(opts: HttpDispatcherOptions): Agent {
+  const timeout = opts.connectTimeoutMs ?? 10_000;
+  const plain = buildConnector({ timeout });
+  const guarded = buildConnector({ timeout, lookup: guardedLookup } as buildConnector.BuildOptions);
+  const connect: buildConnector.connector = (o, cb) => {
+    const target = mappedTarget(opts.hostMap, o.hostname);
+    if (target) return plain({ ...o, hostname: target.host, port: String(target.port) }, cb);
+    if (opts.allowPrivateNetwork) return plain(o, cb);
+    const bare = o.hostname.replace(/^\[|\]$/g, '');
+    if (isIP(bare) && isPrivateAddress(bare)) {
+      cb(new DestinationRefusedError(o.hostname, 'it is a private, loopback or link-local address'), null);
+      return;
+    }
+    if (!isIP(bare) && (bare === 'localhost' || bare.endsWith('.localhost'))) {
+      cb(new DestinationRefusedError(o.hostname, 'it is a loopback name'), null);
+      return;
+    }
+    return guarded(o, cb);
+  };
+  return new Agent({ connect, headersTimeout: 30_000, bodyTimeout: 30_000, keepAliveTimeout: 4_000 });
+}
+
+/** A minimal per-run cookie jar (name=value per host), enough for sessions and logins. */
+class CookieJar {
+  private readonly jar = new Map<string, Map<string, string>>();
+
+  store(host: string, setCookie: string | string[] | undefined): void {
+    if (!setCookie) return;
+    const list = Array.isArray(setCookie) ? setCookie : [setCookie];
+    let cookies = this.jar.get(host);
+    if (!cookies) this.jar.set(host, (cookies = new Map()));
+    for (const line of list) {
+      const [pair, ...attrs] = line.split(';');
+      const eq = pair!.indexOf('=');
+      if (eq <= 0) continue;
+      const name = pair!.slice(0, eq).trim();
+      const value = pair!.slice(eq + 1).trim();
+      const expired = attrs.some((a) => {
+        const [k, v] = a.split('=').map((x) => x.trim());
+        if (k!.toLowerCase() === 'max-age') return Number(v) <= 0;
+        if (k!.toLowerCase() === 'expires') return Date.parse(v ?? '') < Date.now();
+        return false;
+      });
+      if (expired || value === '') cookies.delete(name);
+      else cookies.set(name, value);
+    }
+  }
+
+  header(host: string): string | undefined {
+    const cookies = this.jar.get(host);
+    if (!cookies || cookies.size === 0) return undefined;
+    return [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+  }
+}
+
+async function readBody(body: AsyncIterable<Uint8Array> & { destroy?: (e?: Error) => void }, host: string, step: string): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.byteLength;
+    if (size > MAX_BODY_BYTES) {
+      body.destroy?.();
+      throw new ServiceError('upstream_http_error', `The website ${host} returned more than ${MAX_BODY_BYTES} bytes`, { details: { step, host, reason: 'response_too_large' } });
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export class HttpDriver implements Driver {
+  readonly engine = 'http' as const;
+  private readonly cookies = new CookieJar();
+  private page: PageSnapshot | null = null;
+
+  constructor(
+    private readonly dispatcher: Agent,
+    private readonly checkUrl: UrlCheck,
+  ) {}
+
+  async request(spec: HttpRequestSpec, signal: AbortSignal): Promise<HttpResponseData> {
+    let url = spec.url;
+    let method = spec.method;
+    let body = spec.body;
+    const headers = { ...spec.headers };
+    for (let hop = 0; ; hop++) {
+      const host = url.hostname.toLowerCase();
+      const cookie = this.cookies.header(host);
+      const sendHeaders: Record<string, string> = { ...headers };
+      if (cookie && !sendHeaders.cookie) sendHeaders.cookie = cookie;
+      let res: Awaited<ReturnType<typeof request>>;
+      try {
+        res = await request(url, { method, headers: sendHeaders, body, dispatcher: this.dispatcher, signal });
+      } catch (e) {
+        if (signal.aborted || isAbortError(e)) throw e;
+        throw networkError(e, host, spec.step);
+      }
+      this.cookies.store(host, res.headers['set-cookie']);
+      const location = res.headers.location;
+      if ([301, 302, 303, 307, 308].includes(res.statusCode) && location && method !== 'HEAD') {
+        await res.body.dump().catch(() => undefined);
+        if (hop >= MAX_REDIRECTS)
+          throw new ServiceError('upstream_http_error', `The website ${host} redirected more than ${MAX_REDIRECTS} times`, { details: { step: spec.step, host, reason: 'too_many_redirects' } });
+        const next = new URL(Array.isArray(location) ? location[0]! : location, url);
+        this.checkUrl(next, spec.step);
+        if (res.statusCode === 303 || ((res.statusCode === 301 || res.statusCode === 302) && method !== 'GET')) {
+          method = 'GET';
+          body = undefined;
+          delete headers['content-type'];
+        }
+        if (next.host !== url.host) {
+          delete headers.authorization;
+          delete headers.cookie;
+        }
+        url = next;
+        continue;
+      }
+      let text: string;
+      try {
+        text = method === 'HEAD' ? '' : await readBody(res.body, host, spec.step);
+      } catch (e) {
+        if (e instanceof ServiceError) throw e;
+        if (signal.aborted || isAbortError(e)) throw e;
+        throw networkError(e, host, spec.step);
+      }
+      const ct = res.headers['content-type'];
+      return { status: res.statusCode, url: url.toString(), headers: res.headers, body: text, contentType: (Array.isArray(ct) ? ct[0] : ct) ?? '' };
+    }
+  }
+
+  async navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal }): Promise<{ status: number | null; url: string; retryAfter?: string | null }> {
+    const res = await this.request(
+      { method: 'GET', url, headers: { 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64) WorkflowQueryService/0.1', accept: 'text/html,application/xhtml+xml' }, step: opts.step, usesSecrets: false },
+      opts.signal,
+    );
+    this.page = { url: res.url, status: res.status, html: res.body };
+    const ra = res.headers['retry-after'];
+    return { status: res.status, url: res.url, retryAfter: Array.isArray(ra) ? ra[0] : (ra ?? null) };
+  }
+
+  async snapshot(): Promise<PageSnapshot | null> {
+    return this.page;
+  }
+}

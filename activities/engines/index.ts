@@ -1,0 +1,95 @@
+// Recipe runner: validates a recipe once, picks the engine, bounds the run by the caller's signal
+// (and the recipe's own timeout_ms), and returns the assembled output. Errors are ServiceErrors
+// with catalog codes and never contain secrets.
+
+import { ServiceError } from '../../shared/errors.ts';
+import { RecipeValidationError, parseRecipe, type Recipe } from '../../shared/recipes/schema.ts';
+import { redactError } from './errors.ts';
+import { HttpDriver, createHttpDispatcher } from './http-engine.ts';
+import { Interpreter, makeUrlCheck, type RunContext } from './interpreter.ts';
+import type { BrowserPool } from './browser-engine.ts';
+
+export type { RunContext } from './interpreter.ts';
+
+export interface RecipeRunner {
+  run(recipe: Recipe, input: Record<string, unknown>, ctx: RunContext): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+export interface RecipeRunnerOptions {
+  /** host → 'address:port'; in dev and tests routes demo hosts to apps/demo-sites (both engines). */
+  hostMap?: Record<string, string>;
+  /** Chromium binary; default CHROMIUM_PATH, then /usr/bin/chromium. */
+  chromiumPath?: string;
+  /** Concurrent browser runs per runner (default 2). */
+  browserConcurrency?: number;
+  /** Let unmapped hosts reach private addresses (never in production). */
+  allowPrivateNetwork?: boolean;
+}
+
+const validated = new WeakSet<object>();
+
+function validate(recipe: Recipe): Recipe {
+  if (recipe && typeof recipe === 'object' && validated.has(recipe)) return recipe;
+  try {
+    const parsed = parseRecipe(recipe);
+    validated.add(parsed);
+    if (recipe && typeof recipe === 'object') validated.add(recipe);
+    return parsed;
+  } catch (e) {
+    if (e instanceof RecipeValidationError)
+      throw new ServiceError('internal_error', 'The operation has an invalid recipe', { details: { issues: e.issues.slice(0, 20) } });
+    throw e;
+  }
+}
+
+export function createRecipeRunner(opts: RecipeRunnerOptions = {}): RecipeRunner {
+  const hostMap = Object.fromEntries(Object.entries(opts.hostMap ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+  const dispatcher = createHttpDispatcher({ hostMap, allowPrivateNetwork: opts.allowPrivateNetwork });
+  let browser: BrowserPool | null = null;
+  let browserLoading: Promise<BrowserPool> | null = null;
+  let closed = false;
+
+  const getBrowser = async (): Promise<BrowserPool> => {
+    if (browser) return browser;
+    if (!browserLoading) {
+      browserLoading = import('./browser-engine.ts').then(
+        (m) =>
+          (browser = new m.BrowserPool({
+            hostMap,
+            chromiumPath: opts.chromiumPath,
+            concurrency: opts.browserConcurrency ?? 2,
+            allowPrivateNetwork: opts.allowPrivateNetwork ?? false,
+          })),
+      );
+    }
+    return browserLoading;
+  };
+
+  return {
+    async run(recipeIn, input, ctx) {
+      if (closed) throw new ServiceError('engine_unavailable', 'The recipe runner is closed');
+      const recipe = validate(recipeIn);
+      const signals = [ctx.signal];
+      if (recipe.timeout_ms) signals.push(AbortSignal.timeout(recipe.timeout_ms));
+      const signal = signals.length > 1 ? AbortSignal.any(signals) : ctx.signal;
+      const secrets = Object.values(ctx.secrets ?? {}).filter((s) => typeof s === 'string' && s.length >= 3);
+      if (recipe.engine === 'http') {
+        const driver = new HttpDriver(dispatcher, makeUrlCheck(recipe.hosts));
+        return new Interpreter(recipe, driver, input, ctx, signal).run();
+      }
+      try {
+        const pool = await getBrowser();
+        return await pool.run(recipe, input, ctx, signal);
+      } catch (e) {
+        if (e instanceof ServiceError) throw redactError(e, secrets);
+        throw e;
+      }
+    },
+    async close() {
+      closed = true;
+      const b = browser ?? (browserLoading ? await browserLoading.catch(() => null) : null);
+      await Promise.allSettled([dispatcher.close(), b?.close()]);
+    },
+  };
+}

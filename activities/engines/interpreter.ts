@@ -1,0 +1,503 @@
+// The recipe interpreter shared by both engines. It renders templates, enforces the recipe's host
+// list, maps statuses and failures to catalog codes, runs extraction, pagination, conditions and
+// output assembly. An engine supplies a Driver that performs requests and page interactions.
+
+import { ServiceError } from '../../shared/errors.ts';
+import type {
+  ClickStep,
+  Condition,
+  ExtractStep,
+  HttpMethod,
+  LoadState,
+  PaginateStep,
+  Recipe,
+  RequestStep,
+  Step,
+  WaitStep,
+} from '../../shared/recipes/schema.ts';
+import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, type TemplateScope } from '../../shared/recipes/template.ts';
+import { DEFINITE_REFUSALS, isAbortError, notSent, redactError, statusError, timeoutError } from './errors.ts';
+import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, type ExtractOptions } from './extract.ts';
+
+export interface RunContext {
+  signal: AbortSignal;
+  heartbeat(details?: unknown): void;
+  /** Connection secrets for `{{secrets.NAME}}`; never logged or returned. */
+  secrets?: Record<string, string>;
+  /** Stable per query, for idempotent actions (`{{run.request_ref}}`). */
+  requestRef?: string;
+}
+
+export interface HttpRequestSpec {
+  method: HttpMethod;
+  url: URL;
+  headers: Record<string, string>;
+  body?: string;
+  /** Path of the step in the recipe, for error details. */
+  step: string;
+  usesSecrets: boolean;
+}
+
+export interface HttpResponseData {
+  status: number;
+  url: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  contentType: string;
+}
+
+export interface PageSnapshot {
+  url: string;
+  status: number | null;
+  html: string;
+}
+
+/** What an engine provides to the interpreter. Drivers throw ServiceError for network failures. */
+export interface Driver {
+  readonly engine: 'http' | 'browser';
+  request(spec: HttpRequestSpec, signal: AbortSignal): Promise<HttpResponseData>;
+  navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal }): Promise<{ status: number | null; url: string; retryAfter?: string | null }>;
+  /** The current document (rendered DOM in the browser); null when none is loaded. */
+  snapshot(): Promise<PageSnapshot | null>;
+  fill?(selector: string, value: string, step: string): Promise<void>;
+  select?(selector: string, choice: { value?: string; label?: string }, step: string): Promise<void>;
+  click?(step: ClickStep, path: string): Promise<{ status: number | null; url: string; retryAfter?: string | null } | null>;
+  wait?(step: WaitStep, rendered: { url_contains?: string }, path: string): Promise<void>;
+  /** Browser: click a pagination control without href and wait. */
+  clickNext?(selector: string, waitFor: string | undefined, path: string): Promise<void>;
+}
+
+/** URL check applied to every URL a recipe reaches, including redirects. */
+export type UrlCheck = (url: URL, step: string) => void;
+
+export function makeUrlCheck(hosts: string[]): UrlCheck {
+  const allowed = new Set(hosts.map((h) => h.toLowerCase()));
+  return (url, step) => {
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new ServiceError('workflow_execution_failed', `Refused to open a ${url.protocol} URL: only http and https are allowed`, { details: { step, reason: 'scheme_not_allowed' } });
+    if (url.username || url.password)
+      throw new ServiceError('workflow_execution_failed', 'Refused to open a URL with credentials in it', { details: { step, reason: 'userinfo_not_allowed' } });
+    const host = url.hostname.toLowerCase();
+    if (!allowed.has(host)) {
+      const err = new ServiceError('workflow_execution_failed', `Refused to reach ${host}: the operation may only reach ${[...allowed].join(', ')}`, {
+        details: { step, host, reason: 'host_not_allowed' },
+      });
+      notSent.add(err);
+      throw err;
+    }
+  };
+}
+
+interface State {
+  scope: TemplateScope;
+  lastStatus: number | null;
+  lastUrl: string | null;
+  /** HTML from the latest `request` step parsed as HTML; page interactions clear it. */
+  htmlDoc: PageSnapshot | null;
+  actionsDone: number;
+  currentStep: string | undefined;
+}
+
+const DEFAULT_UA = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) WorkflowQueryService/0.1';
+
+export class Interpreter {
+  private readonly checkUrl: UrlCheck;
+  private readonly secretValues: string[];
+  private readonly state: State;
+
+  constructor(
+    private readonly recipe: Recipe,
+    private readonly driver: Driver,
+    input: Record<string, unknown>,
+    private readonly ctx: RunContext,
+    private readonly signal: AbortSignal,
+  ) {
+    this.checkUrl = makeUrlCheck(recipe.hosts);
+    const secrets = ctx.secrets ?? {};
+    this.secretValues = Object.values(secrets).filter((s) => typeof s === 'string' && s.length >= 3);
+    this.state = {
+      scope: { input, vars: Object.create(null) as Record<string, unknown>, secrets, run: { request_ref: ctx.requestRef } },
+      lastStatus: null,
+      lastUrl: null,
+      htmlDoc: null,
+      actionsDone: 0,
+      currentStep: undefined,
+    };
+  }
+
+  get urlCheck(): UrlCheck {
+    return this.checkUrl;
+  }
+
+  async run(): Promise<unknown> {
+    try {
+      await this.runSteps(this.recipe.steps, '');
+      const out = renderValue(this.recipe.output, this.state.scope);
+      return out === undefined ? null : out;
+    } catch (e) {
+      throw redactError(this.toServiceError(e), this.secretValues);
+    }
+  }
+
+  // ----------------------------------------------------------------------------------------
+
+  private toServiceError(e: unknown): ServiceError {
+    const step = this.state.currentStep;
+    if (this.signal.aborted || isAbortError(e)) {
+      if (e instanceof ServiceError && e.code !== 'workflow_execution_failed') return e;
+      return timeoutError(step);
+    }
+    if (e instanceof ServiceError) return e;
+    if (e instanceof TemplateError) {
+      if (e.kind === 'missing_secret') {
+        const err = new ServiceError('credentials_missing', `The connection value ${e.ref} that this operation needs is missing`, { details: { name: e.ref } });
+        notSent.add(err);
+        return err;
+      }
+      return new ServiceError('internal_error', `Recipe template error: ${e.message}`, { details: { step } });
+    }
+    if (e instanceof ExtractionError) return new ServiceError('workflow_execution_failed', `The website's page could not be read: ${e.message}`, { details: { step } });
+    const name = (e as Error)?.name;
+    if (name === 'TypeError' || name === 'ReferenceError' || name === 'RangeError' || name === 'SyntaxError')
+      return new ServiceError('internal_error', 'Unexpected error while running the recipe', { details: { step } });
+    // Anything else comes from the website or the browser (timeouts waiting for an element, a
+    // crashed page): the task could not be carried out on the website.
+    const msg = String((e as Error)?.message ?? e).split('\n')[0]!.slice(0, 300);
+    return new ServiceError('workflow_execution_failed', `The website task could not be completed: ${msg}`, { details: { step } });
+  }
+
+  private async runSteps(steps: Step[], prefix: string): Promise<void> {
+    for (let i = 0; i < steps.length; i++) {
+      const step = steps[i]!;
+      const path = prefix ? `${prefix}.${i}` : String(i);
+      if (this.signal.aborted) throw timeoutError(path);
+      this.state.currentStep = path;
+      this.ctx.heartbeat({ step: path, type: step.type, name: step.name });
+      try {
+        await this.runStep(step, path);
+      } catch (e) {
+        let err = this.toServiceError(e);
+        if (step.type !== 'paginate') {
+          if (step.action && err.code !== 'action_unconfirmed' && err.code !== 'workflow_partially_completed' && !DEFINITE_REFUSALS.has(err.code) && !notSent.has(err)) {
+            err = new ServiceError('action_unconfirmed', `The outcome of "${step.name ?? step.type}" could not be confirmed; check the website before trying again`, {
+              details: { step: path, cause: err.code },
+            });
+          } else if (this.state.actionsDone > 0 && err.code !== 'action_unconfirmed' && err.code !== 'workflow_partially_completed') {
+            err = new ServiceError('workflow_partially_completed', `An earlier step changed something on the website before "${step.name ?? step.type}" failed; check the website`, {
+              details: { step: path, cause: err.code, completed_actions: this.state.actionsDone },
+            });
+          }
+        }
+        throw err;
+      }
+      if (step.action) this.state.actionsDone++;
+    }
+  }
+
+  private async runStep(step: Step, path: string): Promise<void> {
+    switch (step.type) {
+      case 'request':
+        return this.request(step, path);
+      case 'navigate': {
+        const url = this.resolveUrl(step.url, path);
+        const res = await this.driver.navigate(url, { waitUntil: step.wait_until, step: path, signal: this.signal });
+        this.afterPageChange(res);
+        const snap = await this.driver.snapshot();
+        if (snap) detectChallenge(snap.html, url.hostname, path);
+        this.checkStatus(res.status, url, step, path, false, res.retryAfter);
+        return;
+      }
+      case 'fill':
+        this.needBrowser(step.type);
+        this.state.htmlDoc = null;
+        return this.driver.fill!(step.selector, renderString(step.value, this.state.scope), path);
+      case 'select':
+        this.needBrowser(step.type);
+        this.state.htmlDoc = null;
+        return this.driver.select!(
+          step.selector,
+          { value: step.value !== undefined ? renderString(step.value, this.state.scope) : undefined, label: step.label !== undefined ? renderString(step.label, this.state.scope) : undefined },
+          path,
+        );
+      case 'click': {
+        this.needBrowser(step.type);
+        this.state.htmlDoc = null;
+        const res = await this.driver.click!(step, path);
+        if (res) {
+          this.afterPageChange(res);
+          this.checkStatus(res.status, new URL(res.url), step, path, false, res.retryAfter);
+        }
+        return;
+      }
+      case 'wait':
+        this.needBrowser(step.type);
+        this.state.htmlDoc = null;
+        return this.driver.wait!(step, { url_contains: step.url_contains !== undefined ? renderString(step.url_contains, this.state.scope) : undefined }, path);
+      case 'extract':
+        return this.extract(step);
+      case 'set':
+        this.state.scope.vars[step.var] = renderValue(step.value, this.state.scope);
+        return;
+      case 'paginate':
+        return this.paginate(step, path);
+      case 'not_found':
+        if (await this.holds(step.when)) {
+          throw new ServiceError('not_found', step.message ? renderString(step.message, this.state.scope) : 'The website has no match for the input', { details: { step: path } });
+        }
+        return;
+      case 'fail':
+        if (await this.holds(step.when)) {
+          throw new ServiceError(step.code, step.message ? renderString(step.message, this.state.scope) : undefined, { details: { step: path } });
+        }
+        return;
+    }
+  }
+
+  private needBrowser(type: string): void {
+    if (this.driver.engine !== 'browser') throw new ServiceError('internal_error', `Step "${type}" needs the browser engine`);
+  }
+
+  private afterPageChange(res: { status: number | null; url: string }): void {
+    this.state.htmlDoc = null;
+    if (res.status !== null) this.state.lastStatus = res.status;
+    this.state.lastUrl = res.url;
+  }
+
+  private resolveUrl(template: string, path: string): URL {
+    const text = renderUrl(template, this.state.scope);
+    let url: URL;
+    try {
+      url = this.state.lastUrl ? new URL(text, this.state.lastUrl) : new URL(text);
+    } catch {
+      throw new ServiceError('workflow_execution_failed', 'The recipe produced an invalid URL', { details: { step: path, reason: 'invalid_url' } });
+    }
+    this.checkUrl(url, path);
+    return url;
+  }
+
+  private checkStatus(
+    status: number | null,
+    url: URL,
+    step: { expect_status?: number[]; not_found_status?: number[] },
+    path: string,
+    usesSecrets: boolean,
+    retryAfter?: string | null,
+  ): void {
+    if (status === null) return;
+    if (step.not_found_status?.includes(status)) throw new ServiceError('not_found', 'The website has no match for the input', { details: { step: path, upstream_status: status } });
+    const ok = step.expect_status ? step.expect_status.includes(status) : status >= 200 && status < 300;
+    if (ok) return;
+    throw statusError({ status, host: url.hostname, path: url.pathname, step: path, usesSecrets, retryAfter });
+  }
+
+  private async request(step: RequestStep, path: string): Promise<void> {
+    const scope = this.state.scope;
+    const url = this.resolveUrl(step.url, path);
+    for (const [k, v] of Object.entries(step.query ?? {})) {
+      const r = renderValue(v, scope);
+      if (r === undefined || r === null || r === '') continue;
+      url.searchParams.append(k, typeof r === 'object' ? JSON.stringify(r) : String(r));
+    }
+    const usesSecrets = secretsUsed(step).size > 0;
+    const headers: Record<string, string> = { 'user-agent': DEFAULT_UA };
+    headers.accept = step.parse === 'json' ? 'application/json' : step.parse === 'html' ? 'text/html,application/xhtml+xml' : '*/*';
+    let body: string | undefined;
+    if (step.json !== undefined) {
+      body = JSON.stringify(renderValue(step.json, scope) ?? null);
+      headers['content-type'] = 'application/json';
+    } else if (step.form !== undefined) {
+      const form = new URLSearchParams();
+      for (const [k, v] of Object.entries(step.form)) {
+        const r = renderValue(v, scope);
+        if (r === undefined || r === null) continue;
+        form.append(k, typeof r === 'object' ? JSON.stringify(r) : String(r));
+      }
+      body = form.toString();
+      headers['content-type'] = 'application/x-www-form-urlencoded';
+    }
+    for (const [k, v] of Object.entries(step.headers ?? {})) headers[k.toLowerCase()] = renderHeader(v, scope);
+    const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets }, this.signal);
+    this.state.lastStatus = res.status;
+    this.state.lastUrl = res.url;
+    if (step.save_status_as) scope.vars[step.save_status_as] = res.status;
+    this.checkStatus(res.status, new URL(res.url), step, path, usesSecrets, headerValue(res.headers['retry-after']));
+    const kind = step.parse ?? (/json/i.test(res.contentType) ? 'json' : /html|xml/i.test(res.contentType) ? 'html' : 'text');
+    let value: unknown = res.body;
+    if (kind === 'json') {
+      if (res.body.trim() === '') value = null;
+      else {
+        try {
+          value = JSON.parse(res.body);
+        } catch {
+          throw new ServiceError('upstream_http_error', `The website returned a response that is not valid JSON (${url.hostname}${url.pathname})`, {
+            details: { step: path, host: url.hostname, path: url.pathname, upstream_status: res.status },
+          });
+        }
+      }
+    } else if (kind === 'html') {
+      this.state.htmlDoc = { url: res.url, status: res.status, html: res.body };
+      this.state.lastUrl = res.url;
+      detectChallenge(res.body, url.hostname, path);
+    }
+    if (step.save_as) scope.vars[step.save_as] = value;
+  }
+
+  private async currentDoc(): Promise<PageSnapshot> {
+    if (this.state.htmlDoc) return this.state.htmlDoc;
+    const snap = await this.driver.snapshot();
+    if (!snap) throw new ServiceError('internal_error', 'The recipe reads a page before loading one', { details: { step: this.state.currentStep } });
+    return snap;
+  }
+
+  private extractOptions(): ExtractOptions {
+    return {
+      resolveLimit: (limit) => this.resolveLimit(limit),
+    };
+  }
+
+  private resolveLimit(limit: number | string, fallback?: number): number {
+    if (typeof limit === 'number') return limit;
+    const v = renderValue(limit, this.state.scope);
+    if ((v === undefined || v === null || v === '') && fallback !== undefined) return fallback;
+    const n = typeof v === 'number' ? v : Number(v);
+    if (!Number.isFinite(n)) throw new ServiceError('invalid_provider_input', `The limit "${limit}" is not a number`, { details: { step: this.state.currentStep } });
+    return Math.max(0, Math.floor(n));
+  }
+
+  private async extract(step: ExtractStep): Promise<void> {
+    const from = step.from ?? 'page';
+    const opts = this.extractOptions();
+    if (from === 'page' || typeof this.state.scope.vars[from.var] === 'string') {
+      const doc = from === 'page' ? await this.currentDoc() : null;
+      const html = doc ? doc.html : (this.state.scope.vars[(from as { var: string }).var] as string);
+      opts.baseUrl = doc?.url ?? this.state.lastUrl ?? undefined;
+      const $ = loadHtml(html);
+      let scope = null;
+      if (step.scope) {
+        scope = $(step.scope).first();
+        if (scope.length === 0) {
+          this.state.scope.vars[step.save_as] = null;
+          return;
+        }
+      }
+      this.state.scope.vars[step.save_as] = extractHtmlObject($, scope, step.fields, opts);
+      return;
+    }
+    opts.baseUrl = this.state.lastUrl ?? undefined;
+    let doc = this.state.scope.vars[from.var];
+    if (step.scope) doc = jsonPointer(doc, step.scope);
+    if (doc === undefined || doc === null) {
+      this.state.scope.vars[step.save_as] = null;
+      return;
+    }
+    this.state.scope.vars[step.save_as] = extractJsonObject(doc, step.fields, opts);
+  }
+
+  private async paginate(step: PaginateStep, path: string): Promise<void> {
+    const limit = this.resolveLimit(step.limit, step.default_limit);
+    const maxPages = step.max_pages ?? 10;
+    const vars = this.state.scope.vars;
+    const acc: unknown[] = [];
+    const next = step.next;
+    const pageVar = next.kind === 'link' ? undefined : (next.page_var ?? 'page');
+    if (next.kind === 'counter') vars[pageVar!] = next.start ?? 1;
+    if (next.kind === 'cursor') vars[pageVar!] = null;
+    for (let page = 0; page < maxPages && acc.length < limit; page++) {
+      vars[step.collect.split('.')[0]!] = undefined;
+      await this.runSteps(step.steps, `${path}.steps`);
+      const [head, ...rest] = step.collect.split('.');
+      let got: unknown = vars[head!];
+      for (const k of rest) got = got && typeof got === 'object' && !Array.isArray(got) ? (got as Record<string, unknown>)[k] : undefined;
+      const list = Array.isArray(got) ? got : [];
+      acc.push(...list);
+      this.ctx.heartbeat({ step: path, type: 'paginate', page: page + 1, items: acc.length });
+      if (acc.length >= limit || list.length === 0) break;
+      if (next.kind === 'counter') {
+        vars[pageVar!] = (vars[pageVar!] as number) + 1;
+      } else if (next.kind === 'cursor') {
+        const c = jsonPointer(vars[next.var], next.pointer);
+        if (c === undefined || c === null || c === '' || c === false) break;
+        vars[pageVar!] = c;
+      } else {
+        const doc = await this.currentDoc();
+        const $ = loadHtml(doc.html);
+        const link = $(next.selector).first();
+        if (link.length === 0) break;
+        const href = link.attr('href');
+        if (href && !/^\s*javascript:/i.test(href)) {
+          let url: URL;
+          try {
+            url = new URL(href, doc.url);
+          } catch {
+            break;
+          }
+          this.checkUrl(url, path);
+          if (this.state.htmlDoc && this.driver.engine === 'http') {
+            // the page came from a request step: load the next one the same way
+            const res = await this.driver.request(
+              { method: 'GET', url, headers: { 'user-agent': DEFAULT_UA, accept: 'text/html,application/xhtml+xml' }, step: path, usesSecrets: false },
+              this.signal,
+            );
+            this.checkStatus(res.status, url, {}, path, false, headerValue(res.headers['retry-after']));
+            this.state.htmlDoc = { url: res.url, status: res.status, html: res.body };
+            this.state.lastUrl = res.url;
+            this.state.lastStatus = res.status;
+          } else {
+            const res = await this.driver.navigate(url, { step: path, signal: this.signal });
+            this.afterPageChange(res);
+            this.checkStatus(res.status, url, {}, path, false, res.retryAfter);
+          }
+        } else if (this.driver.clickNext) {
+          this.state.htmlDoc = null;
+          await this.driver.clickNext(next.selector, next.wait_for, path);
+        } else break;
+      }
+    }
+    vars[step.save_as] = acc.slice(0, limit);
+  }
+
+  private async holds(c: Condition): Promise<boolean> {
+    const vars = this.state.scope.vars;
+    if ('selector_present' in c || 'selector_absent' in c) {
+      const doc = await this.currentDoc();
+      const $ = loadHtml(doc.html);
+      const sel = 'selector_present' in c ? c.selector_present : c.selector_absent;
+      let n: number;
+      try {
+        n = $(sel).length;
+      } catch (e) {
+        throw new ExtractionError(`invalid CSS selector "${sel}": ${(e as Error).message}`);
+      }
+      return 'selector_present' in c ? n > 0 : n === 0;
+    }
+    if ('text_contains' in c) {
+      const doc = await this.currentDoc();
+      const text = loadHtml(doc.html).root().text().replace(/\s+/g, ' ');
+      return text.toLowerCase().includes(renderString(c.text_contains, this.state.scope).toLowerCase());
+    }
+    if ('status' in c) return this.state.lastStatus !== null && c.status.includes(this.state.lastStatus);
+    if ('empty' in c) return isEmptyValue(vars[c.empty]);
+    if ('missing' in c) {
+      const v = jsonPointer(vars[c.missing.var], c.missing.pointer);
+      return v === undefined || v === null;
+    }
+    if ('url_contains' in c) {
+      const url = this.state.htmlDoc?.url ?? (await this.driver.snapshot())?.url ?? this.state.lastUrl ?? '';
+      return url.includes(renderString(c.url_contains, this.state.scope));
+    }
+    return false;
+  }
+}
+
+export function headerValue(v: string | string[] | undefined): string | null {
+  if (v === undefined) return null;
+  return Array.isArray(v) ? (v[0] ?? null) : v;
+}
+
+const CHALLENGE_RE = /<title>[^<]*(captcha|are you a robot|attention required|just a moment|access denied)[^<]*<\/title>|class="[^"]*\b(g-recaptcha|h-captcha|cf-turnstile)\b/i;
+
+/** Pages that are a bot challenge instead of content. */
+export function detectChallenge(html: string, host: string, step: string): void {
+  if (CHALLENGE_RE.test(html.slice(0, 200_000)))
+    throw new ServiceError('source_blocked', `The website ${host} answered with a bot challenge instead of the page`, { details: { step, host, reason: 'challenge' } });
+}

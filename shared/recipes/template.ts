@@ -1,0 +1,115 @@
+// Rendering of recipe templates. Values are looked up by path, never evaluated.
+// Workflow-safe: no Node built-ins.
+
+import { PLACEHOLDER_RE, parseReference, wholeReference, type TemplateRef } from './schema.ts';
+
+export interface TemplateScope {
+  input: Record<string, unknown>;
+  vars: Record<string, unknown>;
+  secrets: Record<string, string>;
+  run: { request_ref?: string };
+}
+
+export class TemplateError extends Error {
+  readonly kind: 'missing_secret' | 'invalid_reference';
+  readonly ref: string;
+  constructor(kind: 'missing_secret' | 'invalid_reference', ref: string, message: string) {
+    super(message);
+    this.name = 'TemplateError';
+    this.kind = kind;
+    this.ref = ref;
+  }
+}
+
+const hasOwn = (o: object, k: PropertyKey) => Object.prototype.hasOwnProperty.call(o, k);
+
+/** Looks a reference up; undefined when any segment is absent. Only own properties (and `length`). */
+export function lookup(ref: TemplateRef, scope: TemplateScope): unknown {
+  if (ref.namespace === 'secrets') {
+    const name = String(ref.path[0] ?? '');
+    if (!hasOwn(scope.secrets, name) || typeof scope.secrets[name] !== 'string' || scope.secrets[name] === '')
+      throw new TemplateError('missing_secret', name, `The secret ${name} is missing`);
+    return scope.secrets[name];
+  }
+  let cur: unknown = scope[ref.namespace];
+  for (const seg of ref.path) {
+    if (cur === null || cur === undefined) return undefined;
+    if (Array.isArray(cur)) {
+      if (seg === 'length') cur = cur.length;
+      else if (typeof seg === 'number') cur = cur[seg];
+      else return undefined;
+    } else if (typeof cur === 'string') {
+      if (seg === 'length') cur = cur.length;
+      else return undefined;
+    } else if (typeof cur === 'object') {
+      const key = String(seg);
+      cur = hasOwn(cur as object, key) ? (cur as Record<string, unknown>)[key] : undefined;
+    } else return undefined;
+  }
+  return cur;
+}
+
+function stringify(value: unknown): string {
+  if (value === undefined || value === null) return '';
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  return JSON.stringify(value);
+}
+
+function resolve(body: string, scope: TemplateScope): unknown {
+  const ref = parseReference(body);
+  if (!ref) throw new TemplateError('invalid_reference', body, `Invalid template reference {{${body}}}`);
+  return lookup(ref, scope);
+}
+
+/** Renders a string template; `encode` is applied to every inserted value (not to the literal text). */
+export function renderString(text: string, scope: TemplateScope, encode: (s: string) => string = (s) => s): string {
+  return text.replace(PLACEHOLDER_RE, (_m, body: string) => encode(stringify(resolve(body, scope))));
+}
+
+/** Renders a template value: a lone placeholder keeps the value's JSON type; strings inside are rendered. */
+export function renderValue(value: unknown, scope: TemplateScope): unknown {
+  if (typeof value === 'string') {
+    const whole = wholeReference(value);
+    if (whole) return lookup(whole, scope);
+    return renderString(value, scope);
+  }
+  if (Array.isArray(value)) return value.map((v) => renderValue(v, scope));
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      const r = renderValue(v, scope);
+      if (r !== undefined) out[k] = r;
+    }
+    return out;
+  }
+  return value;
+}
+
+/**
+ * Renders a URL template: inserted values are URL-encoded (encodeURIComponent), so input can never
+ * change the host, path structure or add parameters. A template that is exactly one placeholder
+ * is used as a URL (e.g. a `next` link read from a page) and must then be absolute or a path.
+ */
+export function renderUrl(text: string, scope: TemplateScope): string {
+  const whole = wholeReference(text);
+  if (whole) return stringify(lookup(whole, scope));
+  return renderString(text, scope, encodeURIComponent);
+}
+
+/** Renders a header value; CR/LF are removed so a value can never add a header. */
+export function renderHeader(text: string, scope: TemplateScope): string {
+  return renderString(text, scope).replace(/[\r\n\0]/g, '');
+}
+
+/** Names of the secrets a template value uses. */
+export function secretsUsed(value: unknown, out = new Set<string>()): Set<string> {
+  if (typeof value === 'string') {
+    for (const m of value.matchAll(PLACEHOLDER_RE)) {
+      const ref = parseReference(m[1] ?? '');
+      if (ref?.namespace === 'secrets') out.add(String(ref.path[0]));
+    }
+  } else if (Array.isArray(value)) value.forEach((v) => secretsUsed(v, out));
+  else if (value && typeof value === 'object') Object.values(value).forEach((v) => secretsUsed(v, out));
+  return out;
+}

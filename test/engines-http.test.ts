@@ -1,0 +1,315 @@
+// The HTTP engine against the demo sites: every example of every http demo operation, the
+// mapping of website failures to catalog codes, host and address refusal, URL-encoding of inputs,
+// secrets handling and action semantics.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { startDemoSites, type DemoSites } from '../apps/demo-sites/server.ts';
+import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
+import { demoCatalog } from '../shared/catalog/demo/index.ts';
+import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
+import { ServiceError } from '../shared/errors.ts';
+import { detectChallenge } from '../activities/engines/interpreter.ts';
+
+let sites: DemoSites;
+let runner: RecipeRunner;
+
+const ctx = (extra: Partial<RunContext> = {}): RunContext => ({ signal: new AbortController().signal, heartbeat() {}, requestRef: 'req_test_0001', ...extra });
+
+async function demo(path: string, body?: unknown): Promise<unknown> {
+  const res = await fetch(`${sites.origin}${path}`, body === undefined ? undefined : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return res.json();
+}
+
+async function runError(recipe: Recipe, input: Record<string, unknown> = {}, c: RunContext = ctx(), r: RecipeRunner = runner): Promise<ServiceError> {
+  try {
+    await r.run(recipe, input, c);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ServiceError);
+    return e as ServiceError;
+  }
+  throw new Error('expected the run to fail');
+}
+
+beforeAll(async () => {
+  sites = await startDemoSites();
+  runner = createRecipeRunner({ hostMap: sites.hostMap });
+});
+afterAll(async () => {
+  await runner?.close();
+  await sites?.close();
+});
+beforeEach(async () => {
+  await demo('/__demo/reset', {});
+});
+
+const ajv = new Ajv2020({ allErrors: true, strict: true });
+(addFormats as unknown as (a: Ajv2020) => void)(ajv);
+
+describe('demo catalog on the http engine', () => {
+  const cases = demoCatalog.flatMap((api) =>
+    api.operations.flatMap((op) =>
+      op.versions
+        .filter((v) => (v.recipe as Recipe).engine === 'http' && !op.performs_actions)
+        .flatMap((v) => v.examples.map((ex, i) => ({ name: `${api.handle} ${op.name} v${v.version} #${i + 1} ${ex.title ?? ''}`, api, op, v, ex }))),
+    ),
+  );
+
+  it('has examples to run', () => {
+    expect(cases.length).toBeGreaterThanOrEqual(10);
+  });
+
+  it.each(cases)('$name', async ({ op, v, ex }) => {
+    const recipe = parseRecipe(v.recipe);
+    expect(ajv.validate(v.input_schema, ex.input), JSON.stringify(ajv.errors)).toBe(true);
+    const secrets = op.access?.length ? testSecrets : undefined;
+    const out = await runner.run(recipe, ex.input, ctx({ secrets }));
+    expect(out).toEqual(ex.output);
+    expect(ajv.validate(v.output_schema, out), JSON.stringify(ajv.errors)).toBe(true);
+  });
+});
+
+const testSecrets: Record<string, string> = { WEATHER_API_KEY: 'wk_demo_valid_key_123' };
+
+const booksPage = (path: string, extra: Partial<Recipe> = {}): Recipe => ({
+  engine: 'http',
+  hosts: ['books.example.test'],
+  steps: [{ type: 'navigate', url: `http://books.example.test${path}` }],
+  output: { ok: true },
+  ...extra,
+});
+
+describe('website failures map to catalog codes', () => {
+  it('404 is upstream_not_found; with not_found_status it is not_found', async () => {
+    const e = await runError(booksPage('/books/9780000000000'));
+    expect(e.code).toBe('upstream_not_found');
+    expect(e.details).toMatchObject({ upstream_status: 404, host: 'books.example.test' });
+    const getBook = demoCatalog.find((a) => a.handle === '@books')!.operations.find((o) => o.name === 'get_book')!;
+    const e2 = await runError(getBook.versions[0]!.recipe as Recipe, { isbn13: '9780000000000' });
+    expect(e2.code).toBe('not_found');
+  });
+
+  it('429 is source_rate_limited and carries Retry-After', async () => {
+    await demo('/__demo/faults', { host: 'books.example.test', path_prefix: '/search', status: 429, retry_after_s: 7 });
+    const e = await runError(booksPage('/search?q=x'));
+    expect(e.code).toBe('source_rate_limited');
+    expect(e.details).toMatchObject({ upstream_status: 429, retry_after_seconds: 7 });
+  });
+
+  it('the weather API rate limit is source_rate_limited', async () => {
+    const recipe: Recipe = {
+      engine: 'http',
+      hosts: ['weather.example.test'],
+      steps: [{ type: 'request', url: 'http://weather.example.test/api/v1/alerts?region=england', parse: 'json', save_as: 'a' }],
+      output: '{{vars.a.region}}',
+    };
+    let err: ServiceError | undefined;
+    for (let i = 0; i < 8 && !err; i++) {
+      try {
+        await runner.run(recipe, {}, ctx());
+      } catch (e) {
+        err = e as ServiceError;
+      }
+    }
+    expect(err?.code).toBe('source_rate_limited');
+    expect((err?.details as { retry_after_seconds?: number }).retry_after_seconds).toBeGreaterThanOrEqual(1);
+  });
+
+  it('503 and 500 are upstream_http_error; 403 is source_blocked', async () => {
+    await demo('/__demo/faults', { host: 'books.example.test', path_prefix: '/a', status: 503 });
+    await demo('/__demo/faults', { host: 'books.example.test', path_prefix: '/b', status: 500 });
+    await demo('/__demo/faults', { host: 'books.example.test', path_prefix: '/c', status: 403 });
+    expect((await runError(booksPage('/a'))).code).toBe('upstream_http_error');
+    expect((await runError(booksPage('/b'))).code).toBe('upstream_http_error');
+    expect((await runError(booksPage('/c'))).code).toBe('source_blocked');
+  });
+
+  it('a bot challenge page is source_blocked', () => {
+    expect(() => detectChallenge('<html><head><title>Just a moment...</title></head></html>', 'books.example.test', '0')).toThrow(
+      expect.objectContaining({ code: 'source_blocked' }),
+    );
+    expect(() => detectChallenge('<html><head><title>Books</title></head></html>', 'books.example.test', '0')).not.toThrow();
+  });
+
+  it('an unreachable site is workflow_execution_failed', async () => {
+    const closed = createRecipeRunner({ hostMap: { 'books.example.test': '127.0.0.1:1' } });
+    try {
+      const e = await runError(booksPage('/'), {}, ctx(), closed);
+      expect(e.code).toBe('workflow_execution_failed');
+      expect(e.message).toContain('could not be reached');
+    } finally {
+      await closed.close();
+    }
+  });
+
+  it('an abort is execution_timeout', async () => {
+    await demo('/__demo/faults', { host: 'books.example.test', path_prefix: '/slow', latency_ms: 3000 });
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 100);
+    const started = Date.now();
+    const e = await runError(booksPage('/slow'), {}, ctx({ signal: ac.signal }));
+    expect(e.code).toBe('execution_timeout');
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it("the recipe's own timeout_ms is execution_timeout", async () => {
+    await demo('/__demo/faults', { host: 'books.example.test', path_prefix: '/slow', latency_ms: 3000 });
+    const e = await runError(booksPage('/slow', { timeout_ms: 1000 }));
+    expect(e.code).toBe('execution_timeout');
+  });
+});
+
+describe('destinations', () => {
+  it('refuses a host the recipe does not declare, also from a URL in a variable', async () => {
+    const recipe: Recipe = { engine: 'http', hosts: ['books.example.test'], steps: [{ type: 'navigate', url: '{{input.url}}' }], output: null };
+    const e = await runError(recipe, { url: 'http://weather.example.test/api/v1' });
+    expect(e.code).toBe('workflow_execution_failed');
+    expect(e.details).toMatchObject({ reason: 'host_not_allowed', host: 'weather.example.test' });
+    const e2 = await runError(recipe, { url: 'file:///etc/passwd' });
+    expect(e2.details).toMatchObject({ reason: 'scheme_not_allowed' });
+  });
+
+  it('rejects undeclared hosts when the recipe is validated', () => {
+    expect(() => parseRecipe({ engine: 'http', hosts: ['books.example.test'], steps: [{ type: 'navigate', url: 'http://evil.example.test/' }], output: null })).toThrow(
+      /steps\[0\]\.url: host "evil\.example\.test" is not listed/,
+    );
+  });
+
+  it.each(['127.0.0.1', '169.254.169.254', '10.1.2.3', 'localhost'])('refuses the private destination %s', async (host) => {
+    const recipe: Recipe = { engine: 'http', hosts: [host], steps: [{ type: 'navigate', url: `http://${host}:${sites.port}/` }], output: null };
+    const e = await runError(recipe);
+    expect(e.code).toBe('workflow_execution_failed');
+    expect(e.details).toMatchObject({ reason: 'destination_refused' });
+  });
+
+  it('allows private destinations only when configured to', async () => {
+    const open = createRecipeRunner({ allowPrivateNetwork: true });
+    try {
+      const recipe: Recipe = {
+        engine: 'http',
+        hosts: ['127.0.0.1'],
+        steps: [{ type: 'request', url: `http://127.0.0.1:${sites.port}/__demo/state`, parse: 'json', save_as: 's' }],
+        output: '{{vars.s.orders}}',
+      };
+      expect(await open.run(recipe, {}, ctx())).toBe(0);
+    } finally {
+      await open.close();
+    }
+  });
+});
+
+describe('templates', () => {
+  it('URL-encodes input inserted into a URL', async () => {
+    const recipe: Recipe = {
+      engine: 'http',
+      hosts: ['books.example.test'],
+      steps: [
+        { type: 'navigate', url: 'http://books.example.test/search?q={{input.q}}&sort=price_asc' },
+        { type: 'extract', fields: { query: { type: 'text', selector: 'h1 .query' }, url: { type: 'text', selector: 'nav.pagination a.next', attribute: 'href' } }, save_as: 'p' },
+      ],
+      output: { query: '{{vars.p.query}}' },
+    };
+    const q = 'Ellison & co=1#top?x/../y';
+    expect(await runner.run(recipe, { q }, ctx())).toEqual({ query: q });
+  });
+
+  it('cannot climb out of a path segment', async () => {
+    const recipe = booksPage('/books/{{input.isbn}}');
+    const e = await runError(recipe, { isbn: '../categories/fiction' });
+    expect(e.code).toBe('upstream_not_found');
+    expect((e.details as { path: string }).path).toBe('/books/..%2Fcategories%2Ffiction');
+  });
+
+  it('keeps types for a lone placeholder and assembles nested output', async () => {
+    const recipe: Recipe = {
+      engine: 'http',
+      hosts: ['weather.example.test'],
+      steps: [
+        { type: 'request', url: 'http://weather.example.test/api/v1/forecast', query: { city: '{{input.city}}', days: '{{input.days}}' }, parse: 'json', save_as: 'f' },
+        { type: 'set', var: 'first', value: '{{vars.f.days[0]}}' },
+      ],
+      output: { city: '{{vars.f.city}}', n: '{{vars.f.days.length}}', first_max: '{{vars.first.max_c}}', label: '{{vars.f.city}} ({{vars.f.country}})' },
+    };
+    const out = (await runner.run(recipe, { city: 'Rome', days: 2 }, ctx())) as Record<string, unknown>;
+    expect(out).toMatchObject({ city: 'Rome', n: 2, label: 'Rome (IT)' });
+    expect(typeof out.first_max).toBe('number');
+  });
+});
+
+describe('secrets', () => {
+  const history: Recipe = {
+    engine: 'http',
+    hosts: ['weather.example.test'],
+    secrets: ['WEATHER_API_KEY'],
+    steps: [
+      {
+        type: 'request',
+        url: 'http://weather.example.test/api/v1/history',
+        query: { city: 'London', date: '2025-05-01' },
+        headers: { 'X-Api-Key': '{{secrets.WEATHER_API_KEY}}' },
+        parse: 'json',
+        save_as: 'h',
+      },
+    ],
+    output: { city: '{{vars.h.city}}', date: '{{vars.h.date}}' },
+  };
+
+  it('sends a secret and never returns it', async () => {
+    expect(await runner.run(history, {}, ctx({ secrets: { WEATHER_API_KEY: 'wk_demo_valid_key_123' } }))).toEqual({ city: 'London', date: '2025-05-01' });
+  });
+
+  it('missing → credentials_missing, rejected → credentials_rejected, denied → source_permission_denied', async () => {
+    expect((await runError(history, {}, ctx({ secrets: {} }))).code).toBe('credentials_missing');
+    const rejected = await runError(history, {}, ctx({ secrets: { WEATHER_API_KEY: 'wk_wrong_secret_value' } }));
+    expect(rejected.code).toBe('credentials_rejected');
+    expect(JSON.stringify({ m: rejected.message, d: rejected.details })).not.toContain('wk_wrong_secret_value');
+    expect((await runError(history, {}, ctx({ secrets: { WEATHER_API_KEY: 'wk_demo_denied_key' } }))).code).toBe('source_permission_denied');
+  });
+
+  it('redacts a secret that appears in an error', async () => {
+    const recipe: Recipe = {
+      engine: 'http',
+      hosts: ['books.example.test'],
+      secrets: ['TOKEN'],
+      steps: [{ type: 'navigate', url: 'http://books.example.test/books/{{secrets.TOKEN}}' }],
+      output: null,
+    };
+    const e = await runError(recipe, {}, ctx({ secrets: { TOKEN: 'tok_super_secret' } }));
+    expect(e.code).toBe('upstream_not_found');
+    expect(JSON.stringify({ m: e.message, d: e.details })).not.toContain('tok_super_secret');
+  });
+
+  it('a recipe cannot put a secret into its output', () => {
+    expect(() => parseRecipe({ ...history, output: '{{secrets.WEATHER_API_KEY}}' })).toThrow(/output: the output must never contain secrets/);
+  });
+});
+
+describe('actions', () => {
+  const action = (afterStep = false): Recipe => ({
+    engine: 'http',
+    hosts: ['books.example.test'],
+    steps: [
+      { type: 'request', name: 'Place order', method: 'POST', url: 'http://books.example.test/order', form: { ref: '{{run.request_ref}}' }, action: true, expect_status: [200, 404] },
+      ...(afterStep ? [{ type: 'navigate' as const, name: 'Read confirmation', url: 'http://books.example.test/confirm' }] : []),
+    ],
+    output: null,
+  });
+
+  it('an uncertain outcome of an action step is action_unconfirmed', async () => {
+    await demo('/__demo/faults', { host: 'books.example.test', path_prefix: '/order', status: 502 });
+    const e = await runError(action());
+    expect(e.code).toBe('action_unconfirmed');
+    expect(e.details).toMatchObject({ cause: 'upstream_http_error' });
+  });
+
+  it('a clear refusal of an action keeps its code', async () => {
+    await demo('/__demo/faults', { host: 'books.example.test', path_prefix: '/order', status: 429 });
+    expect((await runError(action())).code).toBe('source_rate_limited');
+  });
+
+  it('a failure after an action is workflow_partially_completed', async () => {
+    const e = await runError(action(true));
+    expect(e.code).toBe('workflow_partially_completed');
+    expect(e.details).toMatchObject({ cause: 'upstream_not_found', completed_actions: 1 });
+  });
+});
