@@ -5,9 +5,9 @@
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { esc, json, parseCookies, text, type DemoRequest, type Reply, type Site } from './lib/http.ts';
-import { addFault, clearFaults, listFaults, takeFault } from './lib/faults.ts';
+import { FaultStore } from './lib/faults.ts';
 import { demoSiteIcons } from './icons.ts';
-import { sites } from './sites/index.ts';
+import { createSites } from './sites/index.ts';
 
 export { demoSiteIcons };
 
@@ -20,60 +20,70 @@ export interface DemoSites {
 }
 
 const MAX_BODY = 1024 * 1024;
-const siteByHost = new Map<string, Site>(sites.map((s) => [s.host, s]));
-let requestCounts: Record<string, number> = {};
 
-function resetAll(): void {
-  for (const s of sites) s.reset?.();
-  clearFaults();
-  requestCounts = {};
-}
+/** Mutable state of one server instance: the sites, request counts and faults. */
+class Instance {
+  readonly sites: Site[] = createSites();
+  readonly siteByHost = new Map<string, Site>(this.sites.map((s) => [s.host, s]));
+  readonly faults = new FaultStore();
+  requestCounts: Record<string, number> = {};
 
-function state(): Record<string, unknown> {
-  const out: Record<string, unknown> = { orders: 0, bookings: 0 };
-  for (const s of sites) Object.assign(out, s.stats?.() ?? {});
-  out.requests = { ...requestCounts };
-  out.faults = listFaults();
-  return out;
-}
-
-function control(method: string, path: string, body: Buffer): Reply {
-  let parsed: unknown = undefined;
-  if (body.length) {
-    try {
-      parsed = JSON.parse(body.toString('utf8'));
-    } catch {
-      return json(400, { error: 'invalid_json' });
-    }
+  reset(): void {
+    for (const s of this.sites) s.reset?.();
+    this.faults.clear();
+    this.requestCounts = {};
   }
-  const allow = (m: string) => json(405, { error: 'method_not_allowed' }, { allow: m });
-  switch (path) {
-    case '/__demo/state':
-      return method === 'GET' || method === 'HEAD' ? json(200, state()) : allow('GET');
-    case '/__demo/reset':
-      if (method !== 'POST') return allow('POST');
-      resetAll();
-      return json(200, { ok: true, state: state() });
-    case '/__demo/faults': {
-      if (method === 'GET' || method === 'HEAD') return json(200, { faults: listFaults() });
-      if (method === 'DELETE') {
-        clearFaults();
-        return json(200, { ok: true });
+
+  state(): Record<string, unknown> {
+    const out: Record<string, unknown> = { orders: 0, bookings: 0 };
+    for (const s of this.sites) Object.assign(out, s.stats?.() ?? {});
+    out.requests = { ...this.requestCounts };
+    out.faults = this.faults.list();
+    return out;
+  }
+
+  control(method: string, path: string, body: Buffer): Reply {
+    let parsed: unknown = undefined;
+    if (body.length) {
+      try {
+        parsed = JSON.parse(body.toString('utf8'));
+      } catch {
+        return json(400, { error: 'invalid_json' });
       }
-      if (method !== 'POST') return allow('GET, POST, DELETE');
-      const f = addFault(parsed);
-      if (typeof f === 'string') return json(400, { error: 'invalid_fault', message: f });
-      if (!siteByHost.has(f.host) && f.host !== '*') return json(400, { error: 'invalid_fault', message: `unknown host "${f.host}"` });
-      return json(201, f);
     }
-    case '/__demo/sessions/expire': {
-      if (method !== 'POST') return allow('POST');
-      let expired = 0;
-      for (const s of sites) expired += s.expireSessions?.() ?? 0;
-      return json(200, { ok: true, expired });
+    const allow = (m: string) => json(405, { error: 'method_not_allowed' }, { allow: m });
+    const isGet = method === 'GET' || method === 'HEAD';
+    switch (path) {
+      case '/__demo/state':
+        return isGet ? json(200, this.state()) : allow('GET');
+      case '/__demo/reset':
+        if (method !== 'POST') return allow('POST');
+        this.reset();
+        return json(200, { ok: true, state: this.state() });
+      case '/__demo/faults': {
+        if (isGet) return json(200, { faults: this.faults.list() });
+        if (method === 'DELETE') {
+          this.faults.clear();
+          return json(200, { ok: true });
+        }
+        if (method !== 'POST') return allow('GET, POST, DELETE');
+        if (parsed && typeof parsed === 'object' && typeof (parsed as { host?: unknown }).host === 'string') {
+          const h = (parsed as { host: string }).host.toLowerCase();
+          if (h !== '*' && !this.siteByHost.has(h)) return json(400, { error: 'invalid_fault', message: `unknown host "${h}"` });
+        }
+        const f = this.faults.add(parsed);
+        if (typeof f === 'string') return json(400, { error: 'invalid_fault', message: f });
+        return json(201, f);
+      }
+      case '/__demo/sessions/expire': {
+        if (method !== 'POST') return allow('POST');
+        let expired = 0;
+        for (const s of this.sites) expired += s.expireSessions?.() ?? 0;
+        return json(200, { ok: true, expired });
+      }
+      default:
+        return json(404, { error: 'not_found', endpoints: ['GET /__demo/state', 'POST /__demo/reset', 'GET|POST|DELETE /__demo/faults', 'POST /__demo/sessions/expire'] });
     }
-    default:
-      return json(404, { error: 'not_found', endpoints: ['GET /__demo/state', 'POST /__demo/reset', 'GET|POST|DELETE /__demo/faults', 'POST /__demo/sessions/expire'] });
   }
 }
 
@@ -90,7 +100,7 @@ function faultReply(site: Site, path: string, status: number, retryAfter?: numbe
   };
 }
 
-function indexPage(origin: string): Reply {
+function indexPage(sites: Site[], origin: string): Reply {
   const items = sites.map((s) => `<li><a href="http://${s.host}/">${esc(s.host)}</a> — ${esc(s.name)}</li>`).join('');
   return {
     status: 200,
@@ -134,6 +144,7 @@ export async function startDemoSites(opts: { port?: number; host?: string } = {}
   const mapHost = listenHost === '0.0.0.0' || listenHost === '::' ? '127.0.0.1' : listenHost;
   const localNames = new Set(['127.0.0.1', 'localhost', '::1', '[::1]', mapHost]);
   let origin = '';
+  const inst = new Instance();
 
   const server = http.createServer(async (req, res) => {
     try {
@@ -151,16 +162,16 @@ export async function startDemoSites(opts: { port?: number; host?: string } = {}
       const body = await readBody(req);
       if (body === null) return write(req, res, text(413, 'Request body too large\n'));
 
-      if (path.startsWith('/__demo/')) return write(req, res, control(method, path, body));
+      if (path.startsWith('/__demo/')) return write(req, res, inst.control(method, path, body));
 
-      const site = siteByHost.get(host);
+      const site = inst.siteByHost.get(host);
       if (!site) {
-        if (localNames.has(host)) return write(req, res, path === '/' ? indexPage(origin) : text(404, 'Not found. Use a demo host (see /).\n'));
+        if (localNames.has(host)) return write(req, res, path === '/' ? indexPage(inst.sites, origin) : text(404, 'Not found. Use a demo host (see /).\n'));
         return write(req, res, text(502, `Bad gateway: unknown host "${host}" (not a demo site)\n`));
       }
-      requestCounts[host] = (requestCounts[host] ?? 0) + 1;
+      inst.requestCounts[host] = (inst.requestCounts[host] ?? 0) + 1;
 
-      const fault = takeFault(host, method, path);
+      const fault = inst.faults.take(host, method, path);
       if (fault?.status !== undefined) {
         if (fault.latency_ms) await sleep(fault.latency_ms);
         return write(req, res, faultReply(site, path, fault.status, fault.retry_after_s));
@@ -213,7 +224,7 @@ export async function startDemoSites(opts: { port?: number; host?: string } = {}
   const port = (server.address() as AddressInfo).port;
   const hostPort = `${mapHost.includes(':') ? `[${mapHost}]` : mapHost}:${port}`;
   origin = `http://${hostPort}`;
-  const hosts = sites.map((s) => s.host);
+  const hosts = inst.sites.map((s) => s.host);
   let closed: Promise<void> | undefined;
   return {
     origin,
