@@ -5,6 +5,7 @@ import type { Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import errorsPlugin from './plugins/errors.ts';
 import authPlugin from './plugins/auth.ts';
+import ssePlugin from './plugins/sse.ts';
 import rootRoutes from './routes/root.ts';
 import queryRoutes from './routes/query.ts';
 import requestRoutes from './routes/requests.ts';
@@ -38,6 +39,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(errorsPlugin);
   await app.register(authPlugin);
   await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt: Date.now(), temporalHealthy: deps.temporalHealthy });
+  await app.register(ssePlugin);
   await app.register(queryRoutes, { queries });
   await app.register(requestRoutes);
   await app.register(catalogRoutes);
