@@ -27,6 +27,8 @@ export interface QueryWorkflowInput {
   deadlineAt: number;
   /** Terminal envelopes are retained this long. */
   retentionMs: number;
+  /** Heartbeat timeout of the execute activity: how fast a dead worker's task moves elsewhere. */
+  heartbeatTimeoutMs: number;
   /** Public base URL, for doc_url links in error envelopes. */
   baseUrl: string;
 }

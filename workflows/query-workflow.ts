@@ -104,7 +104,7 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     const site = proxyActivities<ExecuteActivities>({
       scheduleToCloseTimeout: remainingMs,
       startToCloseTimeout: remainingMs,
-      heartbeatTimeout: '10 seconds',
+      heartbeatTimeout: q.heartbeatTimeoutMs,
       retry: q.performsActions
         ? // An action may have happened even when its answer was lost: never repeat it blindly.
           { maximumAttempts: 1 }

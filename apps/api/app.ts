@@ -31,6 +31,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: 2 * 1024 * 1024,
     return503OnClosing: true,
   });
+  // JSON only: a text/plain body is 415, not a string handed to the routes.
+  app.removeContentTypeParser('text/plain');
   app.decorate('db', deps.db);
   app.decorate('baseUrl', deps.baseUrl);
   const queries = new QueryService({ db: deps.db, temporal: deps.temporal, config: deps.config, baseUrl: deps.baseUrl });

@@ -241,6 +241,7 @@ export class QueryService {
       apiReference: { api: op.handle, name: op.apiName, logo_url: op.logoSha256 ? `${this.deps.baseUrl()}/v1/icons/${op.logoSha256}` : null, category: op.category },
       deadlineAt: request.created_at.getTime() + this.deps.config.QUERY_DEADLINE_MS,
       retentionMs: this.deps.config.RESULT_RETENTION_HOURS * 3_600_000,
+      heartbeatTimeoutMs: this.deps.config.EXECUTE_HEARTBEAT_TIMEOUT_MS,
       baseUrl: this.deps.baseUrl(),
     };
     try {

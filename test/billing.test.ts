@@ -1,0 +1,149 @@
+// Receipts, billing states, the ledger and its invariant, on the real stack.
+import { afterAll, describe, expect, it } from 'vitest';
+import { balanceOf, call, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
+
+afterAll(closeDb);
+
+const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
+
+async function invariantHolds(orgId: string) {
+  const b = await balanceOf(orgId);
+  expect(b.granted).toBe(b.available + b.reserved + b.charged);
+  for (const v of Object.values(b)) expect(v).toBeGreaterThanOrEqual(0);
+  return b;
+}
+
+describe('billing', () => {
+  it('a completed run reserves the full price, then settles it; headers say so', async () => {
+    const org = await newOrg(10);
+    const res = await query(org.api_key, london);
+    expect(res.status).toBe(200);
+    const rid = res.body.data.receipt.request_id;
+    expect(res.body.data.receipt).toEqual({
+      request_id: rid,
+      api: '@weather',
+      operation: 'current_weather',
+      billing: { status: 'settled', reserved_credits: 1, charged_credits: 1 },
+    });
+    expect(res.headers.get('x-request-id')).toBe(rid);
+    expect(res.headers.get('location')).toBe(`/v1/query/requests/${rid}`);
+    expect(res.headers.get('idempotency-replayed')).toBe('false');
+    expect(res.headers.get('x-svc-billing-status')).toBe('settled');
+    expect(res.headers.get('x-svc-cost-credits')).toBe('1');
+    expect(res.headers.get('x-svc-api')).toBe('@weather');
+    for (const h of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']) expect(Number(res.headers.get(h))).toBeGreaterThan(0);
+    expect(await ledgerOf(org.org_id)).toEqual([
+      { request_id: rid, kind: 'reserve', amount: 1 },
+      { request_id: rid, kind: 'settle', amount: 1 },
+    ]);
+    expect(await invariantHolds(org.org_id)).toEqual({ granted: 10, available: 9, reserved: 0, charged: 1 });
+  });
+
+  it('a failure after the reservation releases it: no charge, receipt released', async () => {
+    const org = await newOrg(10);
+    const res = await query(org.api_key, { ...london, input: { city: 'Atlantis' } });
+    expect(res.status).toBe(404);
+    expect(res.body.error.code).toBe('not_found');
+    const rid = res.body.error.request_id;
+    expect(res.body.error.receipt).toEqual({
+      request_id: rid,
+      api: '@weather',
+      operation: 'current_weather',
+      billing: { status: 'released', reserved_credits: 1, charged_credits: 0 },
+    });
+    expect(await ledgerOf(org.org_id)).toEqual([
+      { request_id: rid, kind: 'reserve', amount: 1 },
+      { request_id: rid, kind: 'release', amount: 1 },
+    ]);
+    expect(await invariantHolds(org.org_id)).toEqual({ granted: 10, available: 10, reserved: 0, charged: 0 });
+    const status = await call('GET', `/v1/query/requests/${rid}`, { key: org.api_key });
+    expect(status.body.data.status).toBe('failed');
+    expect(status.body.data.error_code).toBe('not_found');
+  });
+
+  it('too few credits is 402 with billing not_started and nothing reserved', async () => {
+    const org = await newOrg(0);
+    const res = await query(org.api_key, london);
+    expect(res.status).toBe(402);
+    expect(res.body.error.code).toBe('insufficient_credits');
+    expect(res.body.error.receipt.billing).toEqual({ status: 'not_started', reserved_credits: 0, charged_credits: 0 });
+    expect(await ledgerOf(org.org_id)).toEqual([]);
+    const status = await call('GET', `/v1/query/requests/${res.body.error.request_id}`, { key: org.api_key });
+    expect(status.body.data.status).toBe('rejected');
+  });
+
+  it('20 concurrent queries on an organization that can afford 7: exactly 7 charged, never negative', async () => {
+    const org = await newOrg(7);
+    const results = await Promise.all(Array.from({ length: 20 }, () => query(org.api_key, london)));
+    const statuses = results.map((r) => r.status).sort();
+    expect(statuses.filter((s) => s === 200)).toHaveLength(7);
+    expect(statuses.filter((s) => s === 402)).toHaveLength(13);
+    expect(await invariantHolds(org.org_id)).toEqual({ granted: 7, available: 0, reserved: 0, charged: 7 });
+    const ledger = await ledgerOf(org.org_id);
+    expect(ledger.filter((l) => l.kind === 'reserve')).toHaveLength(7);
+    expect(ledger.filter((l) => l.kind === 'settle')).toHaveLength(7);
+    // Each request id appears in the ledger at most once per kind.
+    const keys = ledger.map((l) => `${l.request_id}/${l.kind}`);
+    expect(new Set(keys).size).toBe(keys.length);
+  });
+
+  it('the database itself refuses a balance that would break the invariant', async () => {
+    const org = await newOrg(1);
+    await expect(db().query('UPDATE credit_balances SET available = available - 5 WHERE org_id = $1', [org.org_id])).rejects.toThrow();
+    await expect(db().query('UPDATE credit_balances SET charged = charged + 1 WHERE org_id = $1', [org.org_id])).rejects.toThrow(/credit_invariant/);
+  });
+
+  it('a repeated POST without a key is a new billable request', async () => {
+    const org = await newOrg(5);
+    const a = await query(org.api_key, london);
+    const b = await query(org.api_key, london);
+    expect(a.status).toBe(200);
+    expect(b.status).toBe(200);
+    expect(a.body.data.receipt.request_id).not.toBe(b.body.data.receipt.request_id);
+    expect((await balanceOf(org.org_id)).charged).toBe(2);
+  });
+});
+
+describe('request status', () => {
+  it('full RequestStatus; another organization gets 404; malformed id 400', async () => {
+    const org = await newOrg(5);
+    const res = await query(org.api_key, london, { 'idempotency-key': `status-${Date.now()}` });
+    const rid = res.body.data.receipt.request_id;
+    const st = await call('GET', `/v1/query/requests/${rid}`, { key: org.api_key });
+    expect(st.status).toBe(200);
+    expect(st.body.data).toMatchObject({
+      request_id: rid,
+      status: 'succeeded',
+      result: res.body,
+      response_status: 200,
+      error_code: null,
+      receipt: res.body.data.receipt,
+      feedback: null,
+      can_rate: true,
+      feedback_unavailable_reason: null,
+    });
+    const expires = Date.parse(st.body.data.result_expires_at) - Date.now();
+    expect(expires).toBeGreaterThan(23.9 * 3600_000);
+    expect(expires).toBeLessThanOrEqual(24 * 3600_000);
+
+    const other = await newOrg(1);
+    const foreign = await call('GET', `/v1/query/requests/${rid}`, { key: other.api_key });
+    expect(foreign.status).toBe(404);
+    expect(foreign.body.error.code).toBe('request_not_found');
+    expect(foreign.text).not.toContain('London');
+
+    const bad = await call('GET', '/v1/query/requests/req_short', { key: org.api_key });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe('invalid_input');
+    expect(bad.body.error.param).toBe('request_id');
+  });
+
+  it('an unkeyed request does not retain its result in the status record', async () => {
+    const org = await newOrg(5);
+    const res = await query(org.api_key, london);
+    const st = await call('GET', `/v1/query/requests/${res.body.data.receipt.request_id}`, { key: org.api_key });
+    expect(st.body.data.status).toBe('succeeded');
+    expect(st.body.data.result).toBeNull();
+    expect(st.body.data.response_status).toBeNull();
+  });
+});

@@ -1,0 +1,90 @@
+// Start the API and the worker as real child processes, the way production runs them.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export interface ServiceProcess {
+  proc: ChildProcess;
+  /** First JSON line the process printed (api_started / worker_started). */
+  started: Record<string, unknown>;
+  output(): string;
+  kill(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export async function spawnService(
+  entry: 'apps/api/main.ts' | 'apps/worker/main.ts' | 'apps/dev/main.ts',
+  env: Record<string, string>,
+  readyEvent: string,
+  timeoutMs = 90_000,
+): Promise<ServiceProcess> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', entry], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const started = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${entry} did not start in ${timeoutMs} ms:\n${out}`)), timeoutMs);
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      for (const line of out.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        try {
+          const j = JSON.parse(line);
+          if (j.event === readyEvent) {
+            clearTimeout(timer);
+            resolve(j);
+            return;
+          }
+        } catch {
+          /* partial line */
+        }
+      }
+    };
+    proc.stdout!.on('data', onData);
+    proc.stderr!.on('data', (c: Buffer) => {
+      out += c.toString();
+      onData(Buffer.alloc(0));
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`${entry} exited with ${code} before starting:\n${out}`));
+    });
+  });
+  return {
+    proc,
+    started,
+    output: () => out,
+    async kill(signal: NodeJS.Signals = 'SIGTERM') {
+      if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+      proc.kill(signal);
+      return exited;
+    },
+  };
+}
+
+export interface ServicePairOptions {
+  databaseUrl: string;
+  temporalAddress: string;
+  hostMap: Record<string, string>;
+  taskQueue: string;
+  env?: Record<string, string>;
+}
+
+export function serviceEnv(o: ServicePairOptions): Record<string, string> {
+  return {
+    DATABASE_URL: o.databaseUrl,
+    TEMPORAL_ADDRESS: o.temporalAddress,
+    TEMPORAL_TASK_QUEUE: o.taskQueue,
+    SITE_HOST_MAP: JSON.stringify(o.hostMap),
+    HOST: '127.0.0.1',
+    PORT: '0',
+    ...o.env,
+  };
+}
+
+export const startApiProcess = (o: ServicePairOptions) => spawnService('apps/api/main.ts', serviceEnv(o), 'api_started');
+export const startWorkerProcess = (o: ServicePairOptions) => spawnService('apps/worker/main.ts', serviceEnv(o), 'worker_started');

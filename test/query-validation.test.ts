@@ -1,0 +1,180 @@
+// Every rule of QueryRequest and the input/operation resolution, over real HTTP.
+// None of these may dispatch anything or charge anybody.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { balanceOf, call, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
+import { publishApi } from '../shared/db/catalog.ts';
+
+const weather = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
+let org: Awaited<ReturnType<typeof newOrg>>;
+
+beforeAll(async () => {
+  org = await newOrg(50);
+});
+afterAll(async () => {
+  // Nothing in this file reached the ledger.
+  expect(await ledgerOf(org.org_id)).toEqual([]);
+  expect(await balanceOf(org.org_id)).toEqual({ granted: 50, available: 50, reserved: 0, charged: 0 });
+  await closeDb();
+});
+
+function expectError(res: { status: number; body: any }, status: number, code: string, param?: string) {
+  expect(res.status, JSON.stringify(res.body)).toBe(status);
+  expect(res.body.success).toBe(false);
+  expect(res.body.error.code).toBe(code);
+  expect(res.body.error.status).toBe(status);
+  expect(typeof res.body.error.retryable).toBe('boolean');
+  expect(res.body.error.doc_url).toMatch(new RegExp(`/docs/errors#${code}$`));
+  if (param !== undefined) expect(res.body.error.param).toBe(param);
+}
+
+describe('QueryRequest shape (invalid_input)', () => {
+  const cases: Array<[string, unknown, string, string[]]> = [
+    ['unknown top-level field', { ...weather, extra: 1 }, 'extra', ['extra']],
+    ['two unknown fields each listed', { ...weather, a: 1, b: 2 }, 'a', ['a', 'b']],
+    ['api pattern', { ...weather, api: 'weather' }, 'api', ['api']],
+    ['api uppercase', { ...weather, api: '@Weather' }, 'api', ['api']],
+    ['operation pattern (numeric id)', { ...weather, operation: '123' }, 'operation', ['operation']],
+    ['operation pattern (label)', { ...weather, operation: 'Current weather' }, 'operation', ['operation']],
+    ['version zero', { ...weather, version: 0 }, 'version', ['version']],
+    ['version too large', { ...weather, version: 2147483648 }, 'version', ['version']],
+    ['version not integer', { ...weather, version: 1.5 }, 'version', ['version']],
+    ['missing input', { api: '@weather', operation: 'current_weather' }, 'input', ['input']],
+    ['missing operation', { api: '@weather', input: {} }, 'operation', ['operation']],
+    ['missing everything', {}, 'api', ['api', 'operation', 'input']],
+    ['prompt with operation', { prompt: 'weather in London', operation: 'current_weather' }, 'operation', ['operation']],
+    ['prompt with input and version', { prompt: 'x', input: {}, version: 1 }, 'input', ['input', 'version']],
+    ['empty prompt', { prompt: '' }, 'prompt', ['prompt']],
+    ['prompt too long', { prompt: 'x'.repeat(10001) }, 'prompt', ['prompt']],
+    ['allowed/blocked overlap', { prompt: 'x', allowed_apis: ['@a'], blocked_apis: ['@a'] }, 'allowed_apis.0', ['allowed_apis.0']],
+    ['allowed_apis not unique', { prompt: 'x', allowed_apis: ['@a', '@a'] }, 'allowed_apis', ['allowed_apis']],
+    ['allowed_apis empty', { prompt: 'x', allowed_apis: [] }, 'allowed_apis', ['allowed_apis']],
+    ['allowed_apis in direct mode', { ...weather, allowed_apis: ['@a'] }, 'allowed_apis', ['allowed_apis']],
+    ['five attachments', { prompt: 'x', attachments: Array.from({ length: 5 }, (_, i) => ({ id: `file_${String(i).repeat(32)}` })) }, 'attachments', ['attachments']],
+    ['attachment id pattern', { prompt: 'x', attachments: [{ id: 'file_xyz' }] }, 'attachments.0.id', ['attachments.0.id']],
+    ['attachment purpose', { prompt: 'x', attachments: [{ id: `file_${'a'.repeat(32)}`, purpose: 'other' }] }, 'attachments.0.purpose', ['attachments.0.purpose']],
+    ['stream not boolean', { ...weather, stream: 'yes' }, 'stream', ['stream']],
+    ['visibility value', { ...weather, visibility: 'shared' }, 'visibility', ['visibility']],
+    ['visibility without api', { prompt: 'x', visibility: 'public' }, 'visibility', ['visibility']],
+    ['response unknown key', { ...weather, response: { shape: 1 } }, 'response.shape', ['response.shape']],
+    ['response format', { ...weather, response: { format: 'xml' } }, 'response.format', ['response.format']],
+    ['include with exclude', { ...weather, response: { include: ['city'], exclude: ['country'] } }, 'response.exclude', ['response.exclude']],
+    ['include with schema', { ...weather, response: { include: ['city'], schema: { type: 'object' } } }, 'response.schema', ['response.schema']],
+    ['exclude with mapping', { ...weather, response: { exclude: ['city'], schema: {}, mapping: [{ target: '/a', source: '/city' }] } }, 'response.schema', ['response.schema', 'response.mapping']],
+    ['mapping without schema', { ...weather, response: { mapping: [{ target: '/a', source: '/city' }] } }, 'response.mapping', ['response.mapping']],
+    ['mapping item without source', { ...weather, response: { schema: {}, mapping: [{ target: '/a' }] } }, 'response.mapping.0.source', ['response.mapping.0.source']],
+    ['include empty', { ...weather, response: { include: [] } }, 'response.include', ['response.include']],
+    ['include duplicate', { ...weather, response: { include: ['city', 'city'] } }, 'response.include', ['response.include']],
+    ['include item too long', { ...weather, response: { include: ['x'.repeat(1001)] } }, 'response.include.0', ['response.include.0']],
+    ['schema over 8 KB', { ...weather, response: { schema: { description: 'x'.repeat(9000) } } }, 'response.schema', ['response.schema']],
+  ];
+  for (const [name, body, param, paths] of cases) {
+    it(name, async () => {
+      const res = await query(org.api_key, body);
+      expectError(res, 400, 'invalid_input', param);
+      expect(res.body.error.type).toBe('validation_error');
+      const issuePaths = res.body.error.details.issues.map((i: { path: string }) => i.path);
+      for (const p of paths) expect(issuePaths).toContain(p);
+    });
+  }
+
+  it('include paths must be selectable fields of the operation', async () => {
+    const res = await query(org.api_key, { ...weather, response: { include: ['city', 'nonexistent.field'] } });
+    expectError(res, 400, 'invalid_input', 'response.include.1');
+  });
+
+  it('body that is not an object, malformed JSON, wrong media type, oversized', async () => {
+    expectError(await call('POST', '/v1/query', { key: org.api_key, body: [1, 2] }), 400, 'invalid_input');
+    const bad = await call('POST', '/v1/query', { key: org.api_key, rawBody: '{"api": ', headers: { 'content-type': 'application/json' } });
+    expectError(bad, 400, 'invalid_input');
+    expect(bad.body.error.details.issues.length).toBeGreaterThan(0);
+    expectError(await call('POST', '/v1/query', { key: org.api_key, rawBody: 'api=x', headers: { 'content-type': 'text/plain' } }), 415, 'unsupported_media_type');
+    const huge = JSON.stringify({ ...weather, input: { city: 'x'.repeat(3 * 1024 * 1024) } });
+    expectError(await call('POST', '/v1/query', { key: org.api_key, rawBody: huge, headers: { 'content-type': 'application/json' } }), 413, 'payload_too_large');
+  });
+
+  it('Idempotency-Key format', async () => {
+    expectError(await query(org.api_key, weather, { 'idempotency-key': 'has space' }), 400, 'invalid_input', 'Idempotency-Key');
+    expectError(await query(org.api_key, weather, { 'idempotency-key': 'k'.repeat(256) }), 400, 'invalid_input', 'Idempotency-Key');
+  });
+
+  it('prompt mode answers a documented error and runs nothing', async () => {
+    const res = await query(org.api_key, { prompt: 'weather in London' });
+    expectError(res, 501, 'feature_unavailable', 'prompt');
+  });
+});
+
+describe('resolution and input schema', () => {
+  it('input that breaks the input schema is invalid_provider_input with each path', async () => {
+    const res = await query(org.api_key, { ...weather, input: { town: 'London' } });
+    expectError(res, 422, 'invalid_provider_input');
+    const paths = res.body.error.details.issues.map((i: { path: string }) => i.path);
+    expect(paths).toContain('input.town');
+    expect(paths).toContain('input.city');
+    expectError(await query(org.api_key, { ...weather, input: 'London' }), 422, 'invalid_provider_input', 'input');
+    expectError(await query(org.api_key, { ...weather, input: { city: 42 } }), 422, 'invalid_provider_input', 'input.city');
+  });
+
+  it('unknown handle, unknown operation', async () => {
+    expectError(await query(org.api_key, { ...weather, api: '@nope' }), 404, 'unknown_api_slug', 'api');
+    expectError(await query(org.api_key, { ...weather, operation: 'nope' }), 404, 'unknown_operation', 'operation');
+  });
+
+  it('a version that does not exist is workflow_version_unavailable and lists the available ones', async () => {
+    const res = await query(org.api_key, { api: '@books', operation: 'get_book', version: 99, input: { isbn13: '9782918455943' } });
+    expectError(res, 409, 'workflow_version_unavailable', 'version');
+    expect(res.body.error.details.available_versions).toEqual([1, 2]);
+  });
+
+  it('a withdrawn version is workflow_version_unavailable', async () => {
+    const other = await newOrg(5);
+    await publishApi(
+      db(),
+      {
+        handle: '@withdrawn',
+        name: 'Withdrawn',
+        description: '',
+        category: 'other',
+        website_url: null,
+        sites: [],
+        operations: [
+          {
+            name: 'op',
+            label: 'Op',
+            description: '',
+            cost_credits: 1,
+            default_version: 2,
+            versions: [
+              { version: 1, available: false, input_schema: { type: 'object' }, output_schema: {}, examples: [], recipe: {} },
+              { version: 2, input_schema: { type: 'object' }, output_schema: {}, examples: [], recipe: {} },
+            ],
+          },
+        ],
+      },
+      { ownerOrgId: other.org_id },
+    );
+    const res = await query(other.api_key, { api: '@withdrawn', operation: 'op', version: 1, input: {} });
+    expectError(res, 409, 'workflow_version_unavailable', 'version');
+    expect(res.body.error.details.available_versions).toEqual([2]);
+    // Another organization does not see the private workflow at all.
+    expectError(await query(org.api_key, { api: '@withdrawn', operation: 'op', input: {} }), 404, 'unknown_api_slug');
+  });
+
+  it('visibility restricts the handle to one side', async () => {
+    expectError(await query(org.api_key, { ...weather, visibility: 'private' }), 404, 'unknown_api_slug', 'api');
+  });
+});
+
+describe('every route answers the envelope', () => {
+  it('unknown route and wrong method', async () => {
+    expectError(await call('GET', '/v1/nope'), 404, 'route_not_found');
+    const wrong = await call('GET', '/v1/query');
+    expectError(wrong, 405, 'method_not_allowed');
+    expect(wrong.headers.get('allow')).toBe('POST');
+  });
+
+  it('the error guide is served with an entry for each code', async () => {
+    const guide = await call('GET', '/docs/errors');
+    expect(guide.status).toBe(200);
+    for (const code of ['invalid_input', 'request_interrupted', 'execution_timeout', 'api_key_required']) expect(guide.text).toContain(`id="${code}"`);
+  });
+});
