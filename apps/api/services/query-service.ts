@@ -9,6 +9,7 @@ import { ServiceError, errorEnvelope } from '../../../shared/errors.ts';
 import { QueryRequest, type ResponseSpec } from '../../../shared/schemas/query.ts';
 import { zodIssues } from '../../../shared/schemas/common.ts';
 import { resolveOperation, type ResolvedOperation } from '../../../shared/db/catalog.ts';
+import { release } from '../../../shared/db/credits.ts';
 import { unknownFieldPaths } from '../../../shared/format/shape.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { Config } from '../../../shared/config.ts';
@@ -291,11 +292,17 @@ export class QueryService {
     if (fresh.result) return { kind: 'replay', request: fresh, envelope: { status: fresh.response_status!, body: fresh.result } };
     if (state === 'missing' && Date.now() - existing.created_at.getTime() < this.deps.config.STALE_CLAIM_MS) throw inProgress(existing);
     // A stale claim: the original stopped unfinished. It is never dispatched again.
+    await this.markInterrupted(existing.org_id, existing.id, state === 'closed');
+    throw interrupted(existing);
+  }
+
+  /** Record a run that ended without an envelope; a reservation it left behind goes back. */
+  private async markInterrupted(orgId: string, requestId: string, workflowClosed: boolean) {
+    if (workflowClosed) await release(this.deps.db, orgId, requestId);
     await this.deps.db.query(
       `UPDATE requests SET status = 'interrupted', error_code = 'request_interrupted', updated_at = now() WHERE id = $1 AND result IS NULL`,
-      [existing.id],
+      [requestId],
     );
-    throw interrupted(existing);
   }
 
   private async workflowState(workflowId: string): Promise<'running' | 'closed' | 'missing'> {
@@ -322,9 +329,10 @@ export class QueryService {
       return result;
     } catch {
       // The workflow ended without an envelope (terminated, or history unavailable): read the record.
-      const r = await this.deps.db.query('SELECT response_status, result FROM requests WHERE id = $1', [requestId]);
+      const r = await this.deps.db.query('SELECT org_id, workflow_id, response_status, result FROM requests WHERE id = $1', [requestId]);
       const row = r.rows[0];
       if (row?.result) return { status: row.response_status, body: row.result };
+      if (row && (await this.workflowState(row.workflow_id).catch(() => 'running')) === 'closed') await this.markInterrupted(row.org_id, requestId, true);
       return {
         status: 500,
         body: errorEnvelope('response_delivery_failed', { requestId, baseUrl: this.deps.baseUrl(), message: 'The workflow ended but its result could not be delivered; check the request status' }) as unknown as Record<string, unknown>,
