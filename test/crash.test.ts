@@ -1,0 +1,114 @@
+// Operators must trust that a run survives a crash: kill the worker or the API mid-query.
+import { Client, Connection } from '@temporalio/client';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { balanceOf, closeDb, db, demo, ledgerOf, newOrg, query, stack, until } from './helpers/stack.ts';
+import { startApiProcess, startWorkerProcess, type ServiceProcess } from './helpers/processes.ts';
+
+const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
+const processes: ServiceProcess[] = [];
+let pair: Parameters<typeof startApiProcess>[0];
+
+beforeAll(() => {
+  const s = stack();
+  // A task queue of our own, so killing these processes disturbs no other test.
+  pair = {
+    databaseUrl: s.databaseUrl,
+    temporalAddress: s.temporalAddress,
+    hostMap: s.hostMap,
+    taskQueue: `crash-${Date.now()}`,
+    env: { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' },
+  };
+});
+beforeEach(async () => {
+  await demo('/__demo/reset');
+});
+afterEach(async () => {
+  await Promise.all(processes.splice(0).map((p) => p.kill('SIGKILL')));
+});
+afterAll(closeDb);
+
+async function spawn(kind: 'api' | 'worker') {
+  const p = kind === 'api' ? await startApiProcess(pair) : await startWorkerProcess(pair);
+  processes.push(p);
+  return p;
+}
+
+async function waitProcessing(orgId: string) {
+  return until(async () => {
+    const r = await db().query(`SELECT id, workflow_id FROM requests WHERE org_id = $1 AND status = 'processing'`, [orgId]);
+    return r.rows[0] as { id: string; workflow_id: string } | undefined;
+  });
+}
+
+describe('crash safety', () => {
+  it('a worker killed with SIGKILL mid-execution: a new worker finishes the query, reserved once and charged once', async () => {
+    const [api, worker] = await Promise.all([spawn('api'), spawn('worker')]);
+    const org = await newOrg(5);
+    await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: 5000, times: 1 });
+    const pending = query(org.api_key, london, { 'idempotency-key': `crash-w-${Date.now()}` }, String(api.started.url));
+    const row = await waitProcessing(org.org_id);
+    await until(async () => (await demo('/__demo/state')).requests?.['weather.example.test'] >= 1);
+    await worker.kill('SIGKILL');
+    await spawn('worker');
+    const res = await pending;
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.output.city).toBe('London');
+    expect(res.body.data.receipt.billing).toEqual({ status: 'settled', reserved_credits: 1, charged_credits: 1 });
+    expect(await ledgerOf(org.org_id)).toEqual([
+      { request_id: row.id, kind: 'reserve', amount: 1 },
+      { request_id: row.id, kind: 'settle', amount: 1 },
+    ]);
+    expect(await balanceOf(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 0, charged: 1 });
+    // The workflow's history shows the execute activity ran again after the crash.
+    const connection = await Connection.connect({ address: stack().temporalAddress });
+    try {
+      const history = await new Client({ connection }).workflow.getHandle(row.workflow_id).fetchHistory();
+      const started = (history.events ?? []).filter((e) => e.activityTaskStartedEventAttributes);
+      expect(started.length).toBe(1);
+      expect(started[0]!.activityTaskStartedEventAttributes!.attempt).toBeGreaterThanOrEqual(2);
+      expect((history.events ?? []).some((e) => e.workflowExecutionCompletedEventAttributes)).toBe(true);
+    } finally {
+      await connection.close();
+    }
+  });
+
+  it('an API killed mid-request: a keyed retry on a new API returns the finished result', async () => {
+    const [api] = await Promise.all([spawn('api'), spawn('worker')]);
+    const org = await newOrg(5);
+    const key = `crash-a-${Date.now()}`;
+    await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: 3000, times: 1 });
+    const pending = query(org.api_key, london, { 'idempotency-key': key }, String(api.started.url)).catch((err: Error) => err);
+    const row = await waitProcessing(org.org_id);
+    await api.kill('SIGKILL');
+    expect(await pending).toBeInstanceOf(Error);
+    const api2 = await spawn('api');
+    const res = await until(async () => {
+      const r = await query(org.api_key, london, { 'idempotency-key': key }, String(api2.started.url));
+      if (r.status === 409) expect(r.body.error.code).toBe('request_in_progress');
+      return r.status === 200 ? r : undefined;
+    }, 60_000, 500);
+    expect(res.headers.get('idempotency-replayed')).toBe('true');
+    expect(res.body.data.receipt.request_id).toBe(row.id);
+    expect(res.body.data.receipt.billing.status).toBe('settled');
+    expect(await ledgerOf(org.org_id)).toHaveLength(2);
+    expect((await balanceOf(org.org_id)).charged).toBe(1);
+  });
+
+  it('a query that outlives its deadline is execution_timeout and released', async () => {
+    const short = { ...pair, taskQueue: `${pair.taskQueue}-short`, env: { ...pair.env, QUERY_DEADLINE_MS: '3000' } };
+    const [api] = await Promise.all([startApiProcess(short), startWorkerProcess(short)]).then((ps) => {
+      processes.push(...ps);
+      return ps;
+    });
+    const org = await newOrg(5);
+    await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: 8000, times: 1 });
+    const started = Date.now();
+    const res = await query(org.api_key, london, {}, String(api.started.url));
+    expect(Date.now() - started).toBeLessThan(7000);
+    expect(res.status).toBe(504);
+    expect(res.body.error.code).toBe('execution_timeout');
+    expect(res.body.error.retryable).toBe(true);
+    expect(res.body.error.receipt.billing).toEqual({ status: 'released', reserved_credits: 1, charged_credits: 0 });
+    expect(await balanceOf(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+  });
+});
