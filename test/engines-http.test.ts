@@ -50,13 +50,40 @@ describe('demo catalog on the http engine', () => {
   const cases = demoCatalog.flatMap((api) =>
     api.operations.flatMap((op) =>
       op.versions
-        .filter((v) => (v.recipe as Recipe).engine === 'http' && !op.performs_actions)
+        .filter((v) => (v.recipe as Recipe).engine === 'http')
         .flatMap((v) => v.examples.map((ex, i) => ({ name: `${api.handle} ${op.name} v${v.version} #${i + 1} ${ex.title ?? ''}`, api, op, v, ex }))),
     ),
   );
 
   it('has examples to run', () => {
-    expect(cases.length).toBeGreaterThanOrEqual(10);
+    expect(cases.length).toBeGreaterThanOrEqual(20);
+  });
+
+  it('meets the catalog targets', () => {
+    const ops = demoCatalog.flatMap((a) => a.operations.map((o) => ({ a, o })));
+    const engines = (o: (typeof ops)[number]['o']) => o.versions.map((v) => (v.recipe as Recipe).engine);
+    expect(demoCatalog.length).toBeGreaterThanOrEqual(8);
+    expect(new Set(demoCatalog.map((a) => a.category)).size).toBeGreaterThanOrEqual(6);
+    expect(ops.length).toBeGreaterThanOrEqual(16);
+    expect(ops.filter(({ o }) => engines(o).includes('browser')).length).toBeGreaterThanOrEqual(4);
+    expect(ops.filter(({ o }) => o.performs_actions).length).toBeGreaterThanOrEqual(2);
+    expect(ops.filter(({ o }) => (o.access ?? []).length > 0).length).toBeGreaterThanOrEqual(2);
+    for (const { a, o } of ops) {
+      expect(o.cost_credits, `${a.handle} ${o.name}`).toBe(1);
+      expect(o.versions.find((v) => v.version === o.default_version), `${a.handle} ${o.name} default`).toBeTruthy();
+      for (const v of o.versions) {
+        expect(v.examples.length, `${a.handle} ${o.name} v${v.version} examples`).toBeGreaterThanOrEqual(2);
+        const recipe = parseRecipe(v.recipe);
+        expect(recipe.steps.some((s) => s.action === true), `${a.handle} ${o.name} action steps`).toBe(o.performs_actions === true);
+        const secrets = recipe.secrets ?? [];
+        expect(secrets.length > 0, `${a.handle} ${o.name} secrets vs access`).toBe((o.access ?? []).length > 0);
+        ajv.compile(v.input_schema);
+        ajv.compile(v.output_schema);
+        expect(v.input_schema.additionalProperties).toBe(false);
+      }
+    }
+    const versioned = ops.filter(({ o }) => o.versions.length > 1);
+    expect(versioned.some(({ o }) => o.default_version < Math.max(...o.versions.map((v) => v.version)))).toBe(true);
   });
 
   it.each(cases)('$name', async ({ op, v, ex }) => {
@@ -69,7 +96,8 @@ describe('demo catalog on the http engine', () => {
   });
 });
 
-const testSecrets: Record<string, string> = { WEATHER_API_KEY: 'wk_demo_valid_key_123' };
+/** The demo sites' test credentials, as the organization's connections would supply them. */
+export const testSecrets: Record<string, string> = { WEATHER_API_KEY: 'wk_demo_valid_key_123', SHOP_EMAIL: 'demo@shop.example.test', SHOP_PASSWORD: 'correct-horse' };
 
 const booksPage = (path: string, extra: Partial<Recipe> = {}): Recipe => ({
   engine: 'http',
@@ -285,6 +313,19 @@ describe('secrets', () => {
 });
 
 describe('actions', () => {
+  it('a repeated booking with the same request reference books once', async () => {
+    const book = demoCatalog.find((a) => a.handle === '@clinic')!.operations.find((o) => o.name === 'book_appointment')!.versions[0]!;
+    const input = book.examples[0]!.input;
+    const first = await runner.run(book.recipe as Recipe, input, ctx({ requestRef: 'req_same_ref' }));
+    const again = await runner.run(book.recipe as Recipe, input, ctx({ requestRef: 'req_same_ref' }));
+    expect(again).toEqual(first);
+    expect(((await demo('/__demo/state')) as { bookings: number }).bookings).toBe(1);
+    // a different request for the same slot finds it taken
+    const e = await runError(book.recipe as Recipe, input, ctx({ requestRef: 'req_other_ref' }));
+    expect(e.code).toBe('not_found');
+    expect(((await demo('/__demo/state')) as { bookings: number }).bookings).toBe(1);
+  });
+
   const action = (afterStep = false): Recipe => ({
     engine: 'http',
     hosts: ['books.example.test'],

@@ -1,7 +1,23 @@
-// Browser engine (playwright-core + Debian Chromium). Stage 2: not implemented yet.
+// The browser engine: playwright-core driving Debian's Chromium (never a downloaded browser).
+// One warm browser per runner, launched lazily and relaunched after a crash or disconnect; a fresh
+// context per run, always closed; concurrency bounded by a semaphore. Mapped hosts reach the demo
+// sites through Chromium's --host-resolver-rules (the URL and Host header stay real-looking);
+// every request is routed through a check that allows only the recipe's hosts and refuses private,
+// loopback and link-local destinations for unmapped ones.
+
+import { chromium, errors as pwErrors, type Browser, type BrowserContext, type Page, type Response } from 'playwright-core';
+import type { Agent } from 'undici';
 import { ServiceError } from '../../shared/errors.ts';
-import type { Recipe } from '../../shared/recipes/schema.ts';
-import type { RunContext } from './interpreter.ts';
+import type { ClickStep, LoadState, Recipe, WaitStep } from '../../shared/recipes/schema.ts';
+import { notSent } from './errors.ts';
+import { HttpDriver, createHttpDispatcher } from './http-engine.ts';
+import { Interpreter, makeUrlCheck, type Driver, type HttpRequestSpec, type HttpResponseData, type PageSnapshot, type RunContext, type UrlCheck } from './interpreter.ts';
+import { DestinationRefusedError, assertPublicHost, mappedTarget } from './net-guard.ts';
+
+export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+const ACTION_TIMEOUT_MS = 15_000;
+const NAVIGATION_TIMEOUT_MS = 30_000;
 
 export interface BrowserPoolOptions {
   hostMap: Record<string, string>;
@@ -10,10 +26,326 @@ export interface BrowserPoolOptions {
   allowPrivateNetwork: boolean;
 }
 
-export class BrowserPool {
-  constructor(readonly opts: BrowserPoolOptions) {}
-  async run(_recipe: Recipe, _input: Record<string, unknown>, _ctx: RunContext, _signal: AbortSignal): Promise<unknown> {
-    throw new ServiceError('engine_unavailable', 'The browser engine is not available yet');
+/** A counting semaphore whose waiters give up when their signal aborts. */
+export class Semaphore {
+  private active = 0;
+  private readonly waiters: Array<() => void> = [];
+  constructor(private readonly limit: number) {}
+
+  async acquire(signal: AbortSignal): Promise<() => void> {
+    if (signal.aborted) throw signal.reason ?? new Error('aborted');
+    if (this.active < this.limit) {
+      this.active++;
+      return this.releaser();
+    }
+    await new Promise<void>((resolve, reject) => {
+      const wake = () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        const i = this.waiters.indexOf(wake);
+        if (i >= 0) this.waiters.splice(i, 1);
+        reject(signal.reason ?? new Error('aborted'));
+      };
+      this.waiters.push(wake);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    this.active++;
+    return this.releaser();
   }
-  async close(): Promise<void> {}
+
+  private releaser(): () => void {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.active--;
+      const next = this.waiters.shift();
+      if (next) next();
+    };
+  }
+
+  get inUse(): number {
+    return this.active;
+  }
+}
+
+/** Host-resolver rules mapping each demo host to its address and port. */
+export function hostResolverRules(hostMap: Record<string, string>): string | null {
+  const rules = Object.keys(hostMap).map((h) => {
+    const t = mappedTarget(hostMap, h)!;
+    return `MAP ${h} ${t.host.includes(':') ? `[${t.host}]` : t.host}:${t.port}`;
+  });
+  return rules.length ? rules.join(', ') : null;
+}
+
+const NET_ERROR_RE = /net::(ERR_[A-Z_]+)/;
+const NOT_SENT_NET = new Set(['ERR_CONNECTION_REFUSED', 'ERR_NAME_NOT_RESOLVED', 'ERR_ADDRESS_UNREACHABLE', 'ERR_BLOCKED_BY_CLIENT', 'ERR_UNSAFE_PORT', 'ERR_CONNECTION_TIMED_OUT']);
+
+export class BrowserPool {
+  private browser: Browser | null = null;
+  private launching: Promise<Browser> | null = null;
+  private readonly semaphore: Semaphore;
+  private readonly dispatcher: Agent;
+  private closed = false;
+  /** Launch count (tests read it to see relaunches). */
+  launches = 0;
+
+  constructor(readonly opts: BrowserPoolOptions) {
+    this.semaphore = new Semaphore(Math.max(1, opts.concurrency));
+    this.dispatcher = createHttpDispatcher({ hostMap: opts.hostMap, allowPrivateNetwork: opts.allowPrivateNetwork });
+  }
+
+  private async getBrowser(): Promise<Browser> {
+    if (this.browser?.isConnected()) return this.browser;
+    if (!this.launching) {
+      const args = [...CHROMIUM_ARGS];
+      const rules = hostResolverRules(this.opts.hostMap);
+      if (rules) args.push(`--host-resolver-rules=${rules}`);
+      this.launching = chromium
+        .launch({ executablePath: this.opts.chromiumPath ?? process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args, headless: true })
+        .then((b) => {
+          this.launches++;
+          this.browser = b;
+          b.on('disconnected', () => {
+            if (this.browser === b) this.browser = null;
+          });
+          if (this.closed) void b.close();
+          return b;
+        })
+        .catch((e: unknown) => {
+          throw new ServiceError('engine_unavailable', `The browser could not be started: ${String((e as Error)?.message ?? e).split('\n')[0]}`);
+        })
+        .finally(() => {
+          this.launching = null;
+        });
+    }
+    return this.launching;
+  }
+
+  async run(recipe: Recipe, input: Record<string, unknown>, ctx: RunContext, signal: AbortSignal): Promise<unknown> {
+    let release: () => void;
+    try {
+      release = await this.semaphore.acquire(signal);
+    } catch {
+      throw new ServiceError('execution_timeout', 'The website task did not start within its time limit (all browsers busy)');
+    }
+    let context: BrowserContext | null = null;
+    const onAbort = () => void context?.close().catch(() => undefined);
+    try {
+      if (this.closed) throw new ServiceError('engine_unavailable', 'The recipe runner is closed');
+      let browser = await this.getBrowser();
+      try {
+        context = await browser.newContext(contextOptions());
+      } catch {
+        // the browser died between runs: relaunch once
+        this.browser = null;
+        browser = await this.getBrowser();
+        context = await browser.newContext(contextOptions());
+      }
+      signal.addEventListener('abort', onAbort, { once: true });
+      if (signal.aborted) onAbort();
+      context.setDefaultTimeout(ACTION_TIMEOUT_MS);
+      context.setDefaultNavigationTimeout(NAVIGATION_TIMEOUT_MS);
+      const checkUrl = makeUrlCheck(recipe.hosts);
+      const driver = new BrowserDriver(context, await context.newPage(), checkUrl, this.opts, new HttpDriver(this.dispatcher, checkUrl));
+      await driver.install();
+      return await new Interpreter(recipe, driver, input, ctx, signal).run();
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      if (context) await context.close().catch(() => undefined);
+      release();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const b = this.browser ?? (this.launching ? await this.launching.catch(() => null) : null);
+    this.browser = null;
+    await Promise.allSettled([b?.close(), this.dispatcher.close()]);
+  }
+
+  /** For tests: the current browser process, if any. */
+  get current(): Browser | null {
+    return this.browser;
+  }
+}
+
+function contextOptions() {
+  return {
+    serviceWorkers: 'block' as const,
+    acceptDownloads: false,
+    javaScriptEnabled: true,
+    locale: 'en-GB',
+    timezoneId: 'UTC',
+    viewport: { width: 1280, height: 900 },
+    userAgent: 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0 Safari/537.36 WorkflowQueryService/0.1',
+  };
+}
+
+export class BrowserDriver implements Driver {
+  readonly engine = 'browser' as const;
+  private lastStatus: number | null = null;
+  private lastRefusal: ServiceError | null = null;
+  private readonly publicHosts = new Map<string, Promise<void>>();
+  private currentStep = '';
+
+  constructor(
+    private readonly context: BrowserContext,
+    private readonly page: Page,
+    private readonly checkUrl: UrlCheck,
+    private readonly opts: BrowserPoolOptions,
+    private readonly http: HttpDriver,
+  ) {}
+
+  /** Routes every request of the context through the destination checks. */
+  async install(): Promise<void> {
+    await this.context.route('**/*', async (route) => {
+      const raw = route.request().url();
+      let url: URL;
+      try {
+        url = new URL(raw);
+      } catch {
+        return route.abort('blockedbyclient');
+      }
+      if (url.protocol === 'data:' || url.protocol === 'blob:' || url.protocol === 'about:') return route.continue();
+      try {
+        this.checkUrl(url, this.currentStep);
+        const host = url.hostname.toLowerCase();
+        if (!mappedTarget(this.opts.hostMap, host) && !this.opts.allowPrivateNetwork) {
+          let check = this.publicHosts.get(host);
+          if (!check) this.publicHosts.set(host, (check = assertPublicHost(host)));
+          await check;
+        }
+      } catch (e) {
+        if (route.request().isNavigationRequest() && route.request().frame() === this.page.mainFrame()) {
+          this.lastRefusal =
+            e instanceof ServiceError
+              ? e
+              : e instanceof DestinationRefusedError
+                ? refused(url.hostname, this.currentStep)
+                : new ServiceError('workflow_execution_failed', `The website ${url.hostname} could not be reached`, { details: { step: this.currentStep, host: url.hostname, reason: 'dns' } });
+        }
+        return route.abort('blockedbyclient');
+      }
+      return route.continue();
+    });
+  }
+
+  private async pw<T>(step: string, what: string, fn: () => Promise<T>): Promise<T> {
+    this.currentStep = step;
+    this.lastRefusal = null;
+    try {
+      return await fn();
+    } catch (e) {
+      if (this.lastRefusal) {
+        const r = this.lastRefusal;
+        this.lastRefusal = null;
+        throw r;
+      }
+      if (e instanceof ServiceError) throw e;
+      if (e instanceof pwErrors.TimeoutError)
+        throw new ServiceError('workflow_execution_failed', `The website did not respond in time: ${what}`, { details: { step, reason: 'browser_timeout' } });
+      const msg = String((e as Error)?.message ?? e);
+      const net = NET_ERROR_RE.exec(msg)?.[1];
+      if (net) {
+        const err = new ServiceError('workflow_execution_failed', `The website could not be reached (${net})`, { details: { step, reason: net } });
+        if (NOT_SENT_NET.has(net)) notSent.add(err);
+        throw err;
+      }
+      throw e;
+    }
+  }
+
+  private result(resp: Response | null): { status: number | null; url: string; retryAfter?: string | null } {
+    const status = resp ? resp.status() : null;
+    if (status !== null) this.lastStatus = status;
+    return { status, url: this.page.url(), retryAfter: resp?.headers()['retry-after'] ?? null };
+  }
+
+  async navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal }) {
+    const resp = await this.pw(opts.step, `opening ${url.hostname}${url.pathname}`, () => this.page.goto(url.toString(), { waitUntil: opts.waitUntil ?? 'load' }));
+    return this.result(resp);
+  }
+
+  async snapshot(): Promise<PageSnapshot | null> {
+    const url = this.page.url();
+    if (!url || url === 'about:blank') return null;
+    return { url, status: this.lastStatus, html: await this.pw(this.currentStep, 'reading the page', () => this.page.content()) };
+  }
+
+  async fill(selector: string, value: string, step: string): Promise<void> {
+    await this.pw(step, `filling ${selector}`, () => this.page.locator(selector).first().fill(value));
+  }
+
+  async select(selector: string, choice: { value?: string; label?: string }, step: string): Promise<void> {
+    await this.pw(step, `choosing in ${selector}`, () => this.page.locator(selector).first().selectOption(choice.value !== undefined ? { value: choice.value } : { label: choice.label! }));
+  }
+
+  async click(step: ClickStep, path: string) {
+    if (!step.wait_for_navigation) {
+      await this.pw(path, `clicking ${step.selector}`, () => this.page.locator(step.selector).first().click());
+      return null;
+    }
+    const resp = await this.pw(path, `clicking ${step.selector} and waiting for the next page`, async () => {
+      const nav = this.page.waitForNavigation({ waitUntil: 'load' });
+      nav.catch(() => undefined);
+      await this.page.locator(step.selector).first().click();
+      return nav;
+    });
+    return this.result(resp);
+  }
+
+  async wait(step: WaitStep, rendered: { url_contains?: string }, path: string): Promise<void> {
+    const timeout = step.timeout_ms ?? ACTION_TIMEOUT_MS;
+    if (step.selector) {
+      const sel = step.selector;
+      await this.pw(path, `waiting for ${sel}`, () => this.page.locator(sel).first().waitFor({ state: step.state ?? 'visible', timeout }));
+    }
+    if (step.load_state) {
+      const ls = step.load_state;
+      await this.pw(path, `waiting for ${ls}`, () => this.page.waitForLoadState(ls, { timeout }));
+    }
+    if (rendered.url_contains !== undefined) {
+      const part = rendered.url_contains;
+      await this.pw(path, `waiting for the address to contain ${part}`, () => this.page.waitForURL((u) => u.toString().includes(part), { timeout }));
+    }
+  }
+
+  async clickNext(selector: string, waitFor: string | undefined, path: string): Promise<void> {
+    await this.pw(path, `clicking ${selector}`, async () => {
+      await this.page.locator(selector).first().click();
+      if (waitFor) await this.page.locator(waitFor).first().waitFor({ state: 'attached' });
+      else await this.page.waitForLoadState('networkidle');
+    });
+  }
+
+  /** `request` steps in a browser recipe go through the HTTP engine, sharing the context's cookies. */
+  async request(spec: HttpRequestSpec, signal: AbortSignal): Promise<HttpResponseData> {
+    const cookies = await this.context.cookies(spec.url.toString());
+    const headers = { ...spec.headers };
+    if (cookies.length && !headers.cookie) headers.cookie = cookies.map((c) => `${c.name}=${c.value}`).join('; ');
+    const res = await this.http.request({ ...spec, headers }, signal);
+    const set = res.headers['set-cookie'];
+    if (set) {
+      const list = (Array.isArray(set) ? set : [set])
+        .map((line) => {
+          const pair = line.split(';')[0]!;
+          const eq = pair.indexOf('=');
+          return eq > 0 ? { name: pair.slice(0, eq).trim(), value: pair.slice(eq + 1).trim(), url: res.url } : null;
+        })
+        .filter((c): c is { name: string; value: string; url: string } => c !== null);
+      if (list.length) await this.context.addCookies(list).catch(() => undefined);
+    }
+    return res;
+  }
+}
+
+function refused(host: string, step: string): ServiceError {
+  const err = new ServiceError('workflow_execution_failed', `Refused to connect to ${host}: private, loopback and link-local destinations are not allowed`, {
+    details: { step, host, reason: 'destination_refused' },
+  });
+  notSent.add(err);
+  return err;
 }

@@ -96,7 +96,14 @@ interface State {
   htmlDoc: PageSnapshot | null;
   actionsDone: number;
   currentStep: string | undefined;
+  /** An action step succeeded and the steps judging its outcome are running. */
+  pendingAction: boolean;
+  /** Whether a step has sent a secret (a later 401/403 then means the credentials were refused). */
+  secretsSent: boolean;
 }
+
+/** Steps that act on the website again: reaching one settles a pending action as completed. */
+const ACTING_STEPS = new Set<Step['type']>(['request', 'navigate', 'click', 'fill', 'select', 'paginate']);
 
 const DEFAULT_UA = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) WorkflowQueryService/0.1';
 
@@ -122,6 +129,8 @@ export class Interpreter {
       htmlDoc: null,
       actionsDone: 0,
       currentStep: undefined,
+      secretsSent: false,
+      pendingAction: false,
     };
   }
 
@@ -170,31 +179,56 @@ export class Interpreter {
     for (let i = 0; i < steps.length; i++) {
       const step = steps[i]!;
       const path = prefix ? `${prefix}.${i}` : String(i);
-      if (this.signal.aborted) throw timeoutError(path);
       this.state.currentStep = path;
-      this.ctx.heartbeat({ step: path, type: step.type, name: step.name });
+      if (this.state.pendingAction && (step.action || ACTING_STEPS.has(step.type))) this.settlePending();
       try {
+        if (this.signal.aborted) throw timeoutError(path);
+        this.ctx.heartbeat({ step: path, type: step.type, name: step.name });
         await this.runStep(step, path);
       } catch (e) {
-        let err = this.toServiceError(e);
-        if (step.type !== 'paginate') {
-          if (step.action && err.code !== 'action_unconfirmed' && err.code !== 'workflow_partially_completed' && !DEFINITE_REFUSALS.has(err.code) && !notSent.has(err)) {
-            err = new ServiceError('action_unconfirmed', `The outcome of "${step.name ?? step.type}" could not be confirmed; check the website before trying again`, {
-              details: { step: path, cause: err.code },
-            });
-          } else if (this.state.actionsDone > 0 && err.code !== 'action_unconfirmed' && err.code !== 'workflow_partially_completed') {
-            err = new ServiceError('workflow_partially_completed', `An earlier step changed something on the website before "${step.name ?? step.type}" failed; check the website`, {
-              details: { step: path, cause: err.code, completed_actions: this.state.actionsDone },
-            });
-          }
-        }
-        throw err;
+        throw this.actionAware(this.toServiceError(e), step, path);
       }
-      if (step.action) this.state.actionsDone++;
+      if (step.action) this.state.pendingAction = true;
     }
+    if (!prefix) this.settlePending();
+  }
+
+  private settlePending(): void {
+    if (this.state.pendingAction) this.state.actionsDone++;
+    this.state.pendingAction = false;
+  }
+
+  /**
+   * Action semantics. A failure during an action step whose outcome is uncertain is
+   * action_unconfirmed. The steps right after an action (wait, extract, set, fail, not_found)
+   * judge its outcome: a clear refusal there keeps its code, anything else is action_unconfirmed.
+   * Once an action is settled, any later failure is workflow_partially_completed.
+   */
+  private actionAware(err: ServiceError, step: Step, path: string): ServiceError {
+    if (step.type === 'paginate' || err.code === 'action_unconfirmed' || err.code === 'workflow_partially_completed') return err;
+    const label = step.name ?? step.type;
+    const definite = DEFINITE_REFUSALS.has(err.code) || notSent.has(err);
+    const partial = () =>
+      new ServiceError('workflow_partially_completed', `An earlier step changed something on the website before "${label}" failed; check the website`, {
+        details: { step: path, cause: err.code, completed_actions: this.state.actionsDone },
+      });
+    const unconfirmed = () =>
+      new ServiceError('action_unconfirmed', `The outcome of "${label}" could not be confirmed; check the website before trying again`, {
+        details: { step: path, cause: err.code },
+      });
+    if (step.action) {
+      if (!definite) return unconfirmed();
+      return this.state.actionsDone > 0 || this.state.pendingAction ? partial() : err;
+    }
+    if (this.state.pendingAction) {
+      if (definite && (step.type === 'fail' || step.type === 'not_found')) return this.state.actionsDone > 0 ? partial() : err;
+      return unconfirmed();
+    }
+    return this.state.actionsDone > 0 ? partial() : err;
   }
 
   private async runStep(step: Step, path: string): Promise<void> {
+    if (step.type !== 'paginate' && secretsUsed(step).size > 0) this.state.secretsSent = true;
     switch (step.type) {
       case 'request':
         return this.request(step, path);
@@ -204,7 +238,7 @@ export class Interpreter {
         this.afterPageChange(res);
         const snap = await this.driver.snapshot();
         if (snap) detectChallenge(snap.html, url.hostname, path);
-        this.checkStatus(res.status, url, step, path, false, res.retryAfter);
+        this.checkStatus(res.status, url, step, path, this.state.secretsSent, res.retryAfter);
         return;
       }
       case 'fill':
@@ -225,7 +259,7 @@ export class Interpreter {
         const res = await this.driver.click!(step, path);
         if (res) {
           this.afterPageChange(res);
-          this.checkStatus(res.status, new URL(res.url), step, path, false, res.retryAfter);
+          this.checkStatus(res.status, new URL(res.url), step, path, this.state.secretsSent, res.retryAfter);
         }
         return;
       }
@@ -298,7 +332,7 @@ export class Interpreter {
       if (r === undefined || r === null || r === '') continue;
       url.searchParams.append(k, typeof r === 'object' ? JSON.stringify(r) : String(r));
     }
-    const usesSecrets = secretsUsed(step).size > 0;
+    const usesSecrets = this.state.secretsSent;
     const headers: Record<string, string> = { 'user-agent': DEFAULT_UA };
     headers.accept = step.parse === 'json' ? 'application/json' : step.parse === 'html' ? 'text/html,application/xhtml+xml' : '*/*';
     let body: string | undefined;
@@ -351,7 +385,8 @@ export class Interpreter {
 
   private extractOptions(): ExtractOptions {
     return {
-      resolveLimit: (limit) => this.resolveLimit(limit),
+      // a list limit given as a template of an optional input that was left out means no limit
+      resolveLimit: (limit) => this.resolveLimit(limit, Number.POSITIVE_INFINITY),
     };
   }
 
@@ -409,9 +444,14 @@ export class Interpreter {
       let got: unknown = vars[head!];
       for (const k of rest) got = got && typeof got === 'object' && !Array.isArray(got) ? (got as Record<string, unknown>)[k] : undefined;
       const list = Array.isArray(got) ? got : [];
-      acc.push(...list);
+      if (step.cumulative) {
+        const grew = list.length > acc.length;
+        acc.splice(0, acc.length, ...list);
+        if (!grew) break;
+      } else acc.push(...list);
       this.ctx.heartbeat({ step: path, type: 'paginate', page: page + 1, items: acc.length });
       if (acc.length >= limit || list.length === 0) break;
+      if (step.stop && (await this.holds(step.stop))) break;
       if (next.kind === 'counter') {
         vars[pageVar!] = (vars[pageVar!] as number) + 1;
       } else if (next.kind === 'cursor') {

@@ -214,6 +214,13 @@ export interface PaginateStep extends StepBase {
   save_as: string;
   /** Stop after this many items (number or template); extra items are cut off. */
   limit: number | string;
+  /**
+   * The list in `collect` already holds every item so far ("load more" buttons, infinite scroll):
+   * it replaces the collected items instead of being appended; it stops when it stops growing.
+   */
+  cumulative?: boolean;
+  /** Stop after a page when this holds (e.g. the "next" button is hidden). */
+  stop?: Condition;
   /** Used when `limit` is a template that resolves to nothing (an optional input left out). */
   default_limit?: number;
   /** Hard cap of pages (default 10, at most 100). */
@@ -456,6 +463,8 @@ const PaginateStepSchema = z.strictObject({
   save_as: varName,
   limit: limitSchema,
   default_limit: z.number().int().min(1).max(10000).optional(),
+  stop: ConditionSchema.optional(),
+  cumulative: z.boolean().optional(),
   max_pages: z.number().int().min(1).max(100).optional(),
   next: z.discriminatedUnion('kind', [
     z.strictObject({ kind: z.literal('link'), selector: nonEmpty, wait_for: nonEmpty.optional() }),

@@ -3,6 +3,10 @@
 // runs them and compares.
 import type { ApiDefinition } from '../types.ts';
 import { booksApi } from './books.ts';
-import { weatherApi } from './weather.ts';
+import { airQualityApi, weatherApi } from './weather.ts';
+import { jobsApi } from './jobs.ts';
+import { shopApi, shopApiApi } from './shop.ts';
+import { clinicApi } from './clinic.ts';
+import { newsApi } from './news.ts';
 
-export const demoCatalog: ApiDefinition[] = [booksApi, weatherApi];
+export const demoCatalog: ApiDefinition[] = [booksApi, weatherApi, airQualityApi, jobsApi, shopApi, shopApiApi, clinicApi, newsApi];
