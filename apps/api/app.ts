@@ -45,6 +45,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(queryRoutes, { queries });
   await app.register(requestRoutes);
   await app.register(catalogRoutes);
+  await app.register(import('./routes/icons.ts'));
+  await app.register(import('./routes/openapi.ts'));
+  await app.register(import('./routes/well-known.ts'));
   return app;
 }
 

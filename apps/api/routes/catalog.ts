@@ -1,85 +1,64 @@
-// Public catalog: list and detail. (Search, filters and the other catalog routes grow here.)
+// Public catalog discovery: search, detail, suggest, categories, sitemap (no key) and the tool
+// definitions of an organization (key). The queries live in shared/db/catalog-search.ts and
+// shared/db/catalog-tools.ts; the parameter and response schemas in shared/schemas/.
 import type { FastifyInstance } from 'fastify';
 import { ServiceError } from '../../../shared/errors.ts';
-import { HANDLE_PATTERN } from '../../../shared/schemas/common.ts';
-import { selectableFields } from '../../../shared/format/shape.ts';
+import { CATEGORIES } from '../../../shared/catalog/categories.ts';
+import { catalogDetail, searchCatalog, sitemap, suggest } from '../../../shared/db/catalog-search.ts';
+import { listTools } from '../../../shared/db/catalog-tools.ts';
+import {
+  CatalogDetailParams,
+  CatalogSearchParams,
+  CatalogSitemapParams,
+  CatalogSuggestParams,
+  EmptyParams,
+} from '../../../shared/schemas/catalog.ts';
+import { ToolsParams } from '../../../shared/schemas/tools.ts';
+import { parseParams } from './catalog-params.ts';
 
-const iconUrl = (base: string, sha: string | null) => (sha ? `${base}/v1/icons/${sha}` : null);
+const PUBLIC_CACHE = 'public, max-age=30';
 
 export default async function catalogRoutes(app: FastifyInstance) {
-  async function loadApis(where: string, params: unknown[]) {
-    const base = app.baseUrl();
-    const apis = await app.db.query(
-      `SELECT a.* FROM apis a WHERE a.visibility = 'public' AND a.status = 'active' ${where} ORDER BY a.handle`,
-      params,
-    );
-    if (apis.rowCount === 0) return [];
-    const ids = apis.rows.map((a) => a.id);
-    const sites = await app.db.query('SELECT * FROM api_sites WHERE api_id = ANY($1) ORDER BY api_id, position', [ids]);
-    const ops = await app.db.query('SELECT * FROM operations WHERE api_id = ANY($1) ORDER BY api_id, id', [ids]);
-    return apis.rows.map((a) => {
-      const s = sites.rows.filter((x) => x.api_id === a.id).map((x) => ({ name: x.name, host: x.host, icon_url: iconUrl(base, x.icon_sha256) }));
-      const o = ops.rows.filter((x) => x.api_id === a.id);
-      const kinds = new Set(o.map((x) => ((x.access as unknown[]).length > 0 ? 'own' : 'open')));
-      return {
-        row: a,
-        ops: o,
-        item: {
-          api: a.handle,
-          name: a.name,
-          description: a.description,
-          category: a.category,
-          website_url: a.website_url,
-          logo_url: iconUrl(base, a.logo_sha256),
-          availability: a.availability,
-          visibility: 'public' as const,
-          access: kinds.size > 1 ? 'mixed' : kinds.has('own') ? 'own' : 'open',
-          is_enabled: true as const,
-          sites: s,
-          operations: o.map((x) => ({
-            id: Number(x.id),
-            operation: x.name,
-            label: x.label,
-            contract_version: x.default_version,
-            cost_credits: x.cost_credits,
-            performs_actions: x.performs_actions,
-            health: { status: x.health_status, verified_at: x.verified_at ? (x.verified_at as Date).toISOString() : null },
-            sites: s,
-            access: x.access,
-          })),
-        },
-      };
-    });
-  }
-
-  app.get('/v1/catalog', async () => {
-    const items = await loadApis('', []);
-    return { success: true, data: { items: items.map((i) => i.item), next_cursor: null } };
+  app.get('/v1/catalog', async (request, reply) => {
+    const q = parseParams(CatalogSearchParams, request.query);
+    const page = await searchCatalog(app.db, { ...q, baseUrl: app.baseUrl() });
+    reply.header('cache-control', PUBLIC_CACHE);
+    return { success: true, data: page };
   });
 
-  app.get<{ Querystring: { api?: string } }>('/v1/catalog/detail', async (request) => {
-    const handle = request.query.api;
-    if (!handle) throw new ServiceError('invalid_input', 'api is required', { param: 'api', details: { issues: [{ path: 'api', message: 'required' }] } });
-    if (!HANDLE_PATTERN.test(handle)) throw new ServiceError('invalid_input', 'api must be a handle like @name', { param: 'api', details: { issues: [{ path: 'api', message: 'invalid handle' }] } });
-    const [found] = await loadApis('AND a.handle = $1', [handle]);
-    if (!found) throw new ServiceError('unknown_api_slug', `No public workflow ${handle}`, { param: 'api' });
-    const versions = await app.db.query(
-      `SELECT v.* FROM operation_versions v JOIN operations o ON o.id = v.operation_id AND v.version = o.default_version WHERE o.api_id = $1`,
-      [found.row.id],
-    );
-    const operations = found.item.operations.map((op) => {
-      const v = versions.rows.find((x) => Number(x.operation_id) === op.id);
-      const dbOp = found.ops.find((x) => Number(x.id) === op.id);
-      return {
-        ...op,
-        operation_id: op.id,
-        description: dbOp?.description ?? '',
-        input_schema: v?.input_schema ?? null,
-        output_schema: v?.output_schema ?? null,
-        examples: v?.examples ?? [],
-        selectable_fields: v ? selectableFields(v.output_schema) : [],
-      };
-    });
-    return { success: true, data: { ...found.item, operations } };
+  app.get('/v1/catalog/detail', async (request, reply) => {
+    const q = parseParams(CatalogDetailParams, request.query);
+    const detail = await catalogDetail(app.db, { ...q, baseUrl: app.baseUrl() });
+    // Private and unknown handles are indistinguishable.
+    if (!detail) throw new ServiceError('unknown_api_slug', `No public workflow ${q.api}`, { param: 'api' });
+    reply.header('cache-control', PUBLIC_CACHE);
+    return { success: true, data: detail };
+  });
+
+  app.get('/v1/catalog/suggest', async (request, reply) => {
+    const q = parseParams(CatalogSuggestParams, request.query);
+    const items = await suggest(app.db, { ...q, baseUrl: app.baseUrl() });
+    reply.header('cache-control', PUBLIC_CACHE);
+    return { success: true, data: { items } };
+  });
+
+  app.get('/v1/catalog/categories', async (request, reply) => {
+    parseParams(EmptyParams, request.query);
+    reply.header('cache-control', 'public, max-age=3600');
+    return { success: true, data: { items: CATEGORIES.map((c) => ({ id: c.id, label: c.label })) } };
+  });
+
+  app.get('/v1/catalog/sitemap', async (request, reply) => {
+    const q = parseParams(CatalogSitemapParams, request.query);
+    const data = await sitemap(app.db, { page: q.page, baseUrl: app.baseUrl() });
+    reply.header('cache-control', 'public, max-age=300');
+    return { success: true, data };
+  });
+
+  app.get('/v1/catalog/tools', { preHandler: app.authenticate }, async (request, reply) => {
+    const q = parseParams(ToolsParams, request.query);
+    const data = await listTools(app.db, request.auth!.orgId, { ...q, baseUrl: app.baseUrl() });
+    reply.header('cache-control', 'private, no-store');
+    return { success: true, data };
   });
 }

@@ -1,0 +1,436 @@
+// Catalog discovery in PostgreSQL: ranked search (full text + trigram typo tolerance), filters,
+// sorts and keyset cursors bound to the query they came from; detail, suggestions and sitemap.
+// Search documents are kept by triggers (migrations/1700000000100_catalog_search.sql).
+import { createHash } from 'node:crypto';
+import { ServiceError } from '../errors.ts';
+import { selectableFields } from '../format/shape.ts';
+import {
+  CATALOG_LIMIT_DEFAULT,
+  DETAIL_OPERATIONS_PAGE,
+  SITEMAP_PAGE_SIZE,
+  SUGGEST_LIMIT_DEFAULT,
+  type CatalogDetailParams,
+  type CatalogSearchParams,
+} from '../schemas/catalog.ts';
+import type { JsonSchema } from '../catalog/types.ts';
+import type { Db } from './pool.ts';
+
+export type CatalogSort = 'relevant' | 'popular' | 'newest' | 'updated';
+
+export const iconUrl = (base: string, sha: string | null | undefined) => (sha ? `${base}/v1/icons/${sha}` : null);
+
+/** Cursors for the `popular` order rank by completed runs as of the first page, for this long. */
+export const CURSOR_TTL_MS = 24 * 3_600_000;
+/** Completions younger than this are left out of a first page's "as of" count (commit lag). */
+const AS_OF_LAG_MS = 2_000;
+const MAX_QUERY_WORDS = 8;
+
+const STOP_WORDS = new Set(
+  'a an and are as at be by for from how i in is it of on or that the this to was what when where which who with'.split(' '),
+);
+
+/** Lower-case words of a free-text query (letters and digits), at most 8; stop words dropped unless nothing else is left. */
+export function queryWords(text: string | undefined): string[] {
+  if (!text) return [];
+  const words = [...new Set(text.normalize('NFKC').toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])];
+  const content = words.filter((w) => !STOP_WORDS.has(w));
+  return (content.length > 0 ? content : words).slice(0, MAX_QUERY_WORDS);
+}
+
+function badParam(param: string, message: string): ServiceError {
+  return new ServiceError('invalid_input', `${param}: ${message}`, { param, details: { issues: [{ path: param, message }] } });
+}
+
+// --- cursors ---------------------------------------------------------------------------------
+
+interface SearchCursor {
+  v: 1;
+  s: CatalogSort;
+  f: string; // fingerprint of query + filters + sort
+  k: number | string; // sort key of the last item (score, runs, or updated µs as string)
+  i: number; // id of the last item
+  t?: number; // popular: "as of" time in ms
+}
+
+const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+function unb64(s: string): unknown {
+  if (!/^[A-Za-z0-9_-]+$/.test(s)) throw new Error('not base64url');
+  return JSON.parse(Buffer.from(s, 'base64url').toString('utf8'));
+}
+
+function fingerprint(parts: unknown[]): string {
+  return createHash('sha256').update(JSON.stringify(parts)).digest('base64url').slice(0, 16);
+}
+
+function decodeSearchCursor(raw: string, sort: CatalogSort, fp: string): SearchCursor {
+  let c: SearchCursor;
+  try {
+    c = unb64(raw) as SearchCursor;
+  } catch {
+    throw badParam('cursor', 'is not a cursor returned by this endpoint');
+  }
+  const validKey = typeof c?.k === 'number' ? Number.isFinite(c.k) : typeof c?.k === 'string' && /^-?[0-9]{1,20}$/.test(c.k);
+  if (!c || c.v !== 1 || typeof c.s !== 'string' || typeof c.f !== 'string' || !validKey || !Number.isSafeInteger(c.i)) {
+    throw badParam('cursor', 'is not a cursor returned by this endpoint');
+  }
+  if (c.s !== sort || c.f !== fp) {
+    throw badParam('cursor', 'belongs to a different query, filter or sort; send the same query, api, category, max_cost_credits and sort as the page it came from, or start again without cursor');
+  }
+  if (c.s === 'popular') {
+    if (typeof c.t !== 'number' || !Number.isFinite(c.t)) throw badParam('cursor', 'is not a cursor returned by this endpoint');
+    if (Date.now() - c.t > CURSOR_TTL_MS) throw badParam('cursor', 'has expired (cursors last 24 hours); start again without cursor');
+  }
+  return c;
+}
+
+// --- search ----------------------------------------------------------------------------------
+
+export interface SearchOptions extends Partial<Omit<CatalogSearchParams, 'limit'>> {
+  limit?: number;
+  baseUrl: string;
+}
+
+export interface CatalogPage<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
+/** The ranked, filtered, keyset-paged catalog search (GET /v1/catalog). */
+export async function searchCatalog(db: Db, opts: SearchOptions): Promise<CatalogPage<CatalogItem>> {
+  const words = queryWords(opts.query);
+  const text = words.join(' ');
+  const sort: CatalogSort = opts.sort ?? (words.length > 0 ? 'relevant' : 'popular');
+  const limit = opts.limit ?? CATALOG_LIMIT_DEFAULT;
+  const fp = fingerprint([text, opts.api ?? null, opts.category ?? null, opts.max_cost_credits ?? null, sort]);
+  const cursor = opts.cursor ? decodeSearchCursor(opts.cursor, sort, fp) : undefined;
+  // "relevant" without a query has nothing to rank by: it orders like "popular".
+  const effective: CatalogSort = sort === 'relevant' && words.length === 0 ? 'popular' : sort;
+  const asOf = effective === 'popular' ? (cursor?.t ?? Date.now() - AS_OF_LAG_MS) : undefined;
+
+  const params: unknown[] = [];
+  const p = (v: unknown) => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const where = [`a.visibility = 'public'`, `a.status = 'active'`];
+  if (opts.api) where.push(`a.handle = ${p(opts.api)}`);
+  if (opts.category) where.push(`a.category = ${p(opts.category)}`);
+  if (opts.max_cost_credits !== undefined) where.push(`s.min_cost_credits <= ${p(opts.max_cost_credits)}`);
+  else where.push('s.operation_count > 0');
+
+  let key: string;
+  if (words.length > 0) {
+    const matches: string[] = [];
+    const scores: string[] = [];
+    for (const w of words) {
+      const tq = `to_tsquery('english', ${p(`${w}:*`)})`;
+      const wp = p(w);
+      matches.push(`s.tsv @@ ${tq}`, `s.document %> ${wp}`);
+      scores.push(`(CASE WHEN s.tsv @@ ${tq} THEN 1.0 ELSE word_similarity(${wp}, s.document) * 0.8 END)`);
+    }
+    where.push(`(${matches.join(' OR ')})`);
+    const tp = p(text);
+    const orTq = `to_tsquery('english', ${p(words.map((w) => `${w}:*`).join(' | '))})`;
+    const score = `${scores.join(' + ')} + ts_rank(s.tsv, ${orTq}) + word_similarity(${tp}, s.names)
+      + (CASE WHEN ltrim(a.handle, '@') = ${tp} OR lower(a.name) = ${tp} THEN 2 ELSE 0 END)`;
+    key = effective === 'relevant' ? `round((${score})::numeric, 6)::float8` : '0::float8';
+  } else key = '0::float8';
+
+  const runs = asOf !== undefined
+    ? `(coalesce(st.completed_runs, 0) - coalesce((SELECT count(*) FROM catalog_run_events e WHERE e.api_id = a.id AND e.at > ${p(new Date(asOf))}), 0))`
+    : 'coalesce(st.completed_runs, 0)';
+  let order: string;
+  if (effective === 'relevant') {
+    order = 'key DESC, id ASC';
+  } else if (effective === 'popular') {
+    key = `${runs}::float8`;
+    order = 'key DESC, id ASC';
+  } else if (effective === 'newest') {
+    key = 'a.id::float8';
+    order = 'key DESC, id ASC';
+  } else {
+    key = `(extract(epoch FROM a.updated_at) * 1000000)::bigint::text`;
+    order = 'key::bigint DESC, id ASC';
+  }
+  let after = '';
+  if (cursor) {
+    if (effective === 'updated') after = `WHERE (key::bigint < ${p(String(cursor.k))}::bigint OR (key::bigint = ${p(String(cursor.k))}::bigint AND id > ${p(cursor.i)}))`;
+    else after = `WHERE (key < ${p(Number(cursor.k))} OR (key = ${p(Number(cursor.k))} AND id > ${p(cursor.i)}))`;
+  }
+  const sql = `
+    SELECT id, key FROM (
+      SELECT a.id, ${key} AS key
+        FROM catalog_search s JOIN apis a ON a.id = s.api_id
+        LEFT JOIN catalog_api_stats st ON st.api_id = a.id
+       WHERE ${where.join(' AND ')}
+    ) ranked ${after}
+    ORDER BY ${order}
+    LIMIT ${p(limit + 1)}`;
+  const r = await db.query<{ id: string; key: number | string }>(sql, params);
+  const rows = r.rows.slice(0, limit);
+  const items = await loadItems(db, rows.map((x) => Number(x.id)), { baseUrl: opts.baseUrl, maxCost: opts.max_cost_credits });
+  let next: string | null = null;
+  if (r.rows.length > limit) {
+    const last = rows[rows.length - 1]!;
+    const c: SearchCursor = { v: 1, s: sort, f: fp, k: typeof last.key === 'string' ? last.key : Number(last.key), i: Number(last.id) };
+    if (asOf !== undefined) c.t = asOf;
+    next = b64(c);
+  }
+  return { items, next_cursor: next };
+}
+
+// --- items -----------------------------------------------------------------------------------
+
+export interface CatalogItem {
+  api: string;
+  name: string;
+  description: string;
+  category: string;
+  website_url: string | null;
+  logo_url: string | null;
+  availability: 'available' | 'coming_soon';
+  visibility: 'public';
+  access: 'open' | 'own' | 'mixed';
+  is_enabled: true;
+  sites: Array<{ name: string; host: string; icon_url: string | null }>;
+  completed_runs: number;
+  created_at: string;
+  updated_at: string;
+  operations: CatalogItemOperation[];
+}
+
+export interface CatalogItemOperation {
+  id: number;
+  operation: string;
+  label: string;
+  contract_version: number;
+  cost_credits: number;
+  performs_actions: boolean;
+  health: { status: string; verified_at: string | null };
+  sites: Array<{ name: string; host: string; icon_url: string | null }>;
+  access: unknown[];
+}
+
+interface ItemRow {
+  id: string;
+  handle: string;
+  name: string;
+  description: string;
+  category: string;
+  website_url: string | null;
+  logo_sha256: string | null;
+  availability: 'available' | 'coming_soon';
+  created_at: Date;
+  updated_at: Date;
+  completed_runs: number;
+  sites: Array<{ name: string; host: string; icon_sha256: string | null }>;
+  ops: Array<{
+    id: number;
+    name: string;
+    label: string;
+    description: string;
+    cost_credits: number;
+    performs_actions: boolean;
+    default_version: number;
+    access: unknown[];
+    health_status: string;
+    verified_at: string | null;
+  }>;
+}
+
+const ITEM_SQL = `
+  SELECT a.id, a.handle, a.name, a.description, a.category, a.website_url, a.logo_sha256, a.availability,
+         a.created_at, a.updated_at, coalesce(st.completed_runs, 0) AS completed_runs,
+         coalesce((SELECT json_agg(json_build_object('name', s.name, 'host', s.host, 'icon_sha256', s.icon_sha256) ORDER BY s.position)
+                     FROM api_sites s WHERE s.api_id = a.id), '[]') AS sites,
+         coalesce((SELECT json_agg(json_build_object('id', o.id, 'name', o.name, 'label', o.label, 'description', o.description,
+                     'cost_credits', o.cost_credits, 'performs_actions', o.performs_actions, 'default_version', o.default_version,
+                     'access', o.access, 'health_status', o.health_status, 'verified_at', o.verified_at) ORDER BY o.id)
+                     FROM operations o WHERE o.api_id = a.id AND ($2::numeric IS NULL OR o.cost_credits <= $2::numeric)
+                       AND ($3::bigint IS NULL OR o.id = $3::bigint) AND o.id > $4::bigint), '[]') AS ops
+    FROM apis a LEFT JOIN catalog_api_stats st ON st.api_id = a.id
+   WHERE a.id = ANY($1::bigint[])`;
+
+function toItem(row: ItemRow, baseUrl: string): CatalogItem {
+  const sites = row.sites.map((s) => ({ name: s.name, host: s.host, icon_url: iconUrl(baseUrl, s.icon_sha256) }));
+  const kinds = new Set(row.ops.map((o) => ((o.access as unknown[]).length > 0 ? 'own' : 'open')));
+  return {
+    api: row.handle,
+    name: row.name,
+    description: row.description,
+    category: row.category,
+    website_url: row.website_url,
+    logo_url: iconUrl(baseUrl, row.logo_sha256),
+    availability: row.availability,
+    visibility: 'public',
+    access: kinds.size > 1 ? 'mixed' : kinds.has('own') ? 'own' : 'open',
+    is_enabled: true,
+    sites,
+    completed_runs: Number(row.completed_runs),
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+    operations: row.ops.map((o) => opItem(o, sites)),
+  };
+}
+
+function opItem(o: ItemRow['ops'][number], sites: CatalogItem['sites']): CatalogItemOperation {
+  return {
+    id: Number(o.id),
+    operation: o.name,
+    label: o.label,
+    contract_version: o.default_version,
+    cost_credits: o.cost_credits,
+    performs_actions: o.performs_actions,
+    health: { status: o.health_status, verified_at: o.verified_at ? new Date(o.verified_at).toISOString() : null },
+    sites,
+    access: o.access,
+  };
+}
+
+/** Catalog items for these API ids, in the given order; operations over `maxCost` left out. */
+export async function loadItems(db: Db, ids: number[], opts: { baseUrl: string; maxCost?: number }): Promise<CatalogItem[]> {
+  if (ids.length === 0) return [];
+  const r = await db.query<ItemRow>(ITEM_SQL, [ids, opts.maxCost ?? null, null, 0]);
+  const byId = new Map(r.rows.map((row) => [Number(row.id), row]));
+  return ids
+    .map((id) => byId.get(id))
+    .filter((row): row is ItemRow => row !== undefined && row.ops.length > 0)
+    .map((row) => toItem(row, opts.baseUrl));
+}
+
+// --- detail ----------------------------------------------------------------------------------
+
+interface OperationCursor {
+  v: 1;
+  a: string; // handle
+  o: number; // last operation id
+}
+
+/** One public workflow with its contracts (GET /v1/catalog/detail); null when unknown or private. */
+export async function catalogDetail(db: Db, params: CatalogDetailParams & { baseUrl: string }) {
+  let afterId = 0;
+  if (params.operation_cursor) {
+    let c: OperationCursor | undefined;
+    try {
+      c = unb64(params.operation_cursor) as OperationCursor;
+    } catch {
+      /* reported below */
+    }
+    if (!c || c.v !== 1 || typeof c.a !== 'string' || !Number.isSafeInteger(c.o)) throw badParam('operation_cursor', 'is not a cursor returned by this endpoint');
+    if (c.a !== params.api) throw badParam('operation_cursor', `belongs to ${c.a}, not ${params.api}`);
+    if (params.operation_id !== undefined) throw badParam('operation_cursor', 'cannot be combined with operation_id');
+    afterId = c.o;
+  }
+  const api = await db.query<{ id: string }>(
+    `SELECT a.id FROM apis a WHERE a.handle = $1 AND a.visibility = 'public' AND a.status = 'active'`,
+    [params.api],
+  );
+  if (api.rowCount === 0) return null;
+  const apiId = Number(api.rows[0]!.id);
+  const r = await db.query<ItemRow & { operation_count: number }>(
+    `SELECT * FROM (${ITEM_SQL}) i, LATERAL (SELECT count(*)::int AS operation_count FROM operations WHERE api_id = i.id) n`,
+    [[apiId], null, params.operation_id ?? null, afterId],
+  );
+  const row = r.rows[0]!;
+  if (params.operation_id !== undefined && row.ops.length === 0) {
+    throw new ServiceError('unknown_operation', `${params.api} has no operation with id ${params.operation_id}`, { param: 'operation_id' });
+  }
+  const page = row.ops.slice(0, DETAIL_OPERATIONS_PAGE);
+  const more = row.ops.length > DETAIL_OPERATIONS_PAGE;
+  const ids = page.map((o) => Number(o.id));
+  const versions = await db.query<{ operation_id: string; version: number; input_schema: JsonSchema; output_schema: JsonSchema; examples: unknown[]; available: boolean }>(
+    `SELECT operation_id, version, input_schema, output_schema, examples, available FROM operation_versions
+      WHERE operation_id = ANY($1::bigint[]) ORDER BY operation_id, version`,
+    [ids],
+  );
+  const item = toItem({ ...row, ops: page }, params.baseUrl);
+  const operations = item.operations.map((op, i) => {
+    const dbOp = page[i]!;
+    const vs = versions.rows.filter((v) => Number(v.operation_id) === op.id);
+    const def = vs.find((v) => v.version === op.contract_version);
+    return {
+      ...op,
+      operation_id: op.id,
+      description: dbOp.description,
+      input_schema: def?.input_schema ?? {},
+      output_schema: def?.output_schema ?? {},
+      examples: def?.examples ?? [],
+      selectable_fields: def ? selectableFields(def.output_schema) : [],
+      versions: vs.filter((v) => v.available).map((v) => v.version),
+    };
+  });
+  const last = page[page.length - 1];
+  return {
+    ...item,
+    operation_count: row.operation_count,
+    operations,
+    next_operation_cursor: more && last ? b64({ v: 1, a: params.api, o: Number(last.id) } satisfies OperationCursor) : null,
+  };
+}
+
+// --- suggest ---------------------------------------------------------------------------------
+
+export interface Suggestion {
+  api: string;
+  name: string;
+  logo_url: string | null;
+  category: string;
+}
+
+/** Names and logos for a search box: prefix matches first, then word prefixes, then near misses. */
+export async function suggest(db: Db, opts: { query?: string; limit?: number; baseUrl: string }): Promise<Suggestion[]> {
+  const limit = opts.limit ?? SUGGEST_LIMIT_DEFAULT;
+  const text = queryWords(opts.query).join(' ');
+  const base = `SELECT a.handle, a.name, a.logo_sha256, a.category FROM catalog_search s JOIN apis a ON a.id = s.api_id
+     LEFT JOIN catalog_api_stats st ON st.api_id = a.id
+    WHERE a.visibility = 'public' AND a.status = 'active' AND s.operation_count > 0`;
+  let r;
+  if (text === '') {
+    r = await db.query(`${base} ORDER BY coalesce(st.completed_runs, 0) DESC, a.id LIMIT $1`, [limit]);
+  } else {
+    // s.names is "name handle-words", lower case; a typed prefix matches its start or any word.
+    const like = text.replace(/[\\%_]/g, '\\$&');
+    r = await db.query(
+      `${base} AND (s.names LIKE $1 || '%' OR s.names LIKE '% ' || $1 || '%' OR s.names %> $2)
+        ORDER BY (CASE WHEN s.names LIKE $1 || '%' THEN 0 WHEN s.names LIKE '% ' || $1 || '%' THEN 1 ELSE 2 END),
+                 word_similarity($2, s.names) DESC, coalesce(st.completed_runs, 0) DESC, a.id
+        LIMIT $3`,
+      [like, text, limit],
+    );
+  }
+  return r.rows.map((x) => ({ api: x.handle, name: x.name, logo_url: iconUrl(opts.baseUrl, x.logo_sha256), category: x.category }));
+}
+
+// --- sitemap ---------------------------------------------------------------------------------
+
+export async function sitemap(db: Db, opts: { page: number; baseUrl: string }) {
+  const offset = (opts.page - 1) * SITEMAP_PAGE_SIZE;
+  const [rows, total] = await Promise.all([
+    db.query(
+      `SELECT a.handle, a.name, a.category, a.updated_at, s.terms
+         FROM catalog_search s JOIN apis a ON a.id = s.api_id
+        WHERE a.visibility = 'public' AND a.status = 'active' AND s.operation_count > 0
+        ORDER BY a.id LIMIT $1 OFFSET $2`,
+      [SITEMAP_PAGE_SIZE, offset],
+    ),
+    db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM catalog_search s JOIN apis a ON a.id = s.api_id
+        WHERE a.visibility = 'public' AND a.status = 'active' AND s.operation_count > 0`,
+    ),
+  ]);
+  const n = total.rows[0]!.n;
+  return {
+    items: rows.rows.map((x) => ({
+      api: x.handle as string,
+      name: x.name as string,
+      url: `${opts.baseUrl}/v1/catalog/detail?api=${encodeURIComponent(x.handle)}`,
+      category: x.category as string,
+      updated_at: (x.updated_at as Date).toISOString(),
+      terms: x.terms as string[],
+    })),
+    page: opts.page,
+    page_size: SITEMAP_PAGE_SIZE,
+    total: n,
+    next_page: offset + SITEMAP_PAGE_SIZE < n ? opts.page + 1 : null,
+  };
+}

@@ -1,0 +1,87 @@
+// Zod schemas of resources whose routes validate nothing from a body (responses, headers, the
+// error envelope). Request bodies come from shared/schemas/ — the same schemas the routes use.
+import { z } from 'zod';
+import { ERRORS } from '../errors.ts';
+import { Receipt, RequestStatusValue } from '../schemas/query.ts';
+import { REQUEST_ID_PATTERN } from '../ids.ts';
+
+const ERROR_CODES = Object.keys(ERRORS) as [keyof typeof ERRORS, ...(keyof typeof ERRORS)[]];
+
+export const ErrorBody = z
+  .looseObject({
+    type: z.string().describe('error family, e.g. validation_error, rate_limit_error, authentication_error, access_error'),
+    code: z.enum(ERROR_CODES).describe('specific code to branch on'),
+    message: z.string(),
+    status: z.number().int().describe('HTTP status, repeated so streamed errors carry it'),
+    retryable: z.boolean().optional(),
+    request_id: z.string().optional(),
+    param: z.string().optional().describe('dotted path of the failing request field or parameter'),
+    doc_url: z.string().optional(),
+    details: z.unknown().optional().describe('`details.issues` lists each failing path for validation errors; `details.access` for access_required'),
+    receipt: Receipt.optional(),
+  })
+  .meta({ id: 'ErrorBody' });
+
+export const ErrorEnvelope = z.strictObject({ success: z.literal(false), error: ErrorBody }).meta({ id: 'Error' });
+
+export const ServiceInfo = z
+  .strictObject({
+    success: z.literal(true),
+    data: z.looseObject({
+      service: z.string(),
+      version: z.string(),
+      product: z.string(),
+      status: z.string(),
+      build_available: z.boolean(),
+      registered_providers: z.number().int(),
+      endpoint: z.literal('/v1/query'),
+    }),
+  })
+  .meta({ id: 'ServiceInfo' });
+
+export const HealthEnvelope = z
+  .strictObject({
+    status: z.enum(['ok', 'degraded']),
+    service: z.string(),
+    timestamp: z.string(),
+    uptime_seconds: z.number().int(),
+    checks: z.record(z.string(), z.unknown()),
+  })
+  .meta({ id: 'Health' });
+
+export const RequestStatus = z
+  .looseObject({
+    request_id: z.string().regex(REQUEST_ID_PATTERN),
+    status: RequestStatusValue,
+    result: z.union([z.record(z.string(), z.unknown()), z.null()]).describe('retained terminal envelope (QueryResult or Error); keyed requests only'),
+    response_status: z.number().int().nullable(),
+    result_expires_at: z.string().nullable(),
+    error_code: z.string().nullable(),
+    receipt: Receipt,
+    feedback: z.union([z.literal(1), z.literal(-1), z.null()]),
+    can_rate: z.boolean(),
+    feedback_unavailable_reason: z.enum(['own_api', 'private_api', 'request_incomplete', 'expired', 'not_independent']).nullable(),
+  })
+  .meta({ id: 'RequestStatus' });
+
+export const RequestStatusResponse = z.strictObject({ success: z.literal(true), data: RequestStatus });
+
+export const FeedbackBody = z.strictObject({ value: z.union([z.literal(1), z.literal(-1), z.null()]).describe('1, -1, or null to remove the rating') });
+export const FeedbackResponse = z.looseObject({
+  success: z.literal(true),
+  data: z.looseObject({ request_id: z.string(), value: z.union([z.literal(1), z.literal(-1), z.null()]) }).optional(),
+});
+
+export const AuthResponse = z.strictObject({ success: z.literal(true), data: z.strictObject({}) });
+
+export const FileRecord = z
+  .looseObject({
+    id: z.string().regex(/^file_[0-9a-f]{32}$/),
+    expires_at: z.string().optional(),
+  })
+  .meta({ id: 'File' });
+export const FileResponse = z.strictObject({ success: z.literal(true), data: FileRecord });
+
+export const ApiCatalogLinkset = z.strictObject({
+  linkset: z.array(z.record(z.string(), z.unknown())),
+});
