@@ -1,5 +1,7 @@
 // `npm run admin -- <noun> <verb> [--flags]`: operator commands against the service's database
 // (embedded via DATA_DIR, or DATABASE_URL). Each prints one JSON object on stdout.
+import fs from 'node:fs/promises';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../shared/config.ts';
 import { createPool } from '../../shared/db/pool.ts';
@@ -41,9 +43,24 @@ function credits(): number {
   return n;
 }
 
+/** While `npm start` runs on this DATA_DIR, use its PostgreSQL instead of starting the embedded one. */
+async function runningServiceDatabase(dataDir: string): Promise<string | undefined> {
+  try {
+    const runtime = JSON.parse(await fs.readFile(path.join(dataDir, 'runtime.json'), 'utf8')) as { database_url?: string; pid?: number };
+    if (runtime.pid && runtime.database_url) {
+      process.kill(runtime.pid, 0);
+      return runtime.database_url;
+    }
+  } catch {
+    /* not running */
+  }
+  return undefined;
+}
+
 const config = loadConfig();
-const pg = config.DATABASE_URL ? null : await startEmbeddedPostgres({ dataDir: config.dataDir });
-const databaseUrl = config.DATABASE_URL ?? pg!.databaseUrl;
+const shared = config.DATABASE_URL ?? (await runningServiceDatabase(config.dataDir));
+const pg = shared ? null : await startEmbeddedPostgres({ dataDir: config.dataDir });
+const databaseUrl = shared ?? pg!.databaseUrl;
 const db = createPool(databaseUrl, 2);
 let code = 0;
 try {

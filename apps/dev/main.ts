@@ -22,6 +22,7 @@ async function shutdown(code: number) {
   if (stopping) return;
   stopping = true;
   log('stopping');
+  await fs.rm(`${config.dataDir}/runtime.json`, { force: true });
   for (const stop of stops.reverse()) await stop().catch((err) => log('stop_failed', { error: String(err) }));
   log('stopped');
   process.exit(code);

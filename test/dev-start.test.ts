@@ -1,0 +1,88 @@
+// `npm start` on its embedded defaults: two instances side by side, admin commands against a
+// running one, a clean SIGTERM, and a restart on the same DATA_DIR that keeps all data.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../shared/infra/free-port.ts';
+import { ROOT, spawnService, type ServiceProcess } from './helpers/processes.ts';
+import { call, query } from './helpers/stack.ts';
+
+const run = promisify(execFile);
+const dirs: string[] = [];
+const procs: ServiceProcess[] = [];
+
+afterAll(async () => {
+  await Promise.all(procs.map((p) => p.kill('SIGTERM')));
+  await Promise.all(dirs.map((d) => fs.rm(d, { recursive: true, force: true })));
+});
+
+async function start(dataDir: string, port: number) {
+  const p = await spawnService('apps/dev/main.ts', { DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn' }, 'ready', 120_000);
+  procs.push(p);
+  const runtime = JSON.parse(await fs.readFile(path.join(dataDir, 'runtime.json'), 'utf8'));
+  const key = (await fs.readFile(path.join(dataDir, 'dev-api-key'), 'utf8')).trim();
+  return { p, base: runtime.base_url as string, key };
+}
+
+async function admin(dataDir: string, ...args: string[]) {
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', 'apps/admin/main.ts', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, DATA_DIR: dataDir },
+  });
+  const lines = stdout.trim().split('\n');
+  expect(lines).toHaveLength(1);
+  return JSON.parse(lines[0]!);
+}
+
+describe('npm start', () => {
+  it('runs two instances side by side, serves queries, takes admin commands, stops cleanly and keeps data on restart', async () => {
+    const a = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-dev-a-'));
+    const b = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-dev-b-'));
+    dirs.push(a, b);
+    const [portA, portB] = [await freePort(), await freePort()];
+    const [one, two] = await Promise.all([start(a, portA), start(b, portB)]);
+    expect(one.base).toBe(`http://127.0.0.1:${portA}`);
+    expect(two.base).toBe(`http://127.0.0.1:${portB}`);
+    expect(one.p.output()).toContain(one.key);
+    expect(one.key).not.toBe(two.key);
+
+    // Each instance has its own organization with 1000 credits; the keys are not interchangeable.
+    const res = await query(one.key, { api: '@weather', operation: 'current_weather', input: { city: 'Tokyo' } }, { 'idempotency-key': 'dev-start-1' }, one.base);
+    expect(res.status, res.text).toBe(200);
+    const rid = res.body.data.receipt.request_id;
+    expect((await call('GET', '/v1/auth', { key: one.key, baseUrl: two.base })).status).toBe(401);
+
+    // Admin commands work against the running instance's database.
+    const org = await admin(a, 'org', 'create', '--name', 'Acme', '--credits', '3');
+    expect(org.org_id).toMatch(/^org_/);
+    expect(org.api_key).toMatch(/^svc_sk_/);
+    expect((await call('GET', '/v1/auth', { key: org.api_key, baseUrl: one.base })).status).toBe(200);
+    const grant = await admin(a, 'credits', 'grant', '--org', org.org_id, '--credits', '7');
+    expect(grant.balance).toMatchObject({ granted: 10, available: 10 });
+    const second = await admin(a, 'key', 'create', '--org', org.org_id);
+    expect(second.api_key).toMatch(/^svc_sk_/);
+    await admin(a, 'key', 'revoke', '--key', org.api_key);
+    const revoked = await call('GET', '/v1/auth', { key: org.api_key, baseUrl: one.base });
+    expect(revoked.body.error.code).toBe('revoked_api_key');
+    expect((await call('GET', '/v1/auth', { key: second.api_key, baseUrl: one.base })).status).toBe(200);
+
+    // SIGTERM stops everything it started.
+    expect(await one.p.kill('SIGTERM')).toBe(0);
+    expect(await fs.stat(path.join(a, 'runtime.json')).catch(() => null)).toBeNull();
+    await expect(fetch(`${one.base}/health`)).rejects.toThrow();
+    expect((await call('GET', '/health', { baseUrl: two.base })).status).toBe(200);
+
+    // Restart on the same DATA_DIR (another port): same key, same request, same balance.
+    const again = await start(a, await freePort());
+    expect(again.key).toBe(one.key);
+    const st = await call('GET', `/v1/query/requests/${rid}`, { key: again.key, baseUrl: again.base });
+    expect(st.status).toBe(200);
+    expect(st.body.data.status).toBe('succeeded');
+    const replay = await query(again.key, { api: '@weather', operation: 'current_weather', input: { city: 'Tokyo' } }, { 'idempotency-key': 'dev-start-1' }, again.base);
+    expect(replay.headers.get('idempotency-replayed')).toBe('true');
+    expect((await call('GET', '/v1/auth', { key: second.api_key, baseUrl: again.base })).status).toBe(200);
+  });
+});
