@@ -49,7 +49,8 @@ class Components {
     const rename = new Map<string, string>();
     for (const [name, def] of Object.entries(defs)) {
       delete def.$id;
-      rename.set(name, this.place(name, def, io));
+      // zod names anonymous recursive schemas (z.json()) __schemaN.
+      rename.set(name, this.place(/^__schema\d+$/.test(name) ? 'JsonValue' : name, def, io));
     }
     const rewrite = (node: unknown): unknown => {
       if (Array.isArray(node)) return node.map(rewrite);
@@ -70,6 +71,8 @@ class Components {
   /** Register `schema` as a named component and return a reference to it. */
   named(name: string, schema: z.ZodType, io: Io = 'output'): Json {
     const js = this.convert(schema, io);
+    // A schema with its own id comes back as a bare reference to its component already.
+    if (Object.keys(js).length === 1 && typeof js.$ref === 'string') return js;
     return { $ref: `#/components/schemas/${this.place(name, js, io)}` };
   }
 
