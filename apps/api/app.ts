@@ -45,6 +45,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(queryRoutes, { queries });
   await app.register(requestRoutes);
   await app.register(catalogRoutes);
+  await app.register(import('./routes/oauth-metadata.ts'));
+  await app.register(import('./routes/mcp.ts'));
   await app.register(import('./routes/icons.ts'));
   await app.register(import('./routes/openapi.ts'));
   await app.register(import('./routes/well-known.ts'));

@@ -1,0 +1,183 @@
+// Runs through MCP: the same QueryService path as POST /v1/query (validation, admission,
+// idempotency, billing, receipts), waited on for at most `wait_seconds`.
+import { ERRORS, ServiceError, errorEnvelope, type ErrorBody } from '../../../shared/errors.ts';
+import type { Db } from '../../../shared/db/pool.ts';
+import type { TerminalEnvelope } from '../../../shared/workflow-contract.ts';
+import type { QueryService, RequestRow } from '../services/query-service.ts';
+import { MAX_CHARS, WAIT_SECONDS, type RunResult } from './schemas.ts';
+import { shorten } from './shorten.ts';
+
+export interface McpContext {
+  db: Db;
+  queries: QueryService;
+  baseUrl: string;
+  orgId: string;
+  /** `?read_only=true`: no tool that changes websites, and actions are refused. */
+  readOnly: boolean;
+}
+
+export interface RunArgs {
+  api: string;
+  operation: string;
+  input: Record<string, unknown>;
+  version?: number;
+  include?: string[];
+  exclude?: string[];
+  wait_seconds?: number;
+  max_chars?: number;
+  idempotency_key?: string;
+}
+
+/** Which operations a tool may run. */
+export type RunKind = 'read' | 'action' | 'any';
+
+/** Called with the workflow's stage while a run is waited on (MCP progress notifications). */
+export type OnStage = (stage: string, message: string) => void;
+
+export interface ToolAnswer {
+  result: RunResult;
+  isError: boolean;
+}
+
+const RUNNING_STATES = new Set(['reserving', 'processing', 'refund_pending']);
+
+export async function runOperation(ctx: McpContext, args: RunArgs, kind: RunKind, onStage?: OnStage): Promise<ToolAnswer> {
+  const svc = ctx.queries;
+  const none = { request_id: null, api: args.api, operation: args.operation, truncated: false };
+  try {
+    const response = args.include ? { include: args.include } : args.exclude ? { exclude: args.exclude } : undefined;
+    const q = svc.parseBody({
+      api: args.api,
+      operation: args.operation,
+      input: args.input,
+      ...(args.version !== undefined ? { version: args.version } : {}),
+      ...(response ? { response } : {}),
+    });
+    const key = args.idempotency_key === undefined ? undefined : svc.checkIdempotencyKey(args.idempotency_key);
+    const op = await svc.resolve(ctx.orgId, q);
+    // Refusals come before anything is claimed or reserved: nothing is charged.
+    const refusal = refuse(op.performsActions, kind, ctx.readOnly, `${op.handle} ${op.operation}`);
+    if (refusal) return { isError: true, result: { ...none, status: 'refused', message: refusal } };
+
+    const sub = await svc.submit(ctx.orgId, q, op, key);
+    if (sub.kind === 'replay') return fromEnvelope(sub.request, sub.envelope, args.max_chars, true);
+    const waitMs = (args.wait_seconds ?? WAIT_SECONDS.default) * 1000;
+    const env = await waitWithProgress(svc, sub.workflowId, sub.request.id, Math.min(waitMs, svc.remainingMs(sub.request.created_at) + 5_000), onStage);
+    if (!env) return running(sub.request);
+    return fromEnvelope(sub.request, env, args.max_chars, false);
+  } catch (err) {
+    return fromError(err, ctx.baseUrl, none);
+  }
+}
+
+/** svc_get_run: a run's retained result (24 hours), waiting up to wait_seconds while it still runs. */
+export async function getRun(
+  ctx: McpContext,
+  args: { request_id: string; wait_seconds?: number; max_chars?: number },
+  onStage?: OnStage,
+): Promise<ToolAnswer> {
+  const none = { request_id: args.request_id, api: null, operation: null, truncated: false };
+  try {
+    const r = await ctx.db.query('SELECT * FROM requests WHERE id = $1 AND org_id = $2', [args.request_id, ctx.orgId]);
+    const row = r.rows[0] as RequestRow | undefined;
+    // Another organization's request is indistinguishable from a missing one.
+    if (!row) throw new ServiceError('request_not_found', `No request ${args.request_id} for this organization`, { param: 'request_id' });
+    if (row.result) {
+      if (row.result_expires_at && row.result_expires_at.getTime() <= Date.now()) {
+        throw new ServiceError('request_not_found', `The result of ${row.id} was kept for 24 hours and has been deleted`, { param: 'request_id' });
+      }
+      return fromEnvelope(row, { status: row.response_status ?? 200, body: row.result }, args.max_chars, false);
+    }
+    if (!RUNNING_STATES.has(row.status)) {
+      throw new ServiceError('request_interrupted', `Request ${row.id} stopped unfinished (${row.status}); nothing more will come`, { requestId: row.id });
+    }
+    const waitMs = (args.wait_seconds ?? WAIT_SECONDS.default) * 1000;
+    const env = await waitWithProgress(ctx.queries, row.workflow_id, row.id, waitMs, onStage);
+    return env ? fromEnvelope(row, env, args.max_chars, false) : running(row);
+  } catch (err) {
+    return fromError(err, ctx.baseUrl, none);
+  }
+}
+
+function refuse(performsActions: boolean, kind: RunKind, readOnly: boolean, name: string): string | undefined {
+  if (performsActions && readOnly) {
+    return `${name} changes something on a website, and this MCP server was opened read-only (read_only=true); it was not run and nothing was charged.`;
+  }
+  if (performsActions && kind === 'read') {
+    return `${name} changes something on a website; svc_run_workflow runs read-only operations only. Use svc_run_action, and only if the user asked for this action. It was not run and nothing was charged.`;
+  }
+  if (!performsActions && kind === 'action') {
+    return `${name} only reads; svc_run_action runs operations that change a website. Use svc_run_workflow instead. It was not run and nothing was charged.`;
+  }
+  return undefined;
+}
+
+/** Wait for the terminal envelope; meanwhile report the workflow's stages (from its progress query). */
+async function waitWithProgress(svc: QueryService, workflowId: string, requestId: string, ms: number, onStage?: OnStage): Promise<TerminalEnvelope | null> {
+  if (!onStage) return svc.awaitResult(workflowId, requestId, ms);
+  let lastSeq = -1;
+  let done = false;
+  const poll = setInterval(() => {
+    void svc.progress(workflowId).then((p) => {
+      if (done || !p || p.seq === lastSeq) return;
+      lastSeq = p.seq;
+      onStage(p.stage, p.message);
+    });
+  }, 1_000);
+  try {
+    return await svc.awaitResult(workflowId, requestId, ms);
+  } finally {
+    done = true;
+    clearInterval(poll);
+  }
+}
+
+function running(row: RequestRow): ToolAnswer {
+  return {
+    isError: false,
+    result: {
+      status: 'running',
+      request_id: row.id,
+      api: row.api,
+      operation: row.operation,
+      truncated: false,
+      message: `Still running. Call svc_get_run with request_id "${row.id}" to get the result (kept for 24 hours); do not start the run again.`,
+    },
+  };
+}
+
+function fromEnvelope(row: RequestRow, env: TerminalEnvelope, maxChars: number | undefined, replayed: boolean): ToolAnswer {
+  const body = env.body as { success?: boolean; data?: { output?: unknown; receipt?: RunResult['receipt'] }; error?: ErrorBody };
+  const base = { request_id: row.id, api: row.api, operation: row.operation, ...(replayed ? { replayed: true } : {}) };
+  if (body.success === true && body.data) {
+    const cap = maxChars ?? MAX_CHARS.default;
+    const short = shorten(body.data.output, cap);
+    const result: RunResult = { ...base, status: 'succeeded', output: short.value, truncated: short.truncated, receipt: body.data.receipt };
+    if (short.truncated) {
+      result.message = `The output has ${short.fullChars} characters, more than max_chars (${cap}); it was shortened. Ask for fewer fields with include or exclude (paths from svc_get_workflow's selectable_fields), or raise max_chars up to ${MAX_CHARS.max}.`;
+    }
+    return { isError: false, result };
+  }
+  const error = body.error;
+  return {
+    isError: true,
+    result: {
+      ...base,
+      status: 'failed',
+      truncated: false,
+      ...(error ? { error: { ...error } } : {}),
+      ...(error?.receipt ? { receipt: error.receipt as RunResult['receipt'] } : {}),
+      message: error?.message,
+    },
+  };
+}
+
+function fromError(err: unknown, baseUrl: string, none: Omit<RunResult, 'status'>): ToolAnswer {
+  if (err instanceof ServiceError) {
+    const env = errorEnvelope(err.code, { message: err.message, param: err.param, details: err.details, requestId: err.requestId, baseUrl });
+    const retryAfter = err.headers?.['retry-after'];
+    const message = retryAfter && ERRORS[err.code].retryable ? `${err.message} (retry after ${retryAfter} s)` : err.message;
+    return { isError: true, result: { ...none, request_id: err.requestId ?? none.request_id, status: 'failed', error: { ...env.error }, message } };
+  }
+  throw err;
+}

@@ -1,0 +1,265 @@
+// The MCP server: a fresh McpServer per HTTP request (stateless Streamable HTTP), built for one
+// organization and one variant of the endpoint (`read_only`, `/mcp/workflows/{name}`).
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { ListToolsRequestSchema, type CallToolResult, type Tool as McpTool, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { resolveOperation } from '../../../shared/db/catalog.ts';
+import { ServiceError, errorEnvelope } from '../../../shared/errors.ts';
+import { selectableFields } from '../../../shared/format/shape.ts';
+import type { Tool } from '../../../shared/schemas/tools.ts';
+import { SERVICE_VERSION } from '../app.ts';
+import { getRun, runOperation, type McpContext, type OnStage, type RunKind, type ToolAnswer } from './runs.ts';
+import {
+  GetRunInput,
+  GetWorkflowInput,
+  GetWorkflowOutput,
+  RunInput,
+  RunOutput,
+  SearchInput,
+  SearchOutput,
+  jsonSchemaOf,
+} from './schemas.ts';
+import { listOrgTools } from './tool-source.ts';
+
+export interface ServerVariant {
+  /** `/mcp/workflows/{name}`: the workflow's tools (from the organization's tool list), else undefined. */
+  workflowTools?: Tool[];
+}
+
+const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+
+export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpServer {
+  const server = new McpServer(
+    { name: 'workflow-query-service', title: 'Workflow Query Service', version: SERVICE_VERSION },
+    {
+      instructions:
+        'Run website tasks (workflows) with typed inputs and outputs. Find one with svc_search_workflows, read its input schema with svc_get_workflow, ' +
+        'then run it with svc_run_workflow (read-only operations) or svc_run_action (operations that change a website, only when the user asked). ' +
+        'A run that takes longer than wait_seconds answers status "running"; fetch it with svc_get_run.',
+    },
+  );
+  // What tools/list shows: the SDK derives JSON Schema from zod, the workflow tools carry the operation's own schemas.
+  const listed: McpTool[] = [];
+  const add = (def: McpTool, register: () => void) => {
+    listed.push(def);
+    register();
+  };
+
+  if (variant.workflowTools) {
+    for (const tool of variant.workflowTools) {
+      if (ctx.readOnly && tool.performs_actions) continue;
+      add(operationToolDefinition(tool), () =>
+        server.registerTool(
+          tool.name,
+          {
+            title: tool.title,
+            description: tool.description,
+            // The operation's schema (shown in tools/list) is enforced by the query service with its own validator.
+            inputSchema: z.looseObject({}),
+            outputSchema: RunOutput,
+            annotations: tool.annotations as ToolAnnotations,
+          },
+          async (args, extra) =>
+            answer(await runOperation(ctx, { api: tool.api, operation: tool.operation, input: args as Record<string, unknown> }, 'any', stageReporter(extra))),
+        ),
+      );
+    }
+  } else {
+    const search = {
+      title: 'Search workflows',
+      description:
+        'Search the workflows this organization can run (public and its private ones) by free text or handle; answers each workflow with its operations. Free.',
+      inputSchema: SearchInput,
+      outputSchema: SearchOutput,
+      annotations: { ...READ, title: 'Search workflows' },
+    };
+    add(toolDefinition('svc_search_workflows', search), () => server.registerTool('svc_search_workflows', search, async (args) => answer(await searchWorkflows(ctx, args))));
+
+    const get = {
+      title: 'Get a workflow',
+      description:
+        "List a workflow's operations, or with `operation` one operation's input and output schemas, selectable fields and verified examples. Read the input schema before running. Free.",
+      inputSchema: GetWorkflowInput,
+      outputSchema: GetWorkflowOutput,
+      annotations: { ...READ, title: 'Get a workflow' },
+    };
+    add(toolDefinition('svc_get_workflow', get), () => server.registerTool('svc_get_workflow', get, async (args) => answer(await getWorkflow(ctx, args))));
+
+    const runRead = {
+      title: 'Run a workflow',
+      description:
+        'Run a read-only operation of a workflow (one that does not change anything on a website) and answer its typed output with a receipt. ' +
+        'Waits up to wait_seconds (default 50); a slower run answers status "running" with a request_id for svc_get_run. Costs 1 credit per completed run.',
+      inputSchema: RunInput,
+      outputSchema: RunOutput,
+      annotations: { title: 'Run a workflow', readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    };
+    add(toolDefinition('svc_run_workflow', runRead), () =>
+      server.registerTool('svc_run_workflow', runRead, async (args, extra) => answer(await runOperation(ctx, args, 'read', stageReporter(extra)))),
+    );
+
+    if (!ctx.readOnly) {
+      const runAction = {
+        title: 'Run an action',
+        description:
+          'Run an operation that changes something on a website (send, book, order, cancel). Use it only when the user asked for that action; check the result ' +
+          'or svc_get_run before repeating one, since an action may have completed even if its answer was lost. Costs 1 credit per completed run.',
+        inputSchema: RunInput,
+        outputSchema: RunOutput,
+        annotations: { title: 'Run an action', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+      };
+      add(toolDefinition('svc_run_action', runAction), () =>
+        server.registerTool('svc_run_action', runAction, async (args, extra) => answer(await runOperation(ctx, args, 'action', stageReporter(extra)))),
+      );
+    }
+  }
+
+  const getRunTool = {
+    title: 'Get a run',
+    description:
+      'The result of a run by request_id (for example one that answered status "running"), available for 24 hours; waits up to wait_seconds while it still runs. Free.',
+    inputSchema: GetRunInput,
+    outputSchema: RunOutput,
+    annotations: { ...READ, title: 'Get a run' },
+  };
+  add(toolDefinition('svc_get_run', getRunTool), () =>
+    server.registerTool('svc_get_run', getRunTool, async (args, extra) => answer(await getRun(ctx, args, stageReporter(extra)))),
+  );
+
+  server.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
+  return server;
+}
+
+function toolDefinition(
+  name: string,
+  t: { title: string; description: string; inputSchema: z.ZodRawShape; outputSchema: z.ZodRawShape; annotations: ToolAnnotations },
+): McpTool {
+  return {
+    name,
+    title: t.title,
+    description: t.description,
+    inputSchema: jsonSchemaOf(t.inputSchema, 'input') as McpTool['inputSchema'],
+    outputSchema: jsonSchemaOf(t.outputSchema, 'output') as McpTool['outputSchema'],
+    annotations: t.annotations,
+  };
+}
+
+/** A workflow tool as listed: the tool listing's name and text, the operation's input schema, the run envelope around its output schema. */
+function operationToolDefinition(tool: Tool): McpTool {
+  const envelope = jsonSchemaOf(RunOutput, 'output') as { properties: Record<string, unknown> };
+  if (tool.outputSchema) {
+    envelope.properties.output = { ...tool.outputSchema, description: 'the workflow output (omitted while running or when shortened past its schema)' };
+  }
+  return {
+    name: tool.name,
+    title: tool.title,
+    description: tool.description,
+    inputSchema: { ...tool.inputSchema, type: 'object' } as McpTool['inputSchema'],
+    outputSchema: envelope as McpTool['outputSchema'],
+    annotations: tool.annotations as ToolAnnotations,
+  };
+}
+
+function answer(a: ToolAnswer | { result: Record<string, unknown>; isError: boolean; textOnly?: boolean }): CallToolResult {
+  const text: CallToolResult = { content: [{ type: 'text', text: JSON.stringify(a.result) }], isError: a.isError };
+  // Clients validate structured content against the output schema even on errors: the free tools' errors are text only.
+  return 'textOnly' in a && a.textOnly ? text : { ...text, structuredContent: a.result as Record<string, unknown> };
+}
+
+type Extra = { _meta?: { progressToken?: string | number }; sendNotification: (n: { method: 'notifications/progress'; params: { progressToken: string | number; progress: number; total?: number; message?: string } }) => Promise<void> };
+
+/** MCP progress notifications when the client asked for them (a progressToken): the workflow's stages. */
+function stageReporter(extra: unknown): OnStage | undefined {
+  const e = extra as Extra;
+  const token = e._meta?.progressToken;
+  if (token === undefined) return undefined;
+  const order = ['accepted', 'preparing', 'executing', 'formatting', 'settling', 'done'];
+  let last = 0;
+  return (stage, message) => {
+    const n = Math.max(last + 1, order.indexOf(stage) + 1);
+    last = n;
+    void e.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: n, total: order.length, message } }).catch(() => {});
+  };
+}
+
+async function searchWorkflows(ctx: McpContext, args: { query?: string; api?: string; limit?: number }) {
+  try {
+    const tools = await listOrgTools(ctx.db, ctx.baseUrl, ctx.orgId, { api: args.api, query: args.query });
+    const groups = new Map<string, { api: string; name: string; visibility: 'public' | 'private'; site: string | null; operations: ReturnType<typeof summary>[] }>();
+    for (const t of tools) {
+      if (ctx.readOnly && t.performs_actions) continue;
+      const k = `${t.visibility}:${t.api}`;
+      if (!groups.has(k)) groups.set(k, { api: t.api, name: t.workflow, visibility: t.visibility, site: t.site, operations: [] });
+      groups.get(k)!.operations.push(summary(t));
+    }
+    const all = [...groups.values()];
+    const limit = args.limit ?? 20;
+    return { isError: false, result: { workflows: all.slice(0, limit), truncated: all.length > limit } };
+  } catch {
+    return toolError(new ServiceError('catalog_unavailable', 'The catalog cannot be read right now'), ctx.baseUrl);
+  }
+}
+
+async function getWorkflow(ctx: McpContext, args: { api: string; operation?: string }) {
+  let tools: Tool[];
+  try {
+    tools = (await listOrgTools(ctx.db, ctx.baseUrl, ctx.orgId, { api: args.api })).filter((t) => !(ctx.readOnly && t.performs_actions));
+  } catch {
+    return toolError(new ServiceError('catalog_unavailable', 'The catalog cannot be read right now'), ctx.baseUrl);
+  }
+  if (tools.length === 0) return toolError(new ServiceError('unknown_api_slug', `No workflow ${args.api} is available to this organization`, { param: 'api' }), ctx.baseUrl);
+  // A private workflow wins over a public one of the same handle, as in queries.
+  const side = tools.some((t) => t.visibility === 'private') ? 'private' : 'public';
+  const mine = tools.filter((t) => t.visibility === side);
+  const head = { api: mine[0]!.api, name: mine[0]!.workflow, visibility: side as 'public' | 'private' };
+  if (!args.operation) return { isError: false, result: { ...head, operations: mine.map(summary) } };
+
+  const tool = mine.find((t) => t.operation === args.operation) ?? tools.find((t) => t.operation === args.operation);
+  if (!tool) {
+    return toolError(
+      new ServiceError('unknown_operation', `${args.api} has no operation named ${args.operation}; operations: ${mine.map((t) => t.operation).join(', ')}`, { param: 'operation' }),
+      ctx.baseUrl,
+    );
+  }
+  const res = await resolveOperation(ctx.db, ctx.orgId, { api: tool.api, operation: tool.operation, visibility: tool.visibility });
+  if (!res.ok) return toolError(new ServiceError(res.code, `${tool.api} ${tool.operation} is not available`, { param: 'operation' }), ctx.baseUrl);
+  const op = res.op;
+  return {
+    isError: false,
+    result: {
+      ...head,
+      visibility: tool.visibility,
+      operation: {
+        operation: op.operation,
+        operation_id: op.operationId,
+        description: tool.description,
+        performs_actions: op.performsActions,
+        cost_credits: op.costCredits,
+        contract_version: op.version,
+        input_schema: op.inputSchema,
+        output_schema: op.outputSchema,
+        selectable_fields: selectableFields(op.outputSchema),
+        examples: op.examples,
+      },
+    },
+  };
+}
+
+function summary(t: Tool) {
+  return {
+    operation: t.operation,
+    operation_id: t.operation_id,
+    tool: t.name,
+    title: t.title,
+    description: t.description,
+    performs_actions: t.performs_actions,
+    cost_credits: t.cost_credits,
+    contract_version: t.contract_version,
+  };
+}
+
+/** Free tools fail with the Error envelope as text; they declare no `status` field to fill. */
+function toolError(err: ServiceError, baseUrl: string) {
+  const env = errorEnvelope(err.code, { message: err.message, param: err.param, baseUrl });
+  return { isError: true, textOnly: true, result: env as unknown as Record<string, unknown> };
+}

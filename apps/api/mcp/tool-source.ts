@@ -1,0 +1,26 @@
+// The organization's tool definitions for the MCP server: exactly GET /v1/catalog/tools's list
+// (shared/db/catalog-tools.ts), read through all its pages.
+import { listTools } from '../../../shared/db/catalog-tools.ts';
+import type { Db } from '../../../shared/db/pool.ts';
+import type { Tool } from '../../../shared/schemas/tools.ts';
+
+export interface ToolFilter {
+  api?: string;
+  query?: string;
+  readOnly?: boolean;
+}
+
+/** Bound on pages read for one answer (100 tools each); an organization with more is cut here. */
+const MAX_PAGES = 50;
+
+export async function listOrgTools(db: Db, baseUrl: string, orgId: string, filter: ToolFilter = {}): Promise<Tool[]> {
+  const all: Tool[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < MAX_PAGES; page++) {
+    const { items, next_cursor } = await listTools(db, orgId, { api: filter.api, query: filter.query, readOnly: filter.readOnly, cursor, baseUrl });
+    all.push(...items);
+    if (!next_cursor) break;
+    cursor = next_cursor;
+  }
+  return all;
+}
