@@ -19,7 +19,7 @@ function signIn(next: string): Step[] {
     { type: 'fill', name: 'Enter the email address', selector: '#email', value: '{{secrets.SHOP_EMAIL}}' },
     { type: 'fill', name: 'Enter the password', selector: '#password', value: '{{secrets.SHOP_PASSWORD}}' },
     { type: 'click', name: 'Sign in', selector: '#sign-in', wait_for_navigation: true, expect_status: [200, 401] },
-    { type: 'fail', when: { selector_present: '#login-form .error' }, code: 'credentials_rejected', message: 'The shop rejected the account’s email address or password' },
+    { type: 'fail', when: { selector_present: 'main p.error[role="alert"]' }, code: 'credentials_rejected', message: 'The shop rejected the account’s email address or password' },
     { type: 'fail', when: { selector_present: '#login-form' }, code: 'auth_required', message: 'The shop asked the account to sign in again' },
   ];
 }

@@ -1,0 +1,218 @@
+// The browser engine (playwright-core + Debian Chromium) against the demo sites: every example of
+// every browser demo operation, destination checks, actions, aborts, concurrency and relaunch.
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startDemoSites, type DemoSites } from '../apps/demo-sites/server.ts';
+import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
+import { BrowserPool } from '../activities/engines/browser-engine.ts';
+import { demoCatalog } from '../shared/catalog/demo/index.ts';
+import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
+import { ServiceError } from '../shared/errors.ts';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const SECRETS = { WEATHER_API_KEY: 'wk_demo_valid_key_123', SHOP_EMAIL: 'demo@shop.example.test', SHOP_PASSWORD: 'correct-horse' };
+
+let sites: DemoSites;
+let runner: RecipeRunner;
+
+const ctx = (extra: Partial<RunContext> = {}): RunContext => ({ signal: new AbortController().signal, heartbeat() {}, requestRef: 'req_browser_0001', ...extra });
+
+async function demo(path: string, body?: unknown): Promise<any> {
+  const res = await fetch(`${sites.origin}${path}`, body === undefined ? undefined : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return res.json();
+}
+
+async function runError(recipe: unknown, input: Record<string, unknown> = {}, c: RunContext = ctx(), r: { run: RecipeRunner['run'] } = runner): Promise<ServiceError> {
+  try {
+    await r.run(recipe as Recipe, input, c);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ServiceError);
+    return e as ServiceError;
+  }
+  throw new Error('expected the run to fail');
+}
+
+const op = (handle: string, name: string) => demoCatalog.find((a) => a.handle === handle)!.operations.find((o) => o.name === name)!;
+
+describe.skipIf(!existsSync(CHROMIUM))('browser engine', () => {
+  beforeAll(async () => {
+    sites = await startDemoSites();
+    runner = createRecipeRunner({ hostMap: sites.hostMap, chromiumPath: CHROMIUM, browserConcurrency: 2 });
+  });
+  afterAll(async () => {
+    await runner?.close();
+    await sites?.close();
+  });
+  beforeEach(async () => {
+    await demo('/__demo/reset', {});
+  });
+
+  describe('demo catalog examples', () => {
+    const cases = demoCatalog.flatMap((api) =>
+      api.operations.flatMap((o) =>
+        o.versions
+          .filter((v) => (v.recipe as Recipe).engine === 'browser')
+          .flatMap((v) => v.examples.map((ex, i) => ({ name: `${api.handle} ${o.name} v${v.version} #${i + 1} ${ex.title ?? ''}`, o, v, ex }))),
+      ),
+    );
+
+    it('has at least four browser operations', () => {
+      expect(new Set(cases.map((c) => c.o.name)).size).toBeGreaterThanOrEqual(4);
+    });
+
+    it.each(cases)('$name', async ({ o, v, ex }) => {
+      const beats: unknown[] = [];
+      const out = await runner.run(parseRecipe(v.recipe), ex.input, ctx({ secrets: o.access?.length ? SECRETS : undefined, heartbeat: (d) => beats.push(d) }));
+      expect(out).toEqual(ex.output);
+      expect(beats.length).toBeGreaterThanOrEqual(parseRecipe(v.recipe).steps.length);
+    });
+  });
+
+  it('an unknown job is not_found', async () => {
+    const e = await runError(op('@jobs', 'get_job').versions[0]!.recipe, { job_id: 'J0000' });
+    expect(e.code).toBe('not_found');
+  });
+
+  it('a wrong password is credentials_rejected and never leaks', async () => {
+    const e = await runError(op('@shop', 'list_orders').versions[0]!.recipe, {}, ctx({ secrets: { ...SECRETS, SHOP_PASSWORD: 'wrong-password-xyz' } }));
+    expect(e.code).toBe('credentials_rejected');
+    expect(JSON.stringify({ m: e.message, d: e.details })).not.toContain('wrong-password-xyz');
+  });
+
+  it('a missing account secret is credentials_missing', async () => {
+    const e = await runError(op('@shop', 'list_orders').versions[0]!.recipe, {}, ctx({ secrets: {} }));
+    expect(e.code).toBe('credentials_missing');
+  });
+
+  it('a repeated order with the same request reference orders once', async () => {
+    const place = op('@shop', 'place_order').versions[0]!;
+    const input = { sku: 'NW-BAG-28L', quantity: 1 };
+    const first = (await runner.run(place.recipe as Recipe, input, ctx({ secrets: SECRETS, requestRef: 'req_order_same' }))) as { order_id: string };
+    const again = await runner.run(place.recipe as Recipe, input, ctx({ secrets: SECRETS, requestRef: 'req_order_same' }));
+    expect(again).toEqual(first);
+    expect((await demo('/__demo/state')).orders).toBe(1);
+    const other = (await runner.run(place.recipe as Recipe, input, ctx({ secrets: SECRETS, requestRef: 'req_order_other' }))) as { order_id: string };
+    expect(other.order_id).not.toBe(first.order_id);
+    expect((await demo('/__demo/state')).orders).toBe(2);
+  });
+
+  it('an out-of-stock product is not_found and orders nothing', async () => {
+    const e = await runError(op('@shop', 'place_order').versions[0]!.recipe, { sku: 'NW-STOVE-MINI', quantity: 1 }, ctx({ secrets: SECRETS }));
+    expect(e.code).toBe('not_found');
+    expect((await demo('/__demo/state')).orders).toBe(0);
+  });
+
+  it('an uncertain order submit is action_unconfirmed', async () => {
+    await demo('/__demo/faults', { host: 'shop.example.test', path_prefix: '/orders', method: 'POST', status: 502 });
+    const e = await runError(op('@shop', 'place_order').versions[0]!.recipe, { sku: 'NW-MUG-STL', quantity: 1 }, ctx({ secrets: SECRETS }));
+    expect(e.code).toBe('action_unconfirmed');
+  });
+
+  it('maps page statuses: 404 upstream_not_found, 429 source_rate_limited, 503 upstream_http_error', async () => {
+    const nav = (path: string): Recipe => ({ engine: 'browser', hosts: ['news.example.test'], steps: [{ type: 'navigate', url: `http://news.example.test${path}` }], output: null });
+    expect((await runError(nav('/nowhere'))).code).toBe('upstream_not_found');
+    await demo('/__demo/faults', { host: 'news.example.test', path_prefix: '/busy', status: 429, retry_after_s: 5 });
+    const rl = await runError(nav('/busy'));
+    expect(rl.code).toBe('source_rate_limited');
+    expect(rl.details).toMatchObject({ retry_after_seconds: 5 });
+    await demo('/__demo/faults', { host: 'news.example.test', path_prefix: '/down', status: 503 });
+    expect((await runError(nav('/down'))).code).toBe('upstream_http_error');
+  });
+
+  it('refuses private destinations and undeclared hosts', async () => {
+    const priv: Recipe = { engine: 'browser', hosts: ['127.0.0.1'], steps: [{ type: 'navigate', url: `http://127.0.0.1:${sites.port}/` }], output: null };
+    const e = await runError(priv);
+    expect(e.code).toBe('workflow_execution_failed');
+    expect(e.details).toMatchObject({ reason: 'destination_refused' });
+    const other: Recipe = { engine: 'browser', hosts: ['news.example.test'], steps: [{ type: 'navigate', url: '{{input.url}}' }], output: null };
+    const e2 = await runError(other, { url: 'http://books.example.test/' });
+    expect(e2.details).toMatchObject({ reason: 'host_not_allowed' });
+  });
+
+  it('blocks requests a page makes to hosts the recipe does not declare', async () => {
+    // The clinic page is fine on its own; a recipe that only declares the clinic cannot fetch news from it.
+    const recipe: Recipe = {
+      engine: 'browser',
+      hosts: ['clinic.example.test'],
+      steps: [
+        { type: 'navigate', url: 'http://clinic.example.test/' },
+        { type: 'fill', selector: '#date', value: '2025-06-10' },
+        { type: 'click', selector: '#find-slots', wait_for_navigation: true },
+        { type: 'extract', fields: { n: { type: 'integer', selector: '.slot-count', attribute: 'data-count' } }, save_as: 'r' },
+      ],
+      output: '{{vars.r.n}}',
+    };
+    expect(typeof (await runner.run(recipe, {}, ctx()))).toBe('number');
+    const before = (await demo('/__demo/state')).requests['news.example.test'] ?? 0;
+    const sneaky: Recipe = { ...recipe, steps: [{ type: 'navigate', url: 'http://clinic.example.test/' }, { type: 'navigate', url: '{{input.next}}' }] };
+    const e = await runError(sneaky, { next: 'http://news.example.test/' });
+    expect(e.details).toMatchObject({ reason: 'host_not_allowed' });
+    expect((await demo('/__demo/state')).requests['news.example.test'] ?? 0).toBe(before);
+  });
+
+  it('an abort closes the page quickly and is execution_timeout', async () => {
+    await demo('/__demo/faults', { host: 'news.example.test', path_prefix: '/', latency_ms: 5000 });
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 300);
+    const started = Date.now();
+    const slow: Recipe = { engine: 'browser', hosts: ['news.example.test'], steps: [{ type: 'navigate', url: 'http://news.example.test/' }], output: null };
+    const e = await runError(slow, {}, ctx({ signal: ac.signal }));
+    expect(e.code).toBe('execution_timeout');
+    expect(Date.now() - started).toBeLessThan(3000);
+  });
+});
+
+describe.skipIf(!existsSync(CHROMIUM))('browser pool', () => {
+  let pool: BrowserPool;
+  beforeAll(async () => {
+    sites = await startDemoSites();
+    pool = new BrowserPool({ hostMap: sites.hostMap, chromiumPath: CHROMIUM, concurrency: 2, allowPrivateNetwork: false });
+  });
+  afterAll(async () => {
+    await pool?.close();
+    await sites?.close();
+  });
+
+  const headline: Recipe = {
+    engine: 'browser',
+    hosts: ['news.example.test'],
+    steps: [
+      { type: 'navigate', url: 'http://news.example.test/' },
+      { type: 'extract', fields: { first: { type: 'text', selector: 'li.article-summary .headline a' } }, save_as: 'p' },
+    ],
+    output: '{{vars.p.first}}',
+  };
+  const run = (recipe: Recipe, signal = new AbortController().signal) => pool.run(parseRecipe(recipe), {}, ctx({ signal }), signal);
+
+  it('keeps one warm browser, a fresh context per run, and relaunches after a crash', async () => {
+    expect(await run(headline)).toBe('Coastal towns vote to share flood defence costs');
+    expect(await run(headline)).toBe('Coastal towns vote to share flood defence costs');
+    expect(pool.launches).toBe(1);
+    expect(pool.current!.contexts()).toHaveLength(0);
+    await pool.current!.close(); // the browser goes away
+    expect(await run(headline)).toBe('Coastal towns vote to share flood defence costs');
+    expect(pool.launches).toBe(2);
+  });
+
+  it('a browser that dies mid-run fails that run retryably, and the next run works', async () => {
+    await fetch(`${sites.origin}/__demo/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ host: 'news.example.test', path_prefix: '/', latency_ms: 2000, times: 1 }) });
+    const pending = run(headline).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    await pool.current!.close();
+    const e = (await pending) as ServiceError;
+    expect(e).toBeInstanceOf(ServiceError);
+    expect(e.code).toBe('workflow_execution_failed');
+    expect(await run(headline)).toBe('Coastal towns vote to share flood defence costs');
+  });
+
+  it('bounds concurrency', async () => {
+    await fetch(`${sites.origin}/__demo/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ host: 'news.example.test', path_prefix: '/', latency_ms: 600, times: 4 }) });
+    const started = Date.now();
+    await Promise.all([run(headline), run(headline), run(headline), run(headline)]);
+    // 4 runs of ≥600 ms each, 2 at a time
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1150);
+  });
+});

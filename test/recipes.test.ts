@@ -1,0 +1,105 @@
+// Unit tests of the recipe language: validation with precise issues, templates and value parsing.
+import { describe, expect, it } from 'vitest';
+import { RecipeValidationError, parseRecipe, safeParseRecipe, recipePerformsActions } from '../shared/recipes/schema.ts';
+import { TemplateError, renderUrl, renderValue, renderHeader, type TemplateScope } from '../shared/recipes/template.ts';
+import { parseDate, parseDateTime, parseInteger, parseNumber } from '../activities/engines/extract.ts';
+import { isPrivateAddress } from '../activities/engines/net-guard.ts';
+import { demoCatalog } from '../shared/catalog/demo/index.ts';
+
+const ok = {
+  engine: 'http',
+  hosts: ['books.example.test'],
+  steps: [
+    { type: 'navigate', url: 'http://books.example.test/search?q={{input.q}}' },
+    { type: 'extract', fields: { titles: { type: 'list', selector: '.title', item: { type: 'text' } } }, save_as: 'page' },
+  ],
+  output: { titles: '{{vars.page.titles}}' },
+};
+
+function issues(recipe: unknown): string[] {
+  const r = safeParseRecipe(recipe);
+  return r.ok ? [] : r.issues.map((i) => `${i.path}: ${i.message}`);
+}
+
+describe('recipe validation', () => {
+  it('accepts every demo recipe and a JSON string', () => {
+    for (const api of demoCatalog) for (const op of api.operations) for (const v of op.versions) expect(() => parseRecipe(v.recipe)).not.toThrow();
+    expect(parseRecipe(JSON.stringify(ok)).engine).toBe('http');
+  });
+
+  it('reports precise issues', () => {
+    expect(issues({ ...ok, engine: 'curl' })[0]).toMatch(/^engine: /);
+    expect(issues({ ...ok, extra: 1 })[0]).toMatch(/extra/);
+    expect(issues({ ...ok, steps: [{ type: 'click', selector: 'a' }] })).toContain('steps[0].type: step type "click" needs engine "browser"');
+    expect(issues({ ...ok, steps: [{ type: 'navigate', url: 'http://other.example.test/' }] })).toContain('steps[0].url: host "other.example.test" is not listed in "hosts"');
+    expect(issues({ ...ok, steps: [{ type: 'navigate', url: 'ftp://books.example.test/' }] })[0]).toMatch(/steps\[0\]\.url: url must start with http/);
+    expect(issues({ ...ok, output: '{{input.q | upper}}' })[0]).toMatch(/^output: invalid template reference/);
+    expect(issues({ ...ok, output: '{{process.env.HOME}}' })[0]).toMatch(/^output: invalid template reference/);
+    expect(issues({ ...ok, steps: [{ type: 'navigate', url: 'http://books.example.test/{{secrets.KEY}}' }] })).toContain('steps[0].url: secret "KEY" is used but not listed in "secrets"');
+    expect(issues({ ...ok, secrets: ['KEY'], output: '{{secrets.KEY}}' })).toContain('output: the output must never contain secrets');
+    expect(issues({ ...ok, steps: [{ type: 'extract', fields: { x: { type: 'list', selector: 'li' } }, save_as: 'v' }] })[0]).toMatch(/steps\[0\]\.fields\.x\.fields: type "list" needs exactly one/);
+    expect(issues({ ...ok, steps: [{ type: 'extract', fields: { x: { type: 'text', pattern: '(' } }, save_as: 'v' }] })[0]).toMatch(/pattern: not a valid regular expression/);
+    expect(issues({ ...ok, steps: [{ type: 'request', url: 'http://books.example.test/', json: { a: 1 } }] })[0]).toMatch(/method: a request with a body needs method/);
+    expect(issues({ ...ok, steps: [{ type: 'extract', fields: {}, save_as: 'bad name' }] })[0]).toMatch(/save_as: must be a variable name/);
+    expect(issues({ ...ok, hosts: ['Books.Example.test:80'] })[0]).toMatch(/^hosts\[0\]: must be a lower-case host name/);
+  });
+
+  it('throws RecipeValidationError listing the issues', () => {
+    try {
+      parseRecipe({ engine: 'http' });
+      throw new Error('should throw');
+    } catch (e) {
+      expect(e).toBeInstanceOf(RecipeValidationError);
+      expect((e as RecipeValidationError).issues.map((i) => i.path)).toEqual(expect.arrayContaining(['hosts', 'steps', 'output']));
+    }
+  });
+
+  it('knows which recipes perform actions', () => {
+    expect(recipePerformsActions(parseRecipe(ok))).toBe(false);
+    expect(recipePerformsActions(parseRecipe({ ...ok, steps: [{ ...ok.steps[0], action: true }] }))).toBe(true);
+  });
+});
+
+describe('templates', () => {
+  const scope: TemplateScope = { input: { q: 'a b&c/d?e#f', n: 3, list: [1, 2] }, vars: { v: { x: [{ y: 'deep' }] } }, secrets: { KEY: 'sekret' }, run: { request_ref: 'req_1' } };
+
+  it('URL-encodes inserted values but keeps the literal URL', () => {
+    expect(renderUrl('http://h.test/s?q={{input.q}}&n={{input.n}}', scope)).toBe('http://h.test/s?q=a%20b%26c%2Fd%3Fe%23f&n=3');
+    expect(renderUrl('{{vars.v.x[0].y}}', scope)).toBe('deep');
+  });
+
+  it('keeps JSON types for a lone placeholder and interpolates strings', () => {
+    expect(renderValue({ a: '{{input.list}}', b: 'n={{input.n}}', c: '{{vars.v.x[0].y}}', d: '{{input.missing}}', e: '{{input.list.length}}' }, scope)).toEqual({ a: [1, 2], b: 'n=3', c: 'deep', e: 2 });
+  });
+
+  it('never evaluates: prototype and constructor lookups yield nothing', () => {
+    expect(renderValue('{{input.constructor}}', scope)).toBeUndefined();
+    expect(renderValue('{{input.__proto__}}', scope)).toBeUndefined();
+  });
+
+  it('strips CR/LF from headers and reports missing secrets', () => {
+    expect(renderHeader('x {{input.q}}\r\nInjected: 1', { ...scope, input: { q: 'v' } })).toBe('x vInjected: 1');
+    expect(() => renderValue('{{secrets.OTHER}}', scope)).toThrow(TemplateError);
+  });
+});
+
+describe('value parsing', () => {
+  it('numbers, integers and dates', () => {
+    expect(parseNumber('£12.99')).toBe(12.99);
+    expect(parseNumber('$1,234.50 incl. VAT')).toBe(1234.5);
+    expect(parseNumber('−3 °C')).toBe(-3);
+    expect(parseNumber('n/a')).toBeNull();
+    expect(parseInteger('Showing 1,234 results')).toBe(1234);
+    expect(parseDate('11 April 2019')).toBe('2019-04-11');
+    expect(parseDate('2019-04-11T23:30:00Z')).toBe('2019-04-11');
+    expect(parseDateTime('2025-06-01T12:00:00Z')).toBe('2025-06-01T12:00:00Z');
+    expect(parseDateTime('2025-06-01 08:15')).toBe('2025-06-01T08:15:00Z');
+    expect(parseDateTime('2025-06-01T12:00:00+02:00')).toBe('2025-06-01T10:00:00Z');
+  });
+
+  it('private address ranges', () => {
+    for (const ip of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1'])
+      expect(isPrivateAddress(ip), ip).toBe(true);
+    for (const ip of ['93.184.216.34', '8.8.8.8', '2606:4700::1111']) expect(isPrivateAddress(ip), ip).toBe(false);
+  });
+});
