@@ -21,6 +21,8 @@ export interface QueryWorkflowInput {
   input: Record<string, unknown>;
   costCredits: number;
   performsActions: boolean;
+  /** Every action step carries the query's reference, so a lost attempt may run again safely. */
+  actionsReplaySafe: boolean;
   response?: ResponseSpec;
   apiReference: ApiReference;
   /** Epoch ms after which the query answers execution_timeout; fixed when the API accepted it. */

@@ -24,6 +24,8 @@ const billing = proxyLocalActivities<BillingActivities>({
 const NON_RETRYABLE = Object.entries(ERRORS)
   .filter(([, d]) => !d.retryable)
   .map(([code]) => code);
+/** For actions, no failure the site reported is retried: only a lost attempt (worker gone). */
+const ALL_CODES = Object.keys(ERRORS);
 
 interface Failure {
   code: ErrorCode;
@@ -32,10 +34,14 @@ interface Failure {
 }
 
 /** Turn whatever an activity threw into a catalog code; a website never becomes internal_error. */
-function toFailure(err: unknown): Failure {
+function toFailure(err: unknown, performsActions: boolean): Failure {
   let cause: unknown = err;
   if (err instanceof ActivityFailure) cause = err.cause;
-  if (cause instanceof TimeoutFailure) return { code: 'execution_timeout', message: 'The workflow did not finish within its time limit' };
+  if (cause instanceof TimeoutFailure) {
+    // An action cut off mid-way may have happened: say so rather than inviting a blind retry.
+    if (performsActions) return { code: 'action_unconfirmed', message: 'The action did not finish in time and its outcome is unknown; check the website before trying again' };
+    return { code: 'execution_timeout', message: 'The workflow did not finish within its time limit' };
+  }
   if (cause instanceof ApplicationFailure && isErrorCode(cause.type)) {
     const [details] = (cause.details ?? []) as unknown[];
     return { code: cause.type, message: cause.message, details };
@@ -107,7 +113,8 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
       heartbeatTimeout: q.heartbeatTimeoutMs,
       retry: q.performsActions
         ? // An action may have happened even when its answer was lost: never repeat it blindly.
-          { maximumAttempts: 1 }
+          // Only a lost attempt of a reference-carrying recipe runs again (the site dedupes it).
+          { maximumAttempts: q.actionsReplaySafe ? 3 : 1, initialInterval: '1 second', nonRetryableErrorTypes: ALL_CODES }
         : { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
     });
     advance('executing', `Running ${q.api} ${q.operation}`, true);
@@ -125,7 +132,7 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     const { charged } = await billing.settleCredits({ orgId: q.orgId, requestId: q.requestId, amount: q.costCredits });
     return finish({ status: 200, body: { success: true, data: { output: shaped, receipt: receipt('settled', charged) } } }, 'succeeded', null);
   } catch (err) {
-    const failure = toFailure(err);
+    const failure = toFailure(err, q.performsActions);
     // Compensation: the reservation goes back whatever failed; its own errors never hide the original.
     await billing.markRefundPending({ requestId: q.requestId });
     await billing.releaseCredits({ orgId: q.orgId, requestId: q.requestId });

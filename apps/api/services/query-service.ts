@@ -10,7 +10,9 @@ import { QueryRequest, type ResponseSpec } from '../../../shared/schemas/query.t
 import { zodIssues } from '../../../shared/schemas/common.ts';
 import { resolveOperation, type ResolvedOperation } from '../../../shared/db/catalog.ts';
 import { release } from '../../../shared/db/credits.ts';
+import { accessFailureCode, checkAccess, type AccessItem } from '../../../shared/db/connections.ts';
 import { unknownFieldPaths } from '../../../shared/format/shape.ts';
+import { actionsReplaySafe } from '../../../shared/recipes/replay.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { Config } from '../../../shared/config.ts';
 import { QUERY_WORKFLOW_TYPE, progressQuery, type Progress, type QueryWorkflowInput, type TerminalEnvelope } from '../../../shared/workflow-contract.ts';
@@ -116,7 +118,38 @@ export class QueryService {
     const op = res.op;
     this.checkInput(op, q.input);
     this.checkResponse(op, q.response);
+    await this.checkAccess(orgId, op);
     return op;
+  }
+
+  /**
+   * Connected accounts and access keys, before anything is dispatched or reserved (no charge, no
+   * request row). Always the calling organization's connections: a public workflow never uses its
+   * creator's. Missing → access_required; needing sign-in → auth_required; disconnected → auth_revoked.
+   */
+  private async checkAccess(orgId: string, op: ResolvedOperation) {
+    if (!op.access?.length) return;
+    let items: AccessItem[];
+    try {
+      items = await checkAccess(this.deps.db, orgId, op.access);
+    } catch {
+      throw new ServiceError('admission_unavailable', 'Connected accounts cannot be checked right now', { headers: { 'retry-after': '5' } });
+    }
+    const code = accessFailureCode(items);
+    if (!code) return;
+    const base = this.deps.baseUrl();
+    const access = items.map((i) => ({
+      ...i,
+      add_url: `${base}/console/connections/new?${new URLSearchParams({ kind: i.kind, name: i.name, site: i.site })}`,
+    }));
+    const names = (status: string) => items.filter((i) => i.status === status).map((i) => `${i.name} (${i.site})`).join(', ');
+    const message =
+      code === 'access_required'
+        ? `${op.handle} ${op.operation} needs the organization's ${names('missing')}; add it and retry. Nothing was charged`
+        : code === 'auth_required'
+          ? `The connected ${names('needs_reauth')} must sign in again; nothing was charged`
+          : `The connected ${names('revoked')} was disconnected; connect it again. Nothing was charged`;
+    throw new ServiceError(code, message, { details: { access } });
   }
 
   private checkInput(op: ResolvedOperation, input: unknown) {
@@ -238,6 +271,7 @@ export class QueryService {
       input: q.input as Record<string, unknown>,
       costCredits: op.costCredits,
       performsActions: op.performsActions,
+      actionsReplaySafe: op.performsActions && actionsReplaySafe(op.recipe),
       response: q.response,
       apiReference: { api: op.handle, name: op.apiName, logo_url: op.logoSha256 ? `${this.deps.baseUrl()}/v1/icons/${op.logoSha256}` : null, category: op.category },
       deadlineAt: request.created_at.getTime() + this.deps.config.QUERY_DEADLINE_MS,
