@@ -1,0 +1,71 @@
+// Everything on embedded defaults in one process: what `npm start` runs and `npm run bench` measures.
+import fs from 'node:fs/promises';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import type { Config } from '../../shared/config.ts';
+import { createPool } from '../../shared/db/pool.ts';
+import { ensureDevOrg, prepareDatabase } from '../../shared/db/seed.ts';
+import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
+import { startTemporalDevServer } from '../../shared/infra/temporal-dev-server.ts';
+import { startDemoSites, type DemoSites } from '../demo-sites/server.ts';
+import { startWorker } from '../worker/worker.ts';
+import { startApi } from '../api/server.ts';
+
+export interface DevStack {
+  url: string;
+  apiKey: string;
+  orgId: string;
+  databaseUrl: string;
+  temporalAddress: string;
+  sites: DemoSites;
+  /** Stops what was started, in reverse order: the API drains before the worker stops. */
+  stop(): Promise<void>;
+  /** Rejects if the worker dies. */
+  workerDone: Promise<void>;
+}
+
+let runtimeInstalled = false;
+
+export async function startDevStack(config: Config, onStop: Array<() => Promise<void>> = []): Promise<DevStack> {
+  const stops = onStop;
+  const stopAll = async () => {
+    for (const stop of stops.splice(0).reverse()) await stop().catch(() => {});
+  };
+  try {
+    await fs.mkdir(config.dataDir, { recursive: true });
+    if (!runtimeInstalled) {
+      Runtime.install({ logger: new DefaultLogger('WARN') });
+      runtimeInstalled = true;
+    }
+    const [pg, temporal] = await Promise.all([
+      config.DATABASE_URL ? null : startEmbeddedPostgres({ dataDir: config.dataDir }),
+      config.TEMPORAL_ADDRESS ? null : startTemporalDevServer({ dataDir: config.dataDir }),
+    ]);
+    if (pg) stops.push(() => pg.stop());
+    if (temporal) stops.push(() => temporal.stop());
+    const databaseUrl = config.DATABASE_URL ?? pg!.databaseUrl;
+    const temporalAddress = config.TEMPORAL_ADDRESS ?? temporal!.address;
+
+    const db = createPool(databaseUrl, 2);
+    stops.push(() => db.end());
+    await prepareDatabase(databaseUrl, db);
+    const dev = await ensureDevOrg(db, config.dataDir);
+
+    // The demo sites stand in for the web: recipes' real-looking hosts are routed to them.
+    const sites = await startDemoSites({ port: 0 });
+    stops.push(() => sites.close());
+    const full = {
+      ...config,
+      DATABASE_URL: databaseUrl,
+      TEMPORAL_ADDRESS: temporalAddress,
+      siteHostMap: Object.keys(config.siteHostMap).length ? config.siteHostMap : sites.hostMap,
+    };
+    const worker = await startWorker(full);
+    stops.push(() => worker.shutdown());
+    const api = await startApi(full);
+    stops.push(() => api.close());
+    return { url: api.url, apiKey: dev.apiKey, orgId: dev.orgId, databaseUrl, temporalAddress, sites, stop: stopAll, workerDone: worker.done };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}

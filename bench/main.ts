@@ -1,0 +1,45 @@
+// `npm run bench`: benchmarks (never tests). Starts the whole service on embedded defaults in a
+// fresh DATA_DIR, measures each surface beside a baseline taken in the same run, and ends with
+// one line of JSON holding every figure and ratio.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../shared/config.ts';
+import { createPool } from '../shared/db/pool.ts';
+import { createOrg } from '../shared/db/orgs.ts';
+import { startDevStack } from '../apps/dev/stack.ts';
+import { benchQuery } from './query.ts';
+
+const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-bench-'));
+const config = loadConfig({
+  ...process.env,
+  DATA_DIR: dataDir,
+  PORT: '0',
+  LOG_LEVEL: 'warn',
+  // The benchmark measures the engine, not the plan's limits.
+  PLAN_REQUESTS_PER_MINUTE: '100000000',
+  PLAN_CONCURRENCY: '100000',
+});
+const stack = await startDevStack(config);
+const db = createPool(stack.databaseUrl, 2);
+const org = await createOrg(db, 'Benchmark', 1_000_000_000);
+await db.end();
+const results: Record<string, unknown> = { machine: { cores: os.cpus().length, node: process.version } };
+try {
+  results.query = await benchQuery({ baseUrl: stack.url, apiKey: org.api_key, siteOrigin: stack.sites.origin });
+  // Benchmarks of the other surfaces, when present.
+  for (const [name, file, fn] of [
+    ['sse', './sse.ts', 'benchSse'],
+    ['browser', './browser.ts', 'benchBrowser'],
+    ['catalog', './catalog.ts', 'benchCatalog'],
+  ] as const) {
+    const mod = (await import(file).catch(() => null)) as Record<string, (i: unknown) => Promise<unknown>> | null;
+    if (!mod?.[fn]) continue;
+    results[name] = await mod[fn]({ baseUrl: stack.url, apiKey: org.api_key, siteOrigin: stack.sites.origin, hostMap: stack.sites.hostMap, databaseUrl: stack.databaseUrl, chromiumPath: config.CHROMIUM_PATH });
+  }
+} finally {
+  await stack.stop();
+  await fs.rm(dataDir, { recursive: true, force: true });
+}
+console.log(JSON.stringify(results));
+process.exit(0);

@@ -1,0 +1,56 @@
+// Load generation and summary statistics shared by the benchmarks.
+export interface Summary {
+  n: number;
+  p50_ms: number;
+  p95_ms: number;
+  p99_ms: number;
+  mean_ms: number;
+  qps: number;
+  errors: number;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+const round = (x: number) => Math.round(x * 100) / 100;
+
+/** Run `fn` `total` times with `concurrency` in flight; latency of each call and overall rate. */
+export async function load(fn: (i: number) => Promise<boolean>, opts: { total: number; concurrency: number; warmup?: number }): Promise<Summary> {
+  for (let i = 0; i < (opts.warmup ?? 0); i++) await fn(-1 - i);
+  const latencies: number[] = [];
+  let errors = 0;
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: opts.concurrency }, async () => {
+      while (next < opts.total) {
+        const i = next++;
+        const t = performance.now();
+        const ok = await fn(i).catch(() => false);
+        latencies.push(performance.now() - t);
+        if (!ok) errors++;
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return {
+    n: latencies.length,
+    p50_ms: round(percentile(latencies, 50)),
+    p95_ms: round(percentile(latencies, 95)),
+    p99_ms: round(percentile(latencies, 99)),
+    mean_ms: round(latencies.reduce((a, b) => a + b, 0) / latencies.length),
+    qps: round(latencies.length / elapsed),
+    errors,
+  };
+}
+
+export const ratio = (a: number, b: number) => round(a / b);
+
+export function print(title: string, rows: Record<string, Summary | Record<string, unknown>>) {
+  console.log(`\n## ${title}`);
+  console.table(rows);
+}
