@@ -1,6 +1,7 @@
 // Runs through MCP: the same QueryService path as POST /v1/query (validation, admission,
 // idempotency, billing, receipts), waited on for at most `wait_seconds`.
 import { ERRORS, ServiceError, errorEnvelope, type ErrorBody } from '../../../shared/errors.ts';
+import { resolveOperation } from '../../../shared/db/catalog.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import type { QueryService, RequestRow } from '../services/query-service.ts';
@@ -54,8 +55,13 @@ export async function runOperation(ctx: McpContext, args: RunArgs, kind: RunKind
       ...(response ? { response } : {}),
     });
     const key = args.idempotency_key === undefined ? undefined : svc.checkIdempotencyKey(args.idempotency_key);
+    // The wrong tool is refused first (before input, access or admission checks): nothing is claimed or charged.
+    const named = await resolveOperation(ctx.db, ctx.orgId, { api: q.api!, operation: q.operation!, version: q.version }).catch(() => undefined);
+    if (named?.ok) {
+      const refusal = refuse(named.op.performsActions, kind, ctx.readOnly, `${named.op.handle} ${named.op.operation}`);
+      if (refusal) return { isError: true, result: { ...none, status: 'refused', message: refusal } };
+    }
     const op = await svc.resolve(ctx.orgId, q);
-    // Refusals come before anything is claimed or reserved: nothing is charged.
     const refusal = refuse(op.performsActions, kind, ctx.readOnly, `${op.handle} ${op.operation}`);
     if (refusal) return { isError: true, result: { ...none, status: 'refused', message: refusal } };
 

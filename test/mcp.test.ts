@@ -1,0 +1,278 @@
+// The MCP server over real HTTP, driven by the SDK's own Client and StreamableHTTPClientTransport.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
+
+const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
+const order = { api: '@shop', operation: 'place_order', input: { sku: 'NW-MUG-STL', quantity: 1 } };
+
+const clients: Client[] = [];
+async function connect(apiKey: string, path = '/mcp'): Promise<Client> {
+  const client = new Client({ name: 'mcp-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${stack().baseUrl}${path}`), {
+    requestInit: { headers: { authorization: `Bearer ${apiKey}` } },
+  });
+  await client.connect(transport);
+  clients.push(client);
+  return client;
+}
+
+async function callTool(client: Client, name: string, args: Record<string, unknown>) {
+  const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 })) as CallToolResult;
+  return { ...r, sc: r.structuredContent as any, text: (r.content[0] as { text: string }).text };
+}
+
+const requestCount = async (orgId: string) => Number((await db().query('SELECT count(*) FROM requests WHERE org_id = $1', [orgId])).rows[0].count);
+
+afterAll(closeDb);
+beforeEach(async () => {
+  await demo('/__demo/reset');
+});
+afterEach(async () => {
+  while (clients.length) await clients.pop()!.close().catch(() => {});
+});
+
+describe('MCP authentication', () => {
+  it('without a key: 401 JSON envelope with a Bearer challenge naming resource_metadata', async () => {
+    const res = await call('POST', '/mcp', {
+      body: { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } },
+      headers: { accept: 'application/json, text/event-stream' },
+    });
+    expect(res.status).toBe(401);
+    expect(res.body).toMatchObject({ success: false, error: { code: 'api_key_required', status: 401 } });
+    const challenge = res.headers.get('www-authenticate')!;
+    expect(challenge).toMatch(/^Bearer /);
+    expect(challenge).toContain('realm="');
+    expect(challenge).toContain(`resource_metadata="${stack().baseUrl}/.well-known/oauth-protected-resource"`);
+
+    const bad = await call('POST', '/mcp/workflows/weather', { key: 'svc_sk_' + 'x'.repeat(40), body: {} });
+    expect(bad.status).toBe(401);
+    expect(bad.body.error.code).toBe('invalid_api_key');
+    expect(bad.headers.get('www-authenticate')).toContain('error="invalid_token"');
+    expect(bad.headers.get('www-authenticate')).toContain('resource_metadata=');
+  });
+
+  it('the SDK client cannot connect without a key', async () => {
+    const client = new Client({ name: 'anon', version: '1' });
+    await expect(client.connect(new StreamableHTTPClientTransport(new URL(`${stack().baseUrl}/mcp`)))).rejects.toThrow();
+  });
+
+  it('serves RFC 9728 protected resource metadata', async () => {
+    const res = await call('GET', '/.well-known/oauth-protected-resource');
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ resource: stack().baseUrl, bearer_methods_supported: ['header'] });
+    expect(typeof res.body.resource_documentation).toBe('string');
+    expect(Array.isArray(res.body.authorization_servers)).toBe(true);
+    const mcp = await call('GET', '/.well-known/oauth-protected-resource/mcp');
+    expect(mcp.body.resource).toBe(`${stack().baseUrl}/mcp`);
+  });
+});
+
+describe('MCP tools', () => {
+  it('lists the five tools with described input and output schemas and annotations; read_only drops the action tool', async () => {
+    const org = await newOrg(5);
+    const { tools } = await (await connect(org.api_key)).listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(['svc_get_run', 'svc_get_workflow', 'svc_run_action', 'svc_run_workflow', 'svc_search_workflows']);
+    for (const t of tools) {
+      expect(t.description!.length).toBeGreaterThan(20);
+      expect(t.inputSchema.type).toBe('object');
+      expect(t.outputSchema?.type).toBe('object');
+      expect(t.annotations).toMatchObject({ readOnlyHint: expect.any(Boolean), destructiveHint: expect.any(Boolean), openWorldHint: expect.any(Boolean) });
+      for (const [name, prop] of Object.entries(t.inputSchema.properties ?? {})) expect((prop as { description?: string }).description, `${t.name}.${name}`).toBeTruthy();
+    }
+    const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+    expect(byName.svc_run_action!.description).toMatch(/only when the user asked/);
+    expect(byName.svc_run_action!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
+    expect(byName.svc_run_workflow!.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false });
+    expect(byName.svc_run_workflow!.inputSchema.properties).toMatchObject({
+      wait_seconds: { minimum: 1, maximum: 170 },
+      max_chars: { minimum: 1000, maximum: 150000 },
+    });
+    expect(byName.svc_run_workflow!.outputSchema!.properties).toHaveProperty('request_id');
+    expect(byName.svc_run_workflow!.outputSchema!.properties).toHaveProperty('truncated');
+
+    const ro = await (await connect(org.api_key, '/mcp?read_only=true')).listTools();
+    expect(ro.tools.map((t) => t.name).sort()).toEqual(['svc_get_run', 'svc_get_workflow', 'svc_run_workflow', 'svc_search_workflows']);
+  });
+
+  it('searches workflows and reads one operation with its schemas (free)', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const found = await callTool(client, 'svc_search_workflows', { query: 'weather' });
+    expect(found.isError).toBeFalsy();
+    const weather = found.sc.workflows.find((w: { api: string }) => w.api === '@weather');
+    expect(weather.operations.map((o: { operation: string }) => o.operation)).toContain('current_weather');
+
+    const ops = await callTool(client, 'svc_get_workflow', { api: '@weather' });
+    expect(ops.sc.operations.length).toBeGreaterThan(0);
+    const one = await callTool(client, 'svc_get_workflow', { api: '@weather', operation: 'current_weather' });
+    const detail = await call('GET', '/v1/catalog/detail?api=@weather');
+    const current = detail.body.data.operations.find((o: { operation: string }) => o.operation === 'current_weather');
+    expect(one.sc.operation.input_schema).toEqual(current.input_schema);
+    expect(one.sc.operation.output_schema).toEqual(current.output_schema);
+    expect(one.sc.operation.selectable_fields).toContain('temperature_c');
+
+    const missing = await callTool(client, 'svc_get_workflow', { api: '@nope' });
+    expect(missing.isError).toBe(true);
+    expect(JSON.parse(missing.text).error.code).toBe('unknown_api_slug');
+    expect(await requestCount(org.org_id)).toBe(0);
+    expect((await balanceOf(org.org_id)).charged).toBe(0);
+  });
+
+  it('svc_run_workflow runs through the query service: billed, receipted, visible in request status', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const r = await callTool(client, 'svc_run_workflow', london);
+    expect(r.isError).toBeFalsy();
+    expect(r.sc).toMatchObject({ status: 'succeeded', truncated: false, output: { city: 'London', country: 'GB' } });
+    expect(r.sc.receipt).toMatchObject({ request_id: r.sc.request_id, billing: { status: 'settled', charged_credits: 1 } });
+    expect(JSON.parse(r.text)).toEqual(r.sc);
+    const status = await call('GET', `/v1/query/requests/${r.sc.request_id}`, { key: org.api_key });
+    expect(status.body.data).toMatchObject({ status: 'succeeded', receipt: { billing: { status: 'settled', charged_credits: 1 } } });
+    expect((await balanceOf(org.org_id)).charged).toBe(1);
+    expect(await ledgerOf(org.org_id)).toEqual([
+      { request_id: r.sc.request_id, kind: 'reserve', amount: expect.any(Number) },
+      { request_id: r.sc.request_id, kind: 'settle', amount: expect.any(Number) },
+    ]);
+
+    const bad = await callTool(client, 'svc_run_workflow', { ...london, input: { town: 'London' } });
+    expect(bad.isError).toBe(true);
+    expect(bad.sc).toMatchObject({ status: 'failed', request_id: null, error: { code: 'invalid_provider_input', status: 422 } });
+    const failed = await callTool(client, 'svc_run_workflow', { ...london, input: { city: 'Atlantis' } });
+    expect(failed.isError).toBe(true);
+    expect(failed.sc).toMatchObject({ status: 'failed', error: { code: 'not_found', status: 404 }, receipt: { billing: { status: 'released' } } });
+    expect((await balanceOf(org.org_id)).charged).toBe(1);
+  });
+
+  it('svc_run_workflow refuses actions and svc_run_action refuses read-only operations, before anything is charged', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const a = await callTool(client, 'svc_run_workflow', order);
+    expect(a.isError).toBe(true);
+    expect(a.sc, a.text).toMatchObject({ status: 'refused', request_id: null });
+    expect(a.sc.message).toMatch(/svc_run_action/);
+    const b = await callTool(client, 'svc_run_action', london);
+    expect(b.isError).toBe(true);
+    expect(b.sc.status).toBe('refused');
+    expect(b.sc.message).toMatch(/svc_run_workflow/);
+    expect(await requestCount(org.org_id)).toBe(0);
+    expect(await ledgerOf(org.org_id)).toEqual([]);
+  });
+
+  it('read_only=true refuses actions and cannot call the action tool', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key, '/mcp?read_only=true');
+    const a = await callTool(client, 'svc_run_workflow', order);
+    expect(a.isError).toBe(true);
+    expect(a.sc.status).toBe('refused');
+    expect(a.sc.message).toMatch(/read_only/);
+    const b = await client.callTool({ name: 'svc_run_action', arguments: order }).catch((e: Error) => ({ isError: true, content: [{ type: 'text', text: e.message }] }));
+    expect(b.isError).toBe(true);
+    const search = await callTool(client, 'svc_search_workflows', { api: '@shop' });
+    expect(search.sc.workflows[0].operations.every((o: { performs_actions: boolean }) => !o.performs_actions)).toBe(true);
+    expect(await requestCount(org.org_id)).toBe(0);
+  });
+
+  it('a run slower than wait_seconds answers running with a request_id; svc_get_run returns it, billed once', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    await demo('/__demo/faults', { host: 'weather.example.test', latency_ms: 3000, times: 1 });
+    const started = Date.now();
+    const r = await callTool(client, 'svc_run_workflow', { ...london, wait_seconds: 1 });
+    expect(Date.now() - started).toBeLessThan(2_900);
+    expect(r.isError).toBeFalsy();
+    expect(r.sc).toMatchObject({ status: 'running', request_id: expect.stringMatching(/^req_/) });
+    expect(r.sc.message).toMatch(/svc_get_run/);
+    const got = await callTool(client, 'svc_get_run', { request_id: r.sc.request_id, wait_seconds: 30 });
+    expect(got.sc).toMatchObject({ status: 'succeeded', request_id: r.sc.request_id, output: { city: 'London' } });
+    // Later reads come from the request record, free.
+    const again = await callTool(client, 'svc_get_run', { request_id: r.sc.request_id });
+    expect(again.sc.output).toEqual(got.sc.output);
+    expect((await balanceOf(org.org_id)).charged).toBe(1);
+
+    const other = await newOrg(1);
+    const foreign = await callTool(await connect(other.api_key), 'svc_get_run', { request_id: r.sc.request_id });
+    expect(foreign.isError).toBe(true);
+    expect(foreign.sc.error.code).toBe('request_not_found');
+  });
+
+  it('max_chars shortens long output, marks it truncated and says how to narrow it', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const args = { api: '@books', operation: 'search_books', input: { query: 'the', max_results: 10 } };
+    const full = await callTool(client, 'svc_run_workflow', args);
+    expect(full.sc.truncated).toBe(false);
+    const fullChars = JSON.stringify(full.sc.output).length;
+    expect(fullChars).toBeGreaterThan(1000);
+    const short = await callTool(client, 'svc_run_workflow', { ...args, max_chars: 1000 });
+    expect(short.sc.status).toBe('succeeded');
+    expect(short.sc.truncated).toBe(true);
+    expect(JSON.stringify(short.sc.output).length).toBeLessThanOrEqual(1000);
+    expect(short.sc.message).toMatch(/include/);
+    expect(short.sc.message).toMatch(/exclude/);
+    const narrow = await callTool(client, 'svc_run_workflow', { ...args, include: ['books.title'], max_chars: 1000 });
+    expect(narrow.sc.truncated).toBe(false);
+    expect(narrow.sc.output.books[0]).toEqual({ title: expect.any(String) });
+  });
+
+  it('idempotency_key: the same key and arguments replay the run, across MCP and REST, charged once', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const k = `mcp-${Date.now()}`;
+    const first = await callTool(client, 'svc_run_workflow', { ...london, idempotency_key: k });
+    const second = await callTool(client, 'svc_run_workflow', { ...london, idempotency_key: k });
+    expect(second.sc).toMatchObject({ status: 'succeeded', request_id: first.sc.request_id, replayed: true });
+    expect(second.sc.output).toEqual(first.sc.output);
+    const rest = await query(org.api_key, london, { 'idempotency-key': k });
+    expect(rest.headers.get('idempotency-replayed')).toBe('true');
+    expect(rest.headers.get('x-request-id')).toBe(first.sc.request_id);
+    const conflict = await callTool(client, 'svc_run_workflow', { ...london, input: { city: 'Paris' }, idempotency_key: k });
+    expect(conflict.sc.error.code).toBe('idempotency_key_conflict');
+    expect((await balanceOf(org.org_id)).charged).toBe(1);
+  });
+});
+
+describe('MCP per-workflow endpoint', () => {
+  it('offers the catalog tool list of the workflow, with each operation input schema, plus svc_get_run', async () => {
+    const org = await newOrg(5);
+    const listing = await call('GET', '/v1/catalog/tools?api=@weather', { key: org.api_key });
+    const client = await connect(org.api_key, '/mcp/workflows/weather');
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual([...listing.body.data.items.map((t: { name: string }) => t.name), 'svc_get_run'].sort());
+    for (const item of listing.body.data.items) {
+      const t = tools.find((x) => x.name === item.name)!;
+      expect(t.inputSchema).toEqual(item.inputSchema);
+      expect(t.title).toBe(item.title);
+      expect(t.description).toBe(item.description);
+      expect(t.annotations).toEqual(item.annotations);
+      expect((t.outputSchema!.properties as Record<string, unknown>).output).toMatchObject({ type: 'object' });
+    }
+    const current = listing.body.data.items.find((t: { operation: string }) => t.operation === 'current_weather');
+    const r = await callTool(client, current.name, { city: 'London' });
+    expect(r.sc).toMatchObject({ status: 'succeeded', api: '@weather', operation: 'current_weather', output: { city: 'London' } });
+    expect((await balanceOf(org.org_id)).charged).toBe(1);
+    const invalid = await callTool(client, current.name, { town: 'London' });
+    expect(invalid.isError).toBe(true);
+    expect(invalid.sc.error.code).toBe('invalid_provider_input');
+  });
+
+  it('combines with read_only=true: no action tools; an unknown workflow is a 404', async () => {
+    const org = await newOrg(5);
+    const listing = await call('GET', '/v1/catalog/tools?api=@shop', { key: org.api_key });
+    const actions = listing.body.data.items.filter((t: { performs_actions: boolean }) => t.performs_actions);
+    expect(actions.length).toBeGreaterThan(0);
+    const all = await (await connect(org.api_key, '/mcp/workflows/shop')).listTools();
+    expect(all.tools.map((t) => t.name)).toEqual(expect.arrayContaining(actions.map((t: { name: string }) => t.name)));
+    const ro = await (await connect(org.api_key, '/mcp/workflows/shop?read_only=true')).listTools();
+    const names = ro.tools.map((t) => t.name);
+    for (const a of actions) expect(names).not.toContain(a.name);
+    expect(names).toContain('svc_get_run');
+    expect(names.length).toBe(listing.body.data.items.length - actions.length + 1);
+
+    const missing = await call('POST', '/mcp/workflows/no-such-workflow', { key: org.api_key, body: {} });
+    expect(missing.status).toBe(404);
+    expect(missing.body.error.code).toBe('unknown_api_slug');
+  });
+});
