@@ -19,6 +19,8 @@ const config = loadConfig({
   // The benchmark measures the engine, not the plan's limits.
   PLAN_REQUESTS_PER_MINUTE: '100000000',
   PLAN_CONCURRENCY: '100000',
+  // No background health checks competing with the measurement.
+  HEALTH_CHECKS_ENABLED: 'false',
 });
 const stack = await startDevStack(config);
 const db = createPool(stack.databaseUrl, 2);

@@ -22,7 +22,7 @@ export default async function setup(project: TestProject) {
   const db = createPool(pg.databaseUrl, 2);
   await prepareDatabase(pg.databaseUrl, db);
   await db.end();
-  const pair = { databaseUrl: pg.databaseUrl, temporalAddress: temporal.address, hostMap: sites.hostMap, taskQueue: 'wqs-test' };
+  const pair = { databaseUrl: pg.databaseUrl, temporalAddress: temporal.address, hostMap: sites.hostMap, taskQueue: 'wqs-test', env: { HEALTH_CHECKS_ENABLED: 'true' } };
   const [api, worker] = await Promise.all([startApiProcess(pair), startWorkerProcess(pair)]);
   const info: StackInfo = {
     baseUrl: String(api.started.url),

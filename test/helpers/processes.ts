@@ -82,6 +82,8 @@ export function serviceEnv(o: ServicePairOptions): Record<string, string> {
     SITE_HOST_MAP: JSON.stringify(o.hostMap),
     HOST: '127.0.0.1',
     PORT: '0',
+    // Pairs started by tests leave health checks to the shared stack (each would run every example).
+    HEALTH_CHECKS_ENABLED: 'false',
     ...o.env,
   };
 }
