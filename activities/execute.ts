@@ -7,7 +7,10 @@ import type { Db } from '../shared/db/pool.ts';
 import { loadOperationVersion } from '../shared/db/catalog.ts';
 import { ERRORS, ServiceError, type ErrorCode } from '../shared/errors.ts';
 import { parseRecipe } from '../shared/recipes/schema.ts';
+import { loadConfig } from '../shared/config.ts';
+import { loadKeyring, loadSecrets, type AccessItem, type Keyring } from '../shared/db/connections.ts';
 import type { RecipeRunner } from './engines/index.ts';
+import { redact } from './engines/errors.ts';
 import type { ExecuteActivities } from './types.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
@@ -16,7 +19,20 @@ function toApplicationFailure(code: ErrorCode, message: string, details?: unknow
   return ApplicationFailure.create({ type: code, message, details: details === undefined ? [] : [details], nonRetryable: !ERRORS[code].retryable });
 }
 
-export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner }): ExecuteActivities {
+/** A connection that stopped being usable between the API's check and the run. */
+function accessFailure(items: AccessItem[]): ApplicationFailure {
+  const bad = items.filter((i) => i.status !== 'connected');
+  const details = { access: items.map(({ kind, name, site, status }) => ({ kind, name, site, status })) };
+  const list = (s: string) => bad.filter((i) => i.status === s).map((i) => `${i.name} (${i.site})`).join(', ');
+  if (bad.some((i) => i.status === 'missing'))
+    return toApplicationFailure('credentials_missing', `The organization has no connection ${list('missing')} that this operation needs`, details);
+  if (bad.some((i) => i.status === 'needs_reauth')) return toApplicationFailure('auth_required', `The connected ${list('needs_reauth')} must sign in again`, details);
+  return toApplicationFailure('auth_revoked', `The connected ${list('revoked')} was disconnected`, details);
+}
+
+export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner; keyring?: () => Promise<Keyring> }): ExecuteActivities {
+  // Connection secrets are decrypted with the configured key (CONNECTIONS_ENCRYPTION_KEY or the dev key in DATA_DIR).
+  const keyring = deps.keyring ?? (() => loadKeyring(loadConfig()));
   const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
   const validators = new Map<string, ReturnType<Ajv2020['compile']>>();
   const versionCache = new Map<string, NonNullable<Awaited<ReturnType<typeof loadOperationVersion>>>>();
@@ -34,16 +50,32 @@ export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner }):
   }
 
   return {
-    async executeOperation({ operationId, version, input, requestId }) {
+    async executeOperation({ operationId, version, input, requestId, orgId }) {
       const ctx = Context.current();
       const { key, v } = await load(operationId, version);
       const recipe = parseRecipe(v.recipe);
+      // The calling organization's connections only (never a public workflow's creator's); read on
+      // every run, never cached, so a connection revoked or expired since the API's check is seen.
+      let secrets: Record<string, string> = {};
+      if (v.access?.length) {
+        let loaded;
+        try {
+          loaded = await loadSecrets(deps.db, await keyring(), orgId, v.access);
+        } catch (err) {
+          ctx.log.error('connection secrets could not be loaded', { operationId, version, error: err instanceof Error ? err.message : 'unknown' });
+          throw toApplicationFailure('internal_error', 'The connected account or access key could not be read');
+        }
+        if (!loaded.ok) throw accessFailure(loaded.items);
+        secrets = loaded.secrets;
+      }
+      const secretValues = Object.values(secrets).filter((s) => s.length >= 3);
       // Beat steadily so a dead worker is noticed fast and cancellation reaches us mid-step.
       const beat = setInterval(() => ctx.heartbeat(), 1_000);
       try {
         const output = await deps.runner.run(recipe, input, {
           signal: ctx.cancellationSignal,
           heartbeat: (d) => ctx.heartbeat(d),
+          secrets,
           requestRef: requestId,
         });
         let validate = validators.get(key);
@@ -56,12 +88,13 @@ export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner }):
           ctx.log.error('output does not match output_schema', { operationId, version, errors: validate.errors });
           throw toApplicationFailure('internal_error', 'The workflow produced output that does not match its output schema');
         }
-        return output;
+        // A site may echo a secret back; it never leaves the worker (outputs are never cached either).
+        return redact(output, secretValues);
       } catch (err) {
         if (err instanceof ApplicationFailure) throw err;
-        if (err instanceof ServiceError) throw toApplicationFailure(err.code, err.message, err.details);
+        if (err instanceof ServiceError) throw toApplicationFailure(err.code, redact(err.message, secretValues), redact(err.details, secretValues));
         if (ctx.cancellationSignal.aborted) throw toApplicationFailure('execution_timeout', 'The workflow did not finish within its time limit');
-        ctx.log.error('unexpected execution error', { operationId, version, error: String(err) });
+        ctx.log.error('unexpected execution error', { operationId, version, error: redact(String(err), secretValues) });
         throw toApplicationFailure('internal_error', 'Unexpected error while running the workflow');
       } finally {
         clearInterval(beat);

@@ -37,6 +37,14 @@ const ConfigSchema = z.object({
   BROWSER_CONCURRENCY: int(2),
   /** Heartbeat timeout of the execute activity: how fast a dead worker's task moves to another. */
   EXECUTE_HEARTBEAT_TIMEOUT_MS: int(10_000),
+  /**
+   * Key that encrypts connected accounts and access keys at rest (AES-256-GCM): base64 of 32 random
+   * bytes (`openssl rand -base64 32`). Required in production. When unset (dev, tests) a key is
+   * generated into `$DATA_DIR/connections-key` (mode 0600) on first use and reused after that.
+   */
+  CONNECTIONS_ENCRYPTION_KEY: z.string().optional(),
+  /** Earlier encryption keys (comma-separated base64), still accepted for decryption after a rotation. */
+  CONNECTIONS_PREVIOUS_KEYS: z.string().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

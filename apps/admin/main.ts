@@ -8,12 +8,18 @@ import { createPool } from '../../shared/db/pool.ts';
 import { migrate } from '../../shared/db/migrate.ts';
 import { createKey, createOrg, grant, revokeKey } from '../../shared/db/orgs.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
+import { addConnection, expireConnection, listConnections, loadKeyring, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
 
 const USAGE = `usage:
   npm run admin -- org create --name <name> --credits <n>
   npm run admin -- key create --org <org_id> [--expires-at <ISO date>]
   npm run admin -- key revoke --key <api_key>
-  npm run admin -- credits grant --org <org_id> --credits <n>`;
+  npm run admin -- credits grant --org <org_id> --credits <n>
+  npm run admin -- connection add --org <org_id> --kind account|access_key --name <name> --site <host> --secret '<json>'
+      (--secret - reads the JSON from stdin, keeping it out of shell history; the output never shows it)
+  npm run admin -- connection revoke --id <conn_id>      (disconnected: queries get auth_revoked)
+  npm run admin -- connection expire --id <conn_id>      (needs a fresh sign-in: queries get auth_required)
+  npm run admin -- connection list --org <org_id>`;
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -23,6 +29,10 @@ const { positionals, values } = parseArgs({
     org: { type: 'string' },
     key: { type: 'string' },
     'expires-at': { type: 'string' },
+    id: { type: 'string' },
+    kind: { type: 'string' },
+    site: { type: 'string' },
+    secret: { type: 'string' },
   },
 });
 
@@ -35,6 +45,12 @@ function need(name: keyof typeof values): string {
   const v = values[name];
   if (typeof v !== 'string' || v === '') fail(`--${name} is required`);
   return v;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function credits(): number {
@@ -83,6 +99,28 @@ try {
       break;
     case 'credits grant':
       out = await grant(db, need('org'), credits());
+      break;
+    case 'connection add': {
+      const kind = need('kind');
+      if (kind !== 'account' && kind !== 'access_key') fail('--kind must be account or access_key');
+      const raw = need('secret') === '-' ? await readStdin() : need('secret');
+      let secret: unknown;
+      try {
+        secret = JSON.parse(raw);
+      } catch {
+        fail('--secret must be JSON, e.g. \'{"email":"…","password":"…"}\' or \'{"WEATHER_API_KEY":"…"}\''); // never echo it
+      }
+      out = await addConnection(db, await loadKeyring(config), { orgId: need('org'), kind: kind as ConnectionKind, name: need('name'), site: need('site'), secret });
+      break;
+    }
+    case 'connection revoke':
+      out = await revokeConnection(db, need('id'));
+      break;
+    case 'connection expire':
+      out = await expireConnection(db, need('id'));
+      break;
+    case 'connection list':
+      out = { connections: await listConnections(db, need('org')) };
       break;
     default:
       fail(`unknown command "${positionals.join(' ')}"`);

@@ -1,0 +1,334 @@
+// Connected accounts and access keys of organizations, encrypted at rest.
+//
+// A connection holds a JSON object of secrets (an account: `{"email": …, "password": …}`; an access
+// key: `{"WEATHER_API_KEY": …}`), encrypted with AES-256-GCM under the configured key
+// (CONNECTIONS_ENCRYPTION_KEY; in dev a key generated into $DATA_DIR/connections-key). The
+// additional authenticated data binds a ciphertext to its row (id, organization, kind, name, site),
+// so a ciphertext copied into another organization's row does not decrypt.
+//
+// Rules kept here and by the callers:
+// - Secrets are decrypted only in the execute activity, only for the calling organization (a public
+//   workflow never reaches its creator's connections), and are handed to the recipe runner only.
+// - Nothing returned by this module to the API or the admin command contains a secret value: only
+//   ids, names, statuses and the *names* of the secret fields. Errors never include values.
+// - Results of runs that used a connection are never cached. The service has no result cache; the
+//   only retained results are the idempotent replays of one request to the same organization
+//   (spec: idempotent result retention), which is not a cache shared across requests.
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { AccessRequirement } from '../catalog/types.ts';
+import type { Config } from '../config.ts';
+import { tx, type Db, type DbClient } from './pool.ts';
+
+export type ConnectionKind = AccessRequirement['kind'];
+export type ConnectionStatus = 'active' | 'needs_reauth' | 'revoked';
+/** What an organization has for one access requirement. */
+export type AccessStatus = 'connected' | 'missing' | 'needs_reauth' | 'revoked';
+
+export interface AccessItem {
+  kind: ConnectionKind;
+  name: string;
+  site: string;
+  status: AccessStatus;
+}
+
+/** A connection as shown to operators and the API: never the secret values. */
+export interface ConnectionInfo {
+  connection_id: string;
+  org_id: string;
+  kind: ConnectionKind;
+  name: string;
+  site: string;
+  status: ConnectionStatus;
+  secret_names: string[];
+  created_at: string;
+  updated_at: string;
+}
+
+/** A bad argument to add/revoke/expire; the message never contains a secret. */
+export class ConnectionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConnectionError';
+  }
+}
+
+const NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,99}$/;
+const SITE_RE = /^[a-z0-9.:-]{1,253}$/;
+const ID_RE = /^conn_[0-9a-f]{24}$/;
+const KEY_VERSION = 1;
+
+export const newConnectionId = () => `conn_${randomBytes(12).toString('hex')}`;
+
+// --- keys ----------------------------------------------------------------------------------------
+
+export interface Keyring {
+  /** Encrypts new rows. */
+  current: { id: string; key: Buffer };
+  /** Every key that may decrypt (current and previous), by id. */
+  byId: Map<string, Buffer>;
+}
+
+const keyId = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 16);
+
+function decodeKey(b64: string, setting: string): Buffer {
+  const key = Buffer.from(b64.trim(), 'base64');
+  if (key.length !== 32) throw new Error(`${setting} must be base64 of exactly 32 bytes (openssl rand -base64 32)`);
+  return key;
+}
+
+/** The dev key in $DATA_DIR/connections-key: created once (atomically, mode 0600), then reused. */
+async function devKey(dataDir: string): Promise<Buffer> {
+  const file = path.join(dataDir, 'connections-key');
+  const read = async () => decodeKey(await fs.readFile(file, 'utf8'), file);
+  try {
+    return await read();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  await fs.mkdir(dataDir, { recursive: true });
+  try {
+    await fs.writeFile(file, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    // Another process (API, worker, admin) created it first: use theirs.
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  for (let i = 0; ; i++) {
+    try {
+      return await read();
+    } catch (err) {
+      if (i >= 20) throw err;
+      await new Promise((r) => setTimeout(r, 25)); // the creator is between open and write
+    }
+  }
+}
+
+const keyrings = new Map<string, Promise<Keyring>>();
+
+/** The process's keyring from configuration; loaded once. */
+export function loadKeyring(config: Pick<Config, 'CONNECTIONS_ENCRYPTION_KEY' | 'CONNECTIONS_PREVIOUS_KEYS' | 'dataDir'>): Promise<Keyring> {
+  const cacheKey = `${config.CONNECTIONS_ENCRYPTION_KEY ? 'configured' : `dev:${config.dataDir}`}|${config.CONNECTIONS_ENCRYPTION_KEY ?? ''}|${config.CONNECTIONS_PREVIOUS_KEYS ?? ''}`;
+  let k = keyrings.get(cacheKey);
+  if (!k) {
+    k = (async () => {
+      const key = config.CONNECTIONS_ENCRYPTION_KEY
+        ? decodeKey(config.CONNECTIONS_ENCRYPTION_KEY, 'CONNECTIONS_ENCRYPTION_KEY')
+        : await devKey(config.dataDir);
+      const byId = new Map<string, Buffer>([[keyId(key), key]]);
+      for (const prev of (config.CONNECTIONS_PREVIOUS_KEYS ?? '').split(',').filter((s) => s.trim())) {
+        const p = decodeKey(prev, 'CONNECTIONS_PREVIOUS_KEYS');
+        byId.set(keyId(p), p);
+      }
+      return { current: { id: keyId(key), key }, byId };
+    })();
+    k.catch(() => keyrings.delete(cacheKey));
+    keyrings.set(cacheKey, k);
+  }
+  return k;
+}
+
+interface Identity {
+  id: string;
+  org_id: string;
+  kind: string;
+  name: string;
+  site: string;
+}
+
+const aad = (r: Identity) => Buffer.from(`wqs-connection:v${KEY_VERSION}|${r.id}|${r.org_id}|${r.kind}|${r.name}|${r.site}`);
+
+function encrypt(ring: Keyring, row: Identity, secret: Record<string, string>) {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', ring.current.key, iv);
+  cipher.setAAD(aad(row));
+  const ciphertext = Buffer.concat([cipher.update(JSON.stringify(secret), 'utf8'), cipher.final()]);
+  return { ciphertext, iv, tag: cipher.getAuthTag(), keyId: ring.current.id };
+}
+
+function decrypt(ring: Keyring, row: Identity & { secret_ciphertext: Buffer; secret_iv: Buffer; secret_tag: Buffer; key_id: string }): Record<string, string> {
+  const key = ring.byId.get(row.key_id);
+  if (!key) throw new Error(`connection ${row.id} was encrypted with a key that is not configured (key id ${row.key_id})`);
+  try {
+    const d = createDecipheriv('aes-256-gcm', key, row.secret_iv);
+    d.setAAD(aad(row));
+    d.setAuthTag(row.secret_tag);
+    const plain = Buffer.concat([d.update(row.secret_ciphertext), d.final()]).toString('utf8');
+    return JSON.parse(plain) as Record<string, string>;
+  } catch {
+    // Never include the plaintext or the cause (which could quote it).
+    throw new Error(`connection ${row.id} cannot be decrypted (wrong key or altered row)`);
+  }
+}
+
+// --- secrets as the recipe sees them -------------------------------------------------------------
+
+/** Validate and normalize what an operator supplies: a JSON object of strings, or (for an access key) one string. */
+export function normalizeSecret(kind: ConnectionKind, name: string, secret: unknown): Record<string, string> {
+  if (typeof secret === 'string') {
+    if (kind !== 'access_key') throw new ConnectionError('an account connection needs a JSON object of secrets, e.g. {"email": "…", "password": "…"}');
+    secret = { [name]: secret };
+  }
+  if (!secret || typeof secret !== 'object' || Array.isArray(secret)) throw new ConnectionError('the secret must be a JSON object of strings');
+  const entries = Object.entries(secret as Record<string, unknown>);
+  if (entries.length === 0 || entries.length > 20) throw new ConnectionError('the secret must have 1 to 20 fields');
+  for (const [k, v] of entries) {
+    if (!NAME_RE.test(k)) throw new ConnectionError(`secret field name "${k.slice(0, 100)}" must match ${NAME_RE.source}`);
+    if (typeof v !== 'string' || v.length === 0 || v.length > 8192) throw new ConnectionError(`secret field "${k}" must be a non-empty string of at most 8192 characters`);
+  }
+  return Object.fromEntries(entries) as Record<string, string>;
+}
+
+/**
+ * The names under which a connection's fields reach `{{secrets.NAME}}`. Every field is available
+ * under its own name; fields of an account are also available upper-cased behind the connection's
+ * prefix (its name without `_account`): `shop_account` {email, password} → SHOP_EMAIL,
+ * SHOP_PASSWORD. An access key stored as `{"WEATHER_API_KEY": "…"}` is WEATHER_API_KEY.
+ */
+export function flattenSecrets(conn: { kind: ConnectionKind; name: string }, secret: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  const prefix = conn.name.replace(/_(account|key|access_key)$/i, '').toUpperCase();
+  for (const [k, v] of Object.entries(secret)) {
+    out[k] = v;
+    if (conn.kind === 'account') {
+      const upper = k.toUpperCase();
+      out[upper.startsWith(`${prefix}_`) ? upper : `${prefix}_${upper}`] = v;
+    }
+  }
+  return out;
+}
+
+// --- rows ----------------------------------------------------------------------------------------
+
+const INFO_COLUMNS = 'id, org_id, kind, name, site, status, secret_names, created_at, updated_at';
+
+function info(r: Record<string, any>): ConnectionInfo {
+  return {
+    connection_id: r.id,
+    org_id: r.org_id,
+    kind: r.kind,
+    name: r.name,
+    site: r.site,
+    status: r.status,
+    secret_names: r.secret_names,
+    created_at: new Date(r.created_at).toISOString(),
+    updated_at: new Date(r.updated_at).toISOString(),
+  };
+}
+
+const normSite = (site: string) => site.trim().toLowerCase();
+
+/** Add a connection; a live one with the same (org, kind, name, site) is revoked and replaced. */
+export async function addConnection(
+  db: Db,
+  ring: Keyring,
+  a: { orgId: string; kind: ConnectionKind; name: string; site: string; secret: unknown },
+): Promise<ConnectionInfo> {
+  if (a.kind !== 'account' && a.kind !== 'access_key') throw new ConnectionError('kind must be account or access_key');
+  if (!NAME_RE.test(a.name)) throw new ConnectionError(`name must match ${NAME_RE.source}`);
+  const site = normSite(a.site);
+  if (!SITE_RE.test(site)) throw new ConnectionError('site must be a host name, e.g. shop.example.test');
+  const secret = normalizeSecret(a.kind, a.name, a.secret);
+  const row = { id: newConnectionId(), org_id: a.orgId, kind: a.kind, name: a.name, site };
+  const enc = encrypt(ring, row, secret);
+  return tx(db, async (c) => {
+    const org = await c.query('SELECT 1 FROM organizations WHERE id = $1', [a.orgId]);
+    if (org.rowCount === 0) throw new ConnectionError(`organization ${a.orgId} not found`);
+    await c.query(
+      `UPDATE connections SET status = 'revoked', revoked_at = now(), updated_at = now()
+        WHERE org_id = $1 AND kind = $2 AND name = $3 AND site = $4 AND status <> 'revoked'`,
+      [row.org_id, row.kind, row.name, row.site],
+    );
+    const ins = await c.query(
+      `INSERT INTO connections (id, org_id, kind, name, site, status, secret_ciphertext, secret_iv, secret_tag, key_id, key_version, secret_names)
+       VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, $10, $11) RETURNING ${INFO_COLUMNS}`,
+      [row.id, row.org_id, row.kind, row.name, row.site, enc.ciphertext, enc.iv, enc.tag, enc.keyId, KEY_VERSION, Object.keys(secret)],
+    );
+    return info(ins.rows[0]);
+  });
+}
+
+async function setStatus(db: Db | DbClient, id: string, to: 'revoked' | 'needs_reauth'): Promise<ConnectionInfo> {
+  if (!ID_RE.test(id)) throw new ConnectionError('the connection id must look like conn_<24 hex>');
+  const r = await db.query(
+    `UPDATE connections SET status = $2::text, updated_at = now(), revoked_at = CASE WHEN $2::text = 'revoked' THEN now() ELSE revoked_at END
+      WHERE id = $1 AND (status = 'active' OR ($2::text = 'revoked' AND status = 'needs_reauth'))
+      RETURNING ${INFO_COLUMNS}`,
+    [id, to],
+  );
+  if (r.rowCount) return info(r.rows[0]);
+  const cur = await db.query(`SELECT ${INFO_COLUMNS} FROM connections WHERE id = $1`, [id]);
+  if (cur.rowCount === 0) throw new ConnectionError(`connection ${id} not found`);
+  const existing = info(cur.rows[0]);
+  if (existing.status === to) return existing; // already there: idempotent
+  throw new ConnectionError(`connection ${id} is ${existing.status}; it cannot become ${to}`);
+}
+
+/** Disconnect: queries needing it fail with auth_revoked until a new connection is added. */
+export const revokeConnection = (db: Db, id: string) => setStatus(db, id, 'revoked');
+/** Mark as needing a fresh sign-in: queries needing it fail with auth_required until it is re-added. */
+export const expireConnection = (db: Db, id: string) => setStatus(db, id, 'needs_reauth');
+
+export async function listConnections(db: Db, orgId: string): Promise<ConnectionInfo[]> {
+  const r = await db.query(`SELECT ${INFO_COLUMNS} FROM connections WHERE org_id = $1 ORDER BY created_at`, [orgId]);
+  return r.rows.map(info);
+}
+
+const reqKey = (kind: string, name: string, site: string) => `${kind}\u0000${name}\u0000${site}`;
+
+/**
+ * The state of each requirement for an organization: the live connection (active or needing sign-in)
+ * if there is one, else the latest revoked one, else missing. Reads only the calling
+ * organization's rows.
+ */
+async function lookup(db: Db | DbClient, orgId: string, reqs: AccessRequirement[], withSecrets: boolean) {
+  const out = new Map<string, Record<string, any>>();
+  if (reqs.length === 0) return out;
+  const cols = withSecrets ? `${INFO_COLUMNS}, secret_ciphertext, secret_iv, secret_tag, key_id` : INFO_COLUMNS;
+  const r = await db.query(
+    `SELECT DISTINCT ON (kind, name, site) ${cols}
+       FROM connections
+      WHERE org_id = $1 AND (kind, name, site) IN (SELECT * FROM unnest($2::text[], $3::text[], $4::text[]))
+      ORDER BY kind, name, site, (status = 'revoked'), updated_at DESC`,
+    [orgId, reqs.map((q) => q.kind), reqs.map((q) => q.name), reqs.map((q) => normSite(q.site))],
+  );
+  for (const row of r.rows) out.set(reqKey(row.kind, row.name, row.site), row);
+  return out;
+}
+
+const statusOf = (row: Record<string, any> | undefined): AccessStatus =>
+  !row ? 'missing' : row.status === 'active' ? 'connected' : (row.status as 'needs_reauth' | 'revoked');
+
+/** One item per requirement, in order, with what the organization has for it. */
+export async function checkAccess(db: Db | DbClient, orgId: string, reqs: AccessRequirement[]): Promise<AccessItem[]> {
+  const rows = await lookup(db, orgId, reqs, false);
+  return reqs.map((q) => ({ kind: q.kind, name: q.name, site: q.site, status: statusOf(rows.get(reqKey(q.kind, q.name, normSite(q.site)))) }));
+}
+
+/** The error code an unusable set of access items maps to at the API (before anything runs). */
+export function accessFailureCode(items: AccessItem[]): 'access_required' | 'auth_required' | 'auth_revoked' | null {
+  if (items.some((i) => i.status === 'missing')) return 'access_required';
+  if (items.some((i) => i.status === 'needs_reauth')) return 'auth_required';
+  if (items.some((i) => i.status === 'revoked')) return 'auth_revoked';
+  return null;
+}
+
+export type LoadedSecrets =
+  | { ok: true; secrets: Record<string, string> }
+  | { ok: false; items: AccessItem[] };
+
+/**
+ * Decrypt the secrets an operation needs, for the calling organization only, flattened into the
+ * names recipes use. When a requirement is not connected, returns the access items instead.
+ */
+export async function loadSecrets(db: Db | DbClient, ring: Keyring, orgId: string, reqs: AccessRequirement[]): Promise<LoadedSecrets> {
+  const rows = await lookup(db, orgId, reqs, true);
+  const items = reqs.map((q) => ({ kind: q.kind, name: q.name, site: q.site, status: statusOf(rows.get(reqKey(q.kind, q.name, normSite(q.site)))) }));
+  if (items.some((i) => i.status !== 'connected')) return { ok: false, items };
+  const secrets: Record<string, string> = {};
+  for (const q of reqs) {
+    const row = rows.get(reqKey(q.kind, q.name, normSite(q.site)))!;
+    Object.assign(secrets, flattenSecrets(q, decrypt(ring, row as any)));
+  }
+  return { ok: true, secrets };
+}

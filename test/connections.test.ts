@@ -1,0 +1,439 @@
+// Connected accounts and access keys on the real stack: access_required before anything is charged,
+// auth_required / auth_revoked, credentials_missing / credentials_rejected / source_permission_denied
+// after the reservation (released), success with a valid connection, secrets never leaving the
+// worker, encryption at rest, and one organization never using another's connection.
+//
+// Fixture APIs (published here) mirror the demo catalog's @weather weather_history (access key
+// WEATHER_API_KEY) and @shop-api (account shop_account) so these tests do not depend on how the
+// demo catalog evolves; one test also checks the demo operations' declared access.
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { publishApi } from '../shared/db/catalog.ts';
+import { parseRecipe } from '../shared/recipes/schema.ts';
+import type { ApiDefinition } from '../shared/catalog/types.ts';
+import { loadConfig } from '../shared/config.ts';
+import { addConnection, expireConnection, loadKeyring, loadSecrets, revokeConnection } from '../shared/db/connections.ts';
+import { ROOT } from './helpers/processes.ts';
+import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
+
+const WEATHER = 'weather.example.test';
+const SHOP = 'shop.example.test';
+const VALID_KEY = 'wk_demo_valid_key_123';
+const DENIED_KEY = 'wk_demo_denied_key';
+const WRONG_KEY = 'wk_wrong_key_not_real_987';
+const SHOP_EMAIL = 'demo@shop.example.test';
+const SHOP_PASSWORD = 'correct-horse';
+const WRONG_PASSWORD = 'battery-staple-wrong';
+const ALL_SECRETS = [VALID_KEY, DENIED_KEY, WRONG_KEY, SHOP_PASSWORD, WRONG_PASSWORD];
+
+const W_API = '@conn-fixture-weather';
+const S_API = '@conn-fixture-shop';
+const WEATHER_REQ = { kind: 'access_key' as const, name: 'WEATHER_API_KEY', site: WEATHER };
+const SHOP_REQ = { kind: 'account' as const, name: 'shop_account', site: SHOP };
+
+const weatherFixture: ApiDefinition = {
+  handle: W_API,
+  name: 'Connection fixture: weather history',
+  description: 'Past weather with the organization’s access key (test fixture).',
+  category: 'weather',
+  website_url: `http://${WEATHER}/`,
+  sites: [{ name: 'Skyline Weather', host: WEATHER }],
+  operations: [
+    {
+      name: 'history',
+      label: 'Weather on a past day',
+      description: 'Needs WEATHER_API_KEY.',
+      cost_credits: 2,
+      default_version: 1,
+      access: [WEATHER_REQ],
+      versions: [
+        {
+          version: 1,
+          input_schema: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['city', 'date'],
+            properties: { city: { type: 'string', minLength: 1 }, date: { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$' } },
+          },
+          output_schema: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['city', 'date', 'min_c', 'max_c'],
+            properties: { city: { type: 'string' }, date: { type: 'string' }, min_c: { type: 'number' }, max_c: { type: 'number' } },
+          },
+          examples: [],
+          recipe: {
+            engine: 'http',
+            hosts: [WEATHER],
+            secrets: ['WEATHER_API_KEY'],
+            steps: [
+              {
+                type: 'request',
+                name: 'Historical observations',
+                url: `http://${WEATHER}/api/v1/history`,
+                query: { city: '{{input.city}}', date: '{{input.date}}' },
+                headers: { 'X-Api-Key': '{{secrets.WEATHER_API_KEY}}' },
+                parse: 'json',
+                expect_status: [200],
+                not_found_status: [404],
+                save_as: 'h',
+              },
+              {
+                type: 'extract',
+                from: { var: 'h' },
+                fields: {
+                  city: { type: 'text', pointer: '/city' },
+                  date: { type: 'text', pointer: '/date' },
+                  min_c: { type: 'number', pointer: '/min_c' },
+                  max_c: { type: 'number', pointer: '/max_c' },
+                },
+                save_as: 'day',
+              },
+            ],
+            output: '{{vars.day}}',
+          },
+        },
+      ],
+    },
+  ],
+};
+
+const shopFixture: ApiDefinition = {
+  handle: S_API,
+  name: 'Connection fixture: shop account',
+  description: 'Reads the signed-in shop account (test fixture).',
+  category: 'commerce',
+  website_url: `http://${SHOP}/`,
+  sites: [{ name: 'Northwind Outfitters', host: SHOP }],
+  operations: [
+    {
+      name: 'order_count',
+      label: 'Number of orders on the account',
+      description: 'Needs the shop_account connection.',
+      cost_credits: 1,
+      default_version: 1,
+      access: [SHOP_REQ],
+      versions: [
+        {
+          version: 1,
+          input_schema: { type: 'object', additionalProperties: false, properties: {} },
+          output_schema: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['name', 'orders'],
+            properties: { name: { type: 'string' }, orders: { type: 'integer' } },
+          },
+          examples: [],
+          recipe: {
+            engine: 'http',
+            hosts: [SHOP],
+            secrets: ['SHOP_EMAIL', 'SHOP_PASSWORD'],
+            steps: [
+              {
+                type: 'request',
+                name: 'Sign in to the API',
+                method: 'POST',
+                url: `http://${SHOP}/api/session`,
+                json: { email: '{{secrets.SHOP_EMAIL}}', password: '{{secrets.SHOP_PASSWORD}}' },
+                parse: 'json',
+                save_as: 'session',
+              },
+              { type: 'request', name: 'Who am I', url: `http://${SHOP}/api/me`, headers: { Authorization: 'Bearer {{vars.session.token}}' }, parse: 'json', save_as: 'me' },
+              { type: 'request', name: 'Orders', url: `http://${SHOP}/api/orders`, headers: { Authorization: 'Bearer {{vars.session.token}}' }, parse: 'json', save_as: 'orders' },
+              { type: 'extract', from: { var: 'me' }, fields: { name: { type: 'text', pointer: '/name' } }, save_as: 'who' },
+            ],
+            output: { name: '{{vars.who.name}}', orders: '{{vars.orders.orders.length}}' },
+          },
+        },
+      ],
+    },
+  ],
+};
+
+const ring = () => loadKeyring(loadConfig());
+
+async function connect(orgId: string, req: { kind: 'account' | 'access_key'; name: string; site: string }, secret: unknown) {
+  return addConnection(db(), await ring(), { orgId, ...req, secret });
+}
+
+/** `npm run admin -- …` against the test database; returns the JSON it printed and the raw output. */
+async function admin(args: string[], stdin?: string): Promise<{ code: number | null; json: any; out: string }> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'apps/admin/main.ts', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: stack().databaseUrl, LOG_LEVEL: 'warn' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  proc.stderr.on('data', (c: Buffer) => (out += c.toString()));
+  proc.stdin.end(stdin ?? '');
+  const code = await new Promise<number | null>((r) => proc.once('exit', r));
+  const line = out.split('\n').filter((l) => l.startsWith('{')).pop();
+  return { code, json: line ? JSON.parse(line) : undefined, out };
+}
+
+const weatherQuery = (city = 'London', date = '2025-05-01') => ({ api: W_API, operation: 'history', input: { city, date } });
+const shopQuery = () => ({ api: S_API, operation: 'order_count', input: {} });
+
+function expectNoSecrets(...texts: string[]) {
+  for (const t of texts) for (const s of ALL_SECRETS) expect(t.includes(s), `a secret appeared in: ${t.slice(0, 300)}`).toBe(false);
+}
+
+async function requestRows(orgId: string) {
+  return (await db().query('SELECT * FROM requests WHERE org_id = $1', [orgId])).rows;
+}
+
+/** An error after the reservation: released, nothing charged, request row failed with the code. */
+async function expectReleased(orgId: string, res: { body: any; text: string }, code: string, credits: number) {
+  expect(res.body.error.code).toBe(code);
+  expect(res.body.error.receipt.billing).toEqual({ status: 'released', reserved_credits: credits, charged_credits: 0 });
+  const b = await balanceOf(orgId);
+  expect(b.charged).toBe(0);
+  expect(b.reserved).toBe(0);
+  expect((await ledgerOf(orgId)).map((l) => l.kind)).toEqual(['reserve', 'release']);
+  const rows = await requestRows(orgId);
+  expect(rows).toHaveLength(1);
+  expect(rows[0].error_code).toBe(code);
+  expectNoSecrets(res.text, JSON.stringify(rows));
+}
+
+beforeAll(async () => {
+  const validateRecipe = (r: unknown) => void parseRecipe(r);
+  await publishApi(db(), weatherFixture, { validateRecipe });
+  await publishApi(db(), shopFixture, { validateRecipe });
+});
+afterAll(async () => {
+  await closeDb();
+});
+beforeEach(async () => {
+  await demo('/__demo/reset');
+});
+
+describe('before dispatch (API)', () => {
+  it('a missing access key is 409 access_required with details.access; no charge, no ledger row, no request row', async () => {
+    const org = await newOrg(10);
+    const res = await query(org.api_key, weatherQuery());
+    expect(res.status).toBe(409);
+    expect(res.body.error).toMatchObject({ type: 'access_error', code: 'access_required', status: 409, retryable: false });
+    expect(res.body.error.details.access).toEqual([
+      {
+        kind: 'access_key',
+        name: 'WEATHER_API_KEY',
+        site: WEATHER,
+        status: 'missing',
+        add_url: `${stack().baseUrl}/console/connections/new?kind=access_key&name=WEATHER_API_KEY&site=${WEATHER}`,
+      },
+    ]);
+    expect(res.body.error.receipt).toBeUndefined();
+    expect(await balanceOf(org.org_id)).toEqual({ granted: 10, available: 10, reserved: 0, charged: 0 });
+    expect(await ledgerOf(org.org_id)).toEqual([]);
+    expect(await requestRows(org.org_id)).toEqual([]);
+    // The same with a missing account.
+    const shop = await query(org.api_key, shopQuery());
+    expect(shop.status).toBe(409);
+    expect(shop.body.error.details.access).toMatchObject([{ kind: 'account', name: 'shop_account', site: SHOP, status: 'missing' }]);
+    expect(await requestRows(org.org_id)).toEqual([]);
+  });
+
+  it('a connection needing a fresh sign-in is 409 auth_required; a disconnected one is 409 auth_revoked; nothing charged', async () => {
+    const org = await newOrg(10);
+    const c = await connect(org.org_id, WEATHER_REQ, { WEATHER_API_KEY: VALID_KEY });
+    await expireConnection(db(), c.connection_id);
+    const expired = await query(org.api_key, weatherQuery());
+    expect(expired.status).toBe(409);
+    expect(expired.body.error).toMatchObject({ code: 'auth_required', retryable: false });
+    expect(expired.body.error.details.access).toMatchObject([{ name: 'WEATHER_API_KEY', status: 'needs_reauth' }]);
+
+    await revokeConnection(db(), c.connection_id);
+    const revoked = await query(org.api_key, weatherQuery());
+    expect(revoked.status).toBe(409);
+    expect(revoked.body.error).toMatchObject({ code: 'auth_revoked', retryable: false });
+    expect(revoked.body.error.details.access).toMatchObject([{ name: 'WEATHER_API_KEY', status: 'revoked' }]);
+
+    expect(await ledgerOf(org.org_id)).toEqual([]);
+    expect(await requestRows(org.org_id)).toEqual([]);
+    expectNoSecrets(expired.text, revoked.text);
+
+    // Connecting again makes it usable.
+    await connect(org.org_id, WEATHER_REQ, { WEATHER_API_KEY: VALID_KEY });
+    const ok = await query(org.api_key, weatherQuery());
+    expect(ok.status).toBe(200);
+  });
+});
+
+describe('running with a connection', () => {
+  it('a valid access key runs and is charged; the secret is in no response, request row or status lookup', async () => {
+    const org = await newOrg(10);
+    await connect(org.org_id, WEATHER_REQ, { WEATHER_API_KEY: VALID_KEY });
+    const res = await query(org.api_key, weatherQuery(), { 'Idempotency-Key': `conn-${org.org_id}` });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.output).toEqual({ city: 'London', date: '2025-05-01', min_c: 8.2, max_c: 18.3 });
+    expect(res.body.data.receipt.billing).toEqual({ status: 'settled', reserved_credits: 2, charged_credits: 2 });
+    const lookup = await call('GET', `/v1/query/requests/${res.body.data.receipt.request_id}`, { key: org.api_key });
+    expect(lookup.status).toBe(200);
+    expectNoSecrets(res.text, lookup.text, JSON.stringify(await requestRows(org.org_id)), [...res.headers.entries()].join('\n'));
+    expect((await demo('/__demo/state')).weather_history_calls).toBeGreaterThanOrEqual(1);
+  });
+
+  it('an account connection {email, password} reaches the recipe as SHOP_EMAIL / SHOP_PASSWORD', async () => {
+    const org = await newOrg(10);
+    await connect(org.org_id, SHOP_REQ, { email: SHOP_EMAIL, password: SHOP_PASSWORD });
+    const res = await query(org.api_key, shopQuery());
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.output).toMatchObject({ orders: 2 });
+    expect(typeof res.body.data.output.name).toBe('string');
+    expectNoSecrets(res.text, JSON.stringify(await requestRows(org.org_id)));
+  });
+
+  it('a wrong access key is 422 credentials_rejected, released and not charged', async () => {
+    const org = await newOrg(10);
+    await connect(org.org_id, WEATHER_REQ, { WEATHER_API_KEY: WRONG_KEY });
+    const res = await query(org.api_key, weatherQuery());
+    expect(res.status, res.text).toBe(422);
+    await expectReleased(org.org_id, res, 'credentials_rejected', 2);
+  });
+
+  it('a wrong account password is 422 credentials_rejected, released and not charged', async () => {
+    const org = await newOrg(10);
+    await connect(org.org_id, SHOP_REQ, { email: SHOP_EMAIL, password: WRONG_PASSWORD });
+    const res = await query(org.api_key, shopQuery());
+    expect(res.status, res.text).toBe(422);
+    await expectReleased(org.org_id, res, 'credentials_rejected', 1);
+  });
+
+  it('a key the site denies is 422 source_permission_denied, released and not charged', async () => {
+    const org = await newOrg(10);
+    await connect(org.org_id, WEATHER_REQ, { WEATHER_API_KEY: DENIED_KEY });
+    const res = await query(org.api_key, weatherQuery());
+    expect(res.status, res.text).toBe(422);
+    await expectReleased(org.org_id, res, 'source_permission_denied', 2);
+  });
+
+  it('a connection without the variable the recipe needs is 422 credentials_missing, released and not charged', async () => {
+    const org = await newOrg(10);
+    await connect(org.org_id, WEATHER_REQ, { SOME_OTHER_KEY: VALID_KEY });
+    const res = await query(org.api_key, weatherQuery());
+    expect(res.status, res.text).toBe(422);
+    await expectReleased(org.org_id, res, 'credentials_missing', 2);
+    expect(res.body.error.details).toMatchObject({ name: 'WEATHER_API_KEY' });
+  });
+});
+
+describe('isolation and storage', () => {
+  it("a public workflow uses the calling organization's connection, never another organization's", async () => {
+    const owner = await newOrg(10, 'Owner org');
+    const other = await newOrg(10, 'Other org');
+    await connect(owner.org_id, WEATHER_REQ, { WEATHER_API_KEY: VALID_KEY });
+    await connect(owner.org_id, SHOP_REQ, { email: SHOP_EMAIL, password: SHOP_PASSWORD });
+    // The other organization has nothing: access_required, not the owner's key.
+    const none = await query(other.api_key, weatherQuery());
+    expect(none.status).toBe(409);
+    expect(none.body.error.code).toBe('access_required');
+    // With its own (wrong) key, its own key is what the site sees.
+    await connect(other.org_id, WEATHER_REQ, { WEATHER_API_KEY: WRONG_KEY });
+    const own = await query(other.api_key, weatherQuery());
+    expect(own.status).toBe(422);
+    expect(own.body.error.code).toBe('credentials_rejected');
+    // And the owner's still works.
+    expect((await query(owner.api_key, weatherQuery())).status).toBe(200);
+  });
+
+  it('ciphertext at rest contains no plaintext and is bound to its organization', async () => {
+    const org = await newOrg(1);
+    const other = await newOrg(1);
+    const c = await connect(org.org_id, SHOP_REQ, { email: SHOP_EMAIL, password: SHOP_PASSWORD });
+    const row = (await db().query('SELECT * FROM connections WHERE id = $1', [c.connection_id])).rows[0];
+    const stored = Buffer.concat([row.secret_ciphertext, row.secret_iv, row.secret_tag]);
+    for (const s of [SHOP_EMAIL, SHOP_PASSWORD]) {
+      expect(stored.includes(Buffer.from(s))).toBe(false);
+      expect(JSON.stringify(row).includes(s)).toBe(false);
+    }
+    expect(row.secret_names).toEqual(['email', 'password']);
+    expect(c).not.toHaveProperty('secret');
+    // Decrypts for its organization…
+    const mine = await loadSecrets(db(), await ring(), org.org_id, [SHOP_REQ]);
+    expect(mine).toEqual({ ok: true, secrets: { email: SHOP_EMAIL, password: SHOP_PASSWORD, SHOP_EMAIL, SHOP_PASSWORD } });
+    // …but the same ciphertext copied into another organization's row does not.
+    await db().query(
+      `INSERT INTO connections (id, org_id, kind, name, site, status, secret_ciphertext, secret_iv, secret_tag, key_id)
+       VALUES ('conn_' || substr(md5(random()::text), 1, 24), $1, 'account', 'shop_account', $2, 'active', $3, $4, $5, $6)`,
+      [other.org_id, SHOP, row.secret_ciphertext, row.secret_iv, row.secret_tag, row.key_id],
+    );
+    const err = await loadSecrets(db(), await ring(), other.org_id, [SHOP_REQ]).then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(err?.message).toMatch(/cannot be decrypted/);
+    expectNoSecrets(err!.message);
+    // What the worker sees when a connection stopped being usable after the API's check.
+    await expireConnection(db(), c.connection_id);
+    expect(await loadSecrets(db(), await ring(), org.org_id, [SHOP_REQ, WEATHER_REQ])).toEqual({
+      ok: false,
+      items: [
+        { ...SHOP_REQ, status: 'needs_reauth' },
+        { ...WEATHER_REQ, status: 'missing' },
+      ],
+    });
+  });
+
+  it('admin: connection add prints the id but never the secret; expire and revoke set the states', async () => {
+    const org = await newOrg(10);
+    const add = await admin(['connection', 'add', '--org', org.org_id, '--kind', 'access_key', '--name', 'WEATHER_API_KEY', '--site', WEATHER, '--secret', JSON.stringify({ WEATHER_API_KEY: VALID_KEY })]);
+    expect(add.code, add.out).toBe(0);
+    expect(add.json).toMatchObject({ org_id: org.org_id, kind: 'access_key', name: 'WEATHER_API_KEY', site: WEATHER, status: 'active', secret_names: ['WEATHER_API_KEY'] });
+    expect(add.json.connection_id).toMatch(/^conn_[0-9a-f]{24}$/);
+    expectNoSecrets(add.out);
+    expect((await query(org.api_key, weatherQuery())).status).toBe(200);
+
+    const expire = await admin(['connection', 'expire', '--id', add.json.connection_id]);
+    expect(expire.json).toMatchObject({ connection_id: add.json.connection_id, status: 'needs_reauth' });
+    expect((await query(org.api_key, weatherQuery())).body.error.code).toBe('auth_required');
+
+    const revoke = await admin(['connection', 'revoke', '--id', add.json.connection_id]);
+    expect(revoke.json).toMatchObject({ connection_id: add.json.connection_id, status: 'revoked' });
+    expect((await query(org.api_key, weatherQuery())).body.error.code).toBe('auth_revoked');
+
+    // The secret can come from stdin (kept out of shell history); a bad secret is refused without being echoed.
+    const stdin = await admin(['connection', 'add', '--org', org.org_id, '--kind', 'account', '--name', 'shop_account', '--site', SHOP, '--secret', '-'], JSON.stringify({ email: SHOP_EMAIL, password: SHOP_PASSWORD }));
+    expect(stdin.code, stdin.out).toBe(0);
+    expect(stdin.json.secret_names).toEqual(['email', 'password']);
+    expectNoSecrets(stdin.out);
+    const bad = await admin(['connection', 'add', '--org', org.org_id, '--kind', 'account', '--name', 'shop_account', '--site', SHOP, '--secret', `{"password": ${JSON.stringify(SHOP_PASSWORD)}, "n": 1}`]);
+    expect(bad.code).not.toBe(0);
+    expectNoSecrets(bad.out);
+  });
+
+  it('the demo catalog names the same connections (when its access operations are published)', async (ctx) => {
+    const r = await db().query(
+      `SELECT a.handle, o.name, o.access FROM operations o JOIN apis a ON a.id = o.api_id
+        WHERE a.visibility = 'public' AND jsonb_array_length(o.access) > 0 AND a.handle IN ('@weather', '@shop-api')`,
+    );
+    if (r.rowCount === 0) ctx.skip();
+    const needs = new Set(r.rows.flatMap((row) => (row.access as Array<{ kind: string; name: string; site: string }>).map((a) => `${a.kind} ${a.name} ${a.site}`)));
+    for (const n of needs) expect([`access_key WEATHER_API_KEY ${WEATHER}`, `account shop_account ${SHOP}`]).toContain(n);
+    const org = await newOrg(20);
+    await connect(org.org_id, WEATHER_REQ, { WEATHER_API_KEY: VALID_KEY });
+    await connect(org.org_id, SHOP_REQ, { email: SHOP_EMAIL, password: SHOP_PASSWORD });
+    const byName = new Set(r.rows.map((row) => `${row.handle} ${row.name}`));
+    if (byName.has('@weather weather_history')) {
+      const res = await query(org.api_key, { api: '@weather', operation: 'weather_history', input: { city: 'London', date: '2025-05-01' } });
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.data.output).toMatchObject({ city: 'London', date: '2025-05-01' });
+      expectNoSecrets(res.text);
+    }
+    if (byName.has('@shop-api get_order')) {
+      const res = await query(org.api_key, { api: '@shop-api', operation: 'get_order', input: { order_id: 'ORD-100001' } });
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.data.output).toMatchObject({ order_id: 'ORD-100001' });
+      expectNoSecrets(res.text);
+    }
+  });
+
+  it('the catalog shows what each operation needs', async () => {
+    const res = await call('GET', `/v1/catalog/detail?api=${encodeURIComponent(W_API)}`);
+    expect(res.status, res.text).toBe(200);
+    const text = JSON.stringify(res.body.data);
+    expect(text).toContain('"access":"own"');
+    expect(text).toContain(JSON.stringify([WEATHER_REQ]).slice(1, -1));
+  });
+});
