@@ -2,9 +2,10 @@
 import type { Db } from '../shared/db/pool.ts';
 import { createBillingActivities } from './billing.ts';
 import { createExecuteActivities } from './execute.ts';
+import { createHealthActivities } from './health.ts';
 import type { RecipeRunner } from './engines/index.ts';
-import type { QueryActivities } from './types.ts';
+import type { HealthActivities, QueryActivities } from './types.ts';
 
-export function createActivities(deps: { db: Db; runner: RecipeRunner }): QueryActivities {
-  return { ...createBillingActivities(deps.db), ...createExecuteActivities(deps) };
+export function createActivities(deps: { db: Db; runner: RecipeRunner }): QueryActivities & HealthActivities {
+  return { ...createBillingActivities(deps.db), ...createExecuteActivities(deps), ...createHealthActivities(deps) };
 }

@@ -30,4 +30,43 @@ export interface ExecuteActivities {
   }): Promise<unknown>;
 }
 
+/**
+ * Health of an operation, as stored in operations.health_status and shown in the catalog:
+ * `unknown` never checked; `healthy` every verified example of the default version returned its
+ * documented output; `degraded` some did; `failing` none did; `unverifiable` not checked
+ * automatically (performs actions, needs a connection, or has no examples).
+ */
+export type HealthStatus = 'unknown' | 'healthy' | 'degraded' | 'failing' | 'unverifiable';
+
+/** One operation the health check looks at: its default version and whether it may be run. */
+export interface HealthTarget {
+  operationId: number;
+  api: string;
+  operation: string;
+  version: number;
+  exampleTitles: string[];
+  /** Why the examples are not run (performs actions, needs a connection, no examples); null when they are. */
+  skipReason: string | null;
+}
+
+export interface HealthExampleResult {
+  ok: boolean;
+  /** Error code of a failed run, or `output_mismatch`. */
+  code?: string;
+  detail?: string;
+  ms: number;
+}
+
+export interface HealthActivities {
+  /** Operations of active, available APIs with their default version. */
+  listHealthTargets(a: { apis?: string[] }): Promise<HealthTarget[]>;
+  /**
+   * Runs one verified example of a read-only operation and compares its output with the documented
+   * one. Site failures are results (ok: false), not errors; retryable ones throw until `attempts`.
+   */
+  runHealthExample(a: { operationId: number; version: number; index: number; timeoutMs: number; attempts: number }): Promise<HealthExampleResult>;
+  /** Stores one operation's outcome unless a newer check already did; `verified` also moves verified_at. */
+  recordHealth(a: { operationId: number; status: HealthStatus; detail: string; checkedAt: number; verified: boolean }): Promise<{ recorded: boolean }>;
+}
+
 export type QueryActivities = BillingActivities & ExecuteActivities;

@@ -35,6 +35,8 @@ const ConfigSchema = z.object({
   /** Debian's Chromium. */
   CHROMIUM_PATH: z.string().default('/usr/bin/chromium'),
   BROWSER_CONCURRENCY: int(2),
+  /** A prebuilt workflow bundle (`npm run build:workflows`); unset = bundle at worker start. */
+  WORKFLOW_BUNDLE_PATH: z.string().optional(),
   /** Heartbeat timeout of the execute activity: how fast a dead worker's task moves to another. */
   EXECUTE_HEARTBEAT_TIMEOUT_MS: int(10_000),
   /**
@@ -45,6 +47,19 @@ const ConfigSchema = z.object({
   CONNECTIONS_ENCRYPTION_KEY: z.string().optional(),
   /** Earlier encryption keys (comma-separated base64), still accepted for decryption after a rotation. */
   CONNECTIONS_PREVIOUS_KEYS: z.string().optional(),
+  /** Health checks: a Temporal Schedule (created by the worker) runs every read-only operation's
+   *  verified examples and records operations.health_status / verified_at. `false` leaves the
+   *  Schedule alone (an existing one keeps running; pause or delete it with the Temporal CLI). */
+  HEALTH_CHECKS_ENABLED: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
+  /** Seconds between health-check runs (the Schedule's interval). */
+  HEALTH_CHECK_INTERVAL_SECONDS: int(900),
+  /** Time limit of one example run during a health check (includes waiting for a browser slot). */
+  HEALTH_CHECK_EXAMPLE_TIMEOUT_MS: int(60_000),
+  /** Operations checked at once during a health check; low, as checks share browsers with queries. */
+  HEALTH_CHECK_CONCURRENCY: int(2),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -6,6 +6,7 @@ import { createActivities } from '../../activities/index.ts';
 import { createRecipeRunner } from '../../activities/engines/index.ts';
 import type { Config } from '../../shared/config.ts';
 import { createPool } from '../../shared/db/pool.ts';
+import { ensureHealthScheduleAtStart } from './health-schedule.ts';
 
 const WORKFLOWS_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../workflows/index.ts');
 
@@ -47,10 +48,14 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
-    workflowBundle: await workflowBundle(),
+    // A prebuilt bundle starts a worker in a second instead of bundling again.
+    workflowBundle: config.WORKFLOW_BUNDLE_PATH ? { codePath: config.WORKFLOW_BUNDLE_PATH } : await workflowBundle(),
     activities: createActivities({ db, runner }),
     shutdownGraceTime: '10 seconds',
   });
+  // Health checks: create (or update to this config) the Schedule that runs the health-check
+  // workflow on this task queue. Idempotent across workers and restarts; a failure only warns.
+  await ensureHealthScheduleAtStart(config);
   const done = worker.run().finally(async () => {
     await runner.close().catch(() => {});
     await connection.close().catch(() => {});

@@ -1,0 +1,170 @@
+// Health checks on the real stack: the worker's Schedule, the health-check workflow against the demo
+// sites, and what the catalog shows: healthy → failing while a site is down → healthy again.
+import { Client, Connection, ScheduleOverlapPolicy } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { healthScheduleId } from '../apps/worker/health-schedule.ts';
+import { firstDifference, skipReason } from '../activities/health.ts';
+import { loadConfig } from '../shared/config.ts';
+import type { HealthCheckInput, HealthCheckSummary, healthCheckWorkflow } from '../workflows/health-check-workflow.ts';
+import { call, closeDb, db, demo, stack, until } from './helpers/stack.ts';
+
+const WEATHER = 'weather.example.test';
+let connection: Connection;
+let client: Client;
+
+beforeAll(async () => {
+  connection = await Connection.connect({ address: stack().temporalAddress });
+  client = new Client({ connection });
+  await demo('/__demo/reset');
+});
+afterAll(async () => {
+  await demo('/__demo/reset');
+  await connection?.close();
+  await closeDb();
+});
+
+/** One health run on the stack's worker, started directly (not through the Schedule). */
+async function runHealth(input: HealthCheckInput): Promise<HealthCheckSummary> {
+  return client.workflow.execute<typeof healthCheckWorkflow>('healthCheckWorkflow', {
+    taskQueue: stack().taskQueue,
+    workflowId: `health-test-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`,
+    args: [{ exampleTimeoutMs: 5_000, concurrency: 4, ...input }],
+  });
+}
+
+type Health = { status: string; verified_at: string | null };
+/** Operation name → health, as the public catalog shows it. */
+async function catalogHealth(api: string): Promise<Record<string, Health>> {
+  const res = await call('GET', `/v1/catalog/detail?api=${encodeURIComponent(api)}`);
+  expect(res.status, res.text).toBe(200);
+  return Object.fromEntries((res.body.data.operations as Array<{ operation: string; health: Health }>).map((o) => [o.operation, o.health]));
+}
+
+async function detailOf(api: string, operation: string): Promise<string | null> {
+  const r = await db().query(
+    'SELECT o.health_detail FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = $1 AND a.visibility = $2 AND o.name = $3',
+    [api, 'public', operation],
+  );
+  return r.rows[0]?.health_detail ?? null;
+}
+
+const READ_ONLY_WEATHER = ['current_weather', 'forecast', 'weather_alerts'];
+
+describe('health schedule', () => {
+  it('the worker created the Schedule: interval from config, overlap SKIP, health-check workflow on the task queue', async () => {
+    const expected = loadConfig(process.env).HEALTH_CHECK_INTERVAL_SECONDS * 1000;
+    const d = await client.schedule.getHandle(healthScheduleId(stack().taskQueue)).describe();
+    expect(d.spec.intervals?.map((i) => i.every)).toEqual([expected]);
+    expect(d.policies.overlap).toBe(ScheduleOverlapPolicy.SKIP);
+    expect(d.state.paused).toBe(false);
+    expect(d.action.type).toBe('startWorkflow');
+    if (d.action.type !== 'startWorkflow') return;
+    expect(d.action.workflowType).toBe('healthCheckWorkflow');
+    expect(d.action.taskQueue).toBe(stack().taskQueue);
+  });
+
+  it('a triggered run records healthy with a recent verified_at in the catalog; action and connection operations are unverifiable', async () => {
+    const handle = client.schedule.getHandle(healthScheduleId(stack().taskQueue));
+    // Let the run the Schedule took at creation finish first: two runs would share the browsers.
+    const earlier = (await handle.describe()).info.recentActions;
+    for (const a of earlier) await client.workflow.getHandle(a.action.workflow.workflowId, a.action.workflow.firstExecutionRunId).result();
+    const seen = new Set(earlier.map((a) => a.action.workflow.workflowId));
+    const t0 = Date.now();
+    await handle.trigger();
+    // The run the trigger started, then its end.
+    const action = await until(async () => (await handle.describe()).info.recentActions.find((a) => !seen.has(a.action.workflow.workflowId)), 30_000);
+    const summary = (await client.workflow.getHandle(action.action.workflow.workflowId, action.action.workflow.firstExecutionRunId).result()) as HealthCheckSummary;
+    expect(summary.checked).toBeGreaterThanOrEqual(10);
+
+    const weather = await catalogHealth('@weather');
+    for (const op of READ_ONLY_WEATHER) {
+      expect(weather[op]?.status, op).toBe('healthy');
+      expect(Date.parse(weather[op]!.verified_at!), op).toBeGreaterThanOrEqual(t0 - 1_000);
+    }
+    // Needs WEATHER_API_KEY: never run, never verified.
+    expect(weather.weather_history).toEqual({ status: 'unverifiable', verified_at: null });
+    for (const h of Object.values(await catalogHealth('@books'))) expect(h.status).toBe('healthy');
+    // Operations that act on a website are never run by the health check.
+    const shopOps = await db().query(
+      `SELECT o.name, o.health_status, o.verified_at FROM operations o JOIN apis a ON a.id = o.api_id
+        WHERE a.visibility = 'public' AND (o.performs_actions OR jsonb_array_length(o.access) > 0)`,
+    );
+    expect(shopOps.rowCount).toBeGreaterThan(0);
+    for (const r of shopOps.rows) expect([r.name, r.health_status, r.verified_at]).toEqual([r.name, 'unverifiable', null]);
+  });
+});
+
+describe('health follows the site', () => {
+  it('a site answering 503 turns its operations failing (verified_at kept); other sites stay healthy; recovery turns them healthy again', async () => {
+    const before = await catalogHealth('@weather');
+    for (const op of READ_ONLY_WEATHER) expect(before[op]?.status, op).toBe('healthy');
+
+    await demo('/__demo/faults', { host: WEATHER, status: 503 });
+    const down = await runHealth({ apis: ['@weather', '@air-quality', '@books'] });
+    expect(down.counts.failing).toBe(4);
+
+    const weather = await catalogHealth('@weather');
+    for (const op of READ_ONLY_WEATHER) {
+      expect(weather[op]?.status, op).toBe('failing');
+      // The last fully successful check stays the verified time.
+      expect(weather[op]?.verified_at, op).toBe(before[op]!.verified_at);
+    }
+    expect((await catalogHealth('@air-quality')).air_quality?.status).toBe('failing');
+    expect(await detailOf('@weather', 'current_weather')).toMatch(/^0\/2 examples passed; "London now": upstream_http_error/);
+    for (const h of Object.values(await catalogHealth('@books'))) expect(h.status).toBe('healthy');
+
+    await demo('/__demo/reset');
+    const up = await runHealth({ apis: ['@weather', '@air-quality'] });
+    expect(up.counts.failing + up.counts.degraded).toBe(0);
+    const after = await catalogHealth('@weather');
+    for (const op of READ_ONLY_WEATHER) {
+      expect(after[op]?.status, op).toBe('healthy');
+      expect(Date.parse(after[op]!.verified_at!), op).toBeGreaterThan(Date.parse(before[op]!.verified_at!));
+    }
+    // The flaky air-quality endpoint (every third call 503) is healthy thanks to the retries a query gets too.
+    expect((await catalogHealth('@air-quality')).air_quality?.status).toBe('healthy');
+  });
+
+  it('one failing example of two is degraded', async () => {
+    await demo('/__demo/reset');
+    // The first current_weather example (London) gets a 404 once: not_found, not retried.
+    await demo('/__demo/faults', { host: WEATHER, path_prefix: '/api/v1/current', status: 404, times: 1 });
+    const run = await runHealth({ apis: ['@weather'] });
+    const current = run.operations.find((o) => o.operation === 'current_weather');
+    expect(current?.status).toBe('degraded');
+    expect(current?.detail).toMatch(/^1\/2 examples passed; "London now": not_found/);
+    expect((await catalogHealth('@weather')).current_weather?.status).toBe('degraded');
+    await demo('/__demo/reset');
+    await runHealth({ apis: ['@weather'] });
+    expect((await catalogHealth('@weather')).current_weather?.status).toBe('healthy');
+  });
+
+  it('an older run finishing late does not overwrite a newer result', async () => {
+    const r = await db().query(
+      `SELECT o.id, o.health_checked_at FROM operations o JOIN apis a ON a.id = o.api_id
+        WHERE a.handle = '@weather' AND a.visibility = 'public' AND o.name = 'forecast'`,
+    );
+    const { id, health_checked_at } = r.rows[0] as { id: number; health_checked_at: Date };
+    const { createHealthActivities } = await import('../activities/health.ts');
+    const acts = createHealthActivities({ db: db(), runner: { run: async () => null, close: async () => {} } });
+    const stale = await acts.recordHealth({ operationId: Number(id), status: 'failing', detail: 'stale', checkedAt: health_checked_at.getTime() - 60_000, verified: false });
+    expect(stale.recorded).toBe(false);
+    expect((await catalogHealth('@weather')).forecast?.status).toBe('healthy');
+  });
+});
+
+describe('health helpers', () => {
+  it('never runs operations that act or need connections', () => {
+    const base = { performs_actions: false, access: [], examples: [{}], available: true };
+    expect(skipReason(base)).toBeNull();
+    expect(skipReason({ ...base, performs_actions: true })).toMatch(/Performs actions/);
+    expect(skipReason({ ...base, access: [{ kind: 'access_key', name: 'K', site: 'x' }] })).toMatch(/Needs a connection \(K\)/);
+    expect(skipReason({ ...base, examples: [] })).toMatch(/No verified examples/);
+  });
+
+  it('names the first difference of an output', () => {
+    expect(firstDifference({ a: 1, b: [1, 2] }, { a: 1, b: [1, 2] })).toBeNull();
+    expect(firstDifference({ a: 1, b: [1, 3] }, { a: 1, b: [1, 2] })).toBe('/b/1');
+    expect(firstDifference({ a: 1 }, { a: 1, c: 2 })).toBe('/c');
+  });
+});
