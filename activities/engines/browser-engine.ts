@@ -132,29 +132,52 @@ export class BrowserPool {
       throw new ServiceError('execution_timeout', 'The website task did not start within its time limit (all browsers busy)');
     }
     let context: BrowserContext | null = null;
-    const onAbort = () => void context?.close().catch(() => undefined);
+    let closing: Promise<void> | null = null;
+    const closeContext = (): Promise<void> => {
+      const c = context as BrowserContext | null;
+      return c ? (closing ??= c.close().catch(() => undefined)) : Promise.resolve();
+    };
+    const onAbort = () => void closeContext();
     try {
       if (this.closed) throw new ServiceError('engine_unavailable', 'The recipe runner is closed');
-      let browser = await this.getBrowser();
+      // Setting up is bounded by the signal too, so a stuck browser cannot hold the run.
+      let driver: BrowserDriver;
       try {
-        context = await browser.newContext(contextOptions());
-      } catch {
-        // the browser died between runs: relaunch once
-        this.browser = null;
-        browser = await this.getBrowser();
-        context = await browser.newContext(contextOptions());
+        driver = await untilAborted(signal, async () => {
+          let browser = await this.getBrowser();
+          try {
+            context = await browser.newContext(contextOptions());
+          } catch {
+            // the browser died between runs: relaunch once
+            if (this.browser === browser) this.browser = null;
+            browser = await this.getBrowser();
+            context = await browser.newContext(contextOptions());
+          }
+          if (signal.aborted) void closeContext();
+          context.setDefaultTimeout(ACTION_TIMEOUT_MS);
+          context.setDefaultNavigationTimeout(NAVIGATION_TIMEOUT_MS);
+          const checkUrl = makeUrlCheck(recipe.hosts);
+          const d = new BrowserDriver(context, await context.newPage(), checkUrl, this.opts, new HttpDriver(this.dispatcher, checkUrl));
+          await d.install();
+          return d;
+        });
+      } catch (e) {
+        if (e instanceof ServiceError) throw e;
+        if (signal.aborted) throw new ServiceError('execution_timeout', 'The website task did not finish within its time limit');
+        throw new ServiceError('workflow_execution_failed', `The browser could not open a page: ${String((e as Error)?.message ?? e).split('\n')[0]}`, { details: { reason: 'browser_unavailable' } });
       }
       signal.addEventListener('abort', onAbort, { once: true });
       if (signal.aborted) onAbort();
-      context.setDefaultTimeout(ACTION_TIMEOUT_MS);
-      context.setDefaultNavigationTimeout(NAVIGATION_TIMEOUT_MS);
-      const checkUrl = makeUrlCheck(recipe.hosts);
-      const driver = new BrowserDriver(context, await context.newPage(), checkUrl, this.opts, new HttpDriver(this.dispatcher, checkUrl));
-      await driver.install();
       return await new Interpreter(recipe, driver, input, ctx, signal).run();
     } finally {
       signal.removeEventListener('abort', onAbort);
-      if (context) await context.close().catch(() => undefined);
+      // A context that will not close within a few seconds means a stuck browser: drop it.
+      const closed = await Promise.race([closeContext().then(() => true), sleep(5_000).then(() => false)]);
+      if (!closed) {
+        const b = this.browser;
+        this.browser = null;
+        void b?.close().catch(() => undefined);
+      }
       release();
     }
   }
@@ -169,6 +192,25 @@ export class BrowserPool {
   /** For tests: the current browser process, if any. */
   get current(): Browser | null {
     return this.browser;
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
+
+/** Runs `fn`, rejecting as soon as `signal` aborts (the work itself is cleaned up by the caller). */
+async function untilAborted<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
+  if (signal.aborted) throw new ServiceError('execution_timeout', 'The website task did not finish within its time limit');
+  let onAbort!: () => void;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new ServiceError('execution_timeout', 'The website task did not finish within its time limit'));
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  const work = fn();
+  work.catch(() => undefined);
+  try {
+    return await Promise.race([work, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
   }
 }
 
