@@ -125,8 +125,10 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     for (const w of words) {
       const tq = `to_tsquery('english', ${p(`${w}:*`)})`;
       const wp = p(w);
-      matches.push(`s.tsv @@ ${tq}`, `s.document %> ${wp}`);
-      scores.push(`(CASE WHEN s.tsv @@ ${tq} THEN 1.0 ELSE word_similarity(${wp}, s.document) * 0.8 END)`);
+      // Exact words (full text, prefix) everywhere; near misses (trigram) on the short text of
+      // names, handles, operations, labels, category and hosts — never the long descriptions.
+      matches.push(`s.tsv @@ ${tq}`, `s.names %> ${wp}`);
+      scores.push(`(CASE WHEN s.tsv @@ ${tq} THEN 1.0 ELSE word_similarity(${wp}, s.names) * 0.8 END)`);
     }
     where.push(`(${matches.join(' OR ')})`);
     const tp = p(text);

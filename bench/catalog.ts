@@ -1,0 +1,214 @@
+// Catalog search speed: 10,000 synthetic workflows in a separate database, p50/p99 of
+// GET /v1/catalog?query=… and /v1/catalog/suggest through real HTTP, beside the same SQL's
+// execution time inside PostgreSQL alone (EXPLAIN ANALYZE of the statements the route runs).
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import pg from 'pg';
+import { buildApp } from '../apps/api/app.ts';
+import { loadConfig } from '../shared/config.ts';
+import { searchCatalog, suggest } from '../shared/db/catalog-search.ts';
+import { migrate } from '../shared/db/migrate.ts';
+import { createPool, type Db } from '../shared/db/pool.ts';
+import { startEmbeddedPostgres } from '../shared/infra/embedded-postgres.ts';
+
+export interface CatalogBenchOptions {
+  /** Any database URL of a running server; a new database is created beside it. Without it an embedded server is started. */
+  databaseUrl?: string;
+  workflows?: number;
+  requests?: number;
+  log?: (line: string) => void;
+}
+
+const WORDS = (
+  'weather forecast books library flights hotels train jobs careers news sports scores recipes food grocery pharmacy clinic ' +
+  'doctor appointment invoice payments bank stocks crypto wallet maps routes traffic parking cinema tickets concerts music ' +
+  'podcast video translate dictionary legal court permits taxes energy solar electricity water housing rentals mortgage ' +
+  'insurance shipping parcel tracking warehouse inventory calendar email chat support reviews ratings coupons deals fashion'
+).split(' ');
+const CATEGORIES = ['ai', 'commerce', 'data', 'finance', 'food', 'health', 'jobs', 'maps', 'media', 'news', 'sports', 'travel', 'weather', 'other'];
+
+export const SEARCH_QUERIES = ['weather', 'wether forecast', 'books library', 'flight', 'parcel tracking', 'doctor appointment', 'stocks', 'cinema tickets', 'mortgage', 'recipes'];
+export const SUGGEST_QUERIES = ['w', 'we', 'wea', 'boo', 'fli', 'park', 'tra', 'stoc', 'recip', 'doc'];
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return Math.round(sorted[i]! * 1000) / 1000;
+}
+const stats = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return { n: s.length, p50_ms: percentile(s, 50), p99_ms: percentile(s, 99), mean_ms: Math.round((s.reduce((a, b) => a + b, 0) / s.length) * 1000) / 1000 };
+};
+
+/** Seed `n` workflows (2 operations each) with bulk SQL; search documents built once at the end. */
+export async function seedSyntheticCatalog(db: Db, n: number): Promise<void> {
+  const c = await db.connect();
+  try {
+    await c.query('BEGIN');
+    // Bulk load without the per-row search triggers, then build every search document once.
+    await c.query(`SET LOCAL session_replication_role = replica`);
+    await c.query(
+      `INSERT INTO apis (handle, visibility, name, description, category, website_url, created_at, updated_at)
+       SELECT '@bench-' || g, 'public',
+              initcap(w1) || ' ' || initcap(w2) || ' ' || g,
+              'Find ' || w1 || ' and ' || w2 || ' on ' || w3 || ' sites; compare ' || w4 || ' results.',
+              $2::text[] ~> g, 'https://' || w1 || g || '.example.test',
+              now() - make_interval(mins => g), now() - make_interval(secs => (g * 7919) % 100000)
+         FROM generate_series(1, $1::int) g,
+              LATERAL (SELECT $3::text[] AS w) v,
+              LATERAL (SELECT v.w[1 + (g * 7) % array_length(v.w, 1)] AS w1, v.w[1 + (g * 13) % array_length(v.w, 1)] AS w2,
+                              v.w[1 + (g * 17) % array_length(v.w, 1)] AS w3, v.w[1 + (g * 23) % array_length(v.w, 1)] AS w4) ws`
+        .replace('$2::text[] ~> g', `($2::text[])[1 + g % array_length($2::text[], 1)]`),
+      [n, CATEGORIES, WORDS],
+    );
+    await c.query(
+      `INSERT INTO api_sites (api_id, position, name, host)
+       SELECT id, 0, split_part(name, ' ', 1), lower(split_part(name, ' ', 1)) || id || '.example.test' FROM apis WHERE handle LIKE '@bench-%'`,
+    );
+    await c.query(
+      `INSERT INTO operations (api_id, name, label, description, cost_credits, performs_actions, default_version, labels)
+       SELECT a.id, op.name, op.label, op.label || ' on ' || a.name, 1 + (a.id % 3)::int, op.acts, 1, ARRAY[lower(split_part(a.name, ' ', 2))]
+         FROM apis a, (VALUES ('search', 'Search', false), ('get_details', 'Get details', false)) op(name, label, acts)
+        WHERE a.handle LIKE '@bench-%'`,
+    );
+    await c.query(
+      `INSERT INTO operation_versions (operation_id, version, input_schema, output_schema, recipe)
+       SELECT o.id, 1, '{"type":"object"}', '{"type":"object"}', '{}' FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle LIKE '@bench-%'`,
+    );
+    await c.query(`SELECT catalog_search_refresh(id) FROM apis WHERE handle LIKE '@bench-%'`);
+    await c.query(
+      `INSERT INTO catalog_api_stats (api_id, completed_runs) SELECT id, (id * 2654435761) % 5000 FROM apis WHERE handle LIKE '@bench-%'
+       ON CONFLICT (api_id) DO UPDATE SET completed_runs = EXCLUDED.completed_runs`,
+    );
+    await c.query('COMMIT');
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    c.release();
+  }
+  await db.query('ANALYZE');
+}
+
+/** Execution time inside PostgreSQL of every statement `fn` runs (EXPLAIN ANALYZE), summed. */
+async function pgExecutionMs(db: Db, fn: (db: Db) => Promise<unknown>): Promise<number> {
+  const statements: Array<{ text: string; values: unknown[] }> = [];
+  const recorder = {
+    query: async (text: string, values: unknown[] = []) => {
+      statements.push({ text, values });
+      return db.query(text, values);
+    },
+  } as unknown as Db;
+  await fn(recorder);
+  let total = 0;
+  for (const s of statements) {
+    const r = await db.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${s.text}`, s.values);
+    const plan = r.rows[0]['QUERY PLAN'][0];
+    total += plan['Execution Time'] + (plan['Planning Time'] ?? 0);
+  }
+  return total;
+}
+
+export async function runCatalogBench(opts: CatalogBenchOptions = {}) {
+  const log = opts.log ?? (() => {});
+  const n = opts.workflows ?? 10_000;
+  const requests = opts.requests ?? 400;
+  let stopPg: (() => Promise<void>) | undefined;
+  let tmp: string | undefined;
+  let serverUrl = opts.databaseUrl;
+  if (!serverUrl) {
+    tmp = await mkdtemp(path.join(tmpdir(), 'wqs-bench-catalog-'));
+    const embedded = await startEmbeddedPostgres({ dataDir: tmp });
+    serverUrl = embedded.databaseUrl;
+    stopPg = embedded.stop;
+  }
+  const dbName = `wqs_bench_catalog_${process.pid}_${Date.now()}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  admin.on('error', () => {});
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${dbName}`);
+  const url = new URL(serverUrl);
+  url.pathname = `/${dbName}`;
+  const databaseUrl = url.toString();
+  const db = createPool(databaseUrl, 10);
+  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
+  try {
+    await migrate(databaseUrl);
+    const t0 = performance.now();
+    await seedSyntheticCatalog(db, n);
+    const seedMs = Math.round(performance.now() - t0);
+    log(`catalog bench: seeded ${n} workflows in ${seedMs} ms`);
+
+    let base = 'http://127.0.0.1';
+    app = await buildApp({
+      config: loadConfig({ LOG_LEVEL: 'silent' } as NodeJS.ProcessEnv),
+      db,
+      temporal: async () => {
+        throw new Error('not used');
+      },
+      temporalHealthy: async () => false,
+      baseUrl: () => base,
+    });
+    base = await app.listen({ host: '127.0.0.1', port: 0 });
+
+    const http = async (paths: string[]) => {
+      for (const p of paths.slice(0, 5)) await fetch(base + p).then((r) => r.arrayBuffer()); // warm-up
+      const times: number[] = [];
+      for (let i = 0; i < requests; i++) {
+        const p = paths[i % paths.length]!;
+        const s = performance.now();
+        const res = await fetch(base + p);
+        await res.arrayBuffer();
+        times.push(performance.now() - s);
+        if (res.status !== 200) throw new Error(`${p}: HTTP ${res.status}`);
+      }
+      return stats(times);
+    };
+    const searchPaths = SEARCH_QUERIES.map((q) => `/v1/catalog?query=${encodeURIComponent(q)}`);
+    const suggestPaths = SUGGEST_QUERIES.map((q) => `/v1/catalog/suggest?query=${encodeURIComponent(q)}`);
+    const searchHttp = await http(searchPaths);
+    const suggestHttp = await http(suggestPaths);
+    const pageOne = await fetch(base + searchPaths[0]).then((r) => r.json() as Promise<any>);
+
+    const pgOnly = async (calls: Array<(d: Db) => Promise<unknown>>) => {
+      const times: number[] = [];
+      for (let i = 0; i < Math.min(requests, 200); i++) times.push(await pgExecutionMs(db, calls[i % calls.length]!));
+      return stats(times);
+    };
+    const searchPg = await pgOnly(SEARCH_QUERIES.map((q) => (d: Db) => searchCatalog(d, { query: q, baseUrl: base })));
+    const suggestPg = await pgOnly(SUGGEST_QUERIES.map((q) => (d: Db) => suggest(d, { query: q, baseUrl: base })));
+
+    const figures = {
+      workflows: n,
+      seed_ms: seedMs,
+      requests_per_measure: requests,
+      search: { http: searchHttp, postgres: searchPg, items_on_first_page: pageOne.data.items.length, queries: SEARCH_QUERIES },
+      suggest: { http: suggestHttp, postgres: suggestPg, queries: SUGGEST_QUERIES },
+      target: { http_p50_ms: 10, met: searchHttp.p50_ms < 10 && suggestHttp.p50_ms < 10 },
+    };
+    log(`catalog bench: search p50 ${searchHttp.p50_ms} ms / p99 ${searchHttp.p99_ms} ms over HTTP (PostgreSQL alone p50 ${searchPg.p50_ms} ms); suggest p50 ${suggestHttp.p50_ms} ms / p99 ${suggestHttp.p99_ms} ms (PostgreSQL alone p50 ${suggestPg.p50_ms} ms)`);
+    return figures;
+  } finally {
+    await app?.close();
+    await db.end();
+    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => {});
+    await admin.end();
+    await stopPg?.();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+export default runCatalogBench;
+
+// `node --import tsx bench/catalog.ts` runs it alone.
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  runCatalogBench({ log: (l) => console.error(l) }).then(
+    (f) => console.log(JSON.stringify(f, null, 2)),
+    (err) => {
+      console.error(err);
+      process.exitCode = 1;
+    },
+  );
+}
