@@ -122,6 +122,9 @@ export default fp(
         if (!closed) res.write(': keep-alive\n\n');
       }, keepAliveMs);
 
+      // Temporal has accepted the workflow's start, and every query workflow begins at `accepted`:
+      // say so now rather than after the first query answers (which waits for its first task).
+      showUpTo(0);
       try {
         // The terminal envelope, raced with polling; the client may leave meanwhile.
         let terminal: TerminalEnvelope | null | undefined;
