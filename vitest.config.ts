@@ -7,7 +7,7 @@ export default defineConfig({
     globalSetup: ['test/helpers/global-setup.ts'],
     // Two cores: files run one after another so timing-sensitive tests are not starved.
     fileParallelism: false,
-    testTimeout: 90_000,
+    testTimeout: 150_000,
     hookTimeout: 180_000,
     pool: 'forks',
     reporters: ['default'],

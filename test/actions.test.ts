@@ -1,7 +1,7 @@
 // Actions never repeat a step that may have completed. A worker killed mid-action: after a new
 // worker starts, the booking exists exactly once on the site and was billed once.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { balanceOf, closeDb, db, demo, ledgerOf, newOrg, query, stack, until } from './helpers/stack.ts';
+import { ownPair, balanceOf, closeDb, db, demo, ledgerOf, newOrg, query, stack, until } from './helpers/stack.ts';
 import { startApiProcess, startWorkerProcess, type ServiceProcess } from './helpers/processes.ts';
 
 const processes: ServiceProcess[] = [];
@@ -9,14 +9,7 @@ let pair: Parameters<typeof startApiProcess>[0];
 const booking = (slot: string) => ({ api: '@clinic', operation: 'book_appointment', input: { slot_id: slot, patient_name: 'Jordan Lee', email: 'jordan.lee@example.com' } });
 
 beforeAll(() => {
-  const s = stack();
-  pair = {
-    databaseUrl: s.databaseUrl,
-    temporalAddress: s.temporalAddress,
-    hostMap: s.hostMap,
-    taskQueue: `actions-${Date.now()}`,
-    env: { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' },
-  };
+  pair = ownPair('actions', { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' });
 });
 beforeEach(async () => {
   await demo('/__demo/reset');

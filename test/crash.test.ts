@@ -1,7 +1,7 @@
 // Operators must trust that a run survives a crash: kill the worker or the API mid-query.
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { balanceOf, closeDb, db, demo, ledgerOf, newOrg, query, stack, until } from './helpers/stack.ts';
+import { ownPair, balanceOf, closeDb, db, demo, ledgerOf, newOrg, query, stack, until } from './helpers/stack.ts';
 import { startApiProcess, startWorkerProcess, type ServiceProcess } from './helpers/processes.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
@@ -9,15 +9,8 @@ const processes: ServiceProcess[] = [];
 let pair: Parameters<typeof startApiProcess>[0];
 
 beforeAll(() => {
-  const s = stack();
   // A task queue of our own, so killing these processes disturbs no other test.
-  pair = {
-    databaseUrl: s.databaseUrl,
-    temporalAddress: s.temporalAddress,
-    hostMap: s.hostMap,
-    taskQueue: `crash-${Date.now()}`,
-    env: { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' },
-  };
+  pair = ownPair('crash', { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' });
 });
 beforeEach(async () => {
   await demo('/__demo/reset');

@@ -10,6 +10,7 @@ import { createPool } from '../../shared/db/pool.ts';
 import { prepareDatabase } from '../../shared/db/seed.ts';
 import { startDemoSites } from '../../apps/demo-sites/server.ts';
 import { startApiProcess, startWorkerProcess } from './processes.ts';
+import { writeWorkflowBundle } from '../../scripts/bundle-workflows.ts';
 import type { StackInfo } from './stack.ts';
 
 export default async function setup(project: TestProject) {
@@ -20,9 +21,16 @@ export default async function setup(project: TestProject) {
     startDemoSites({ port: 0 }),
   ]);
   const db = createPool(pg.databaseUrl, 2);
-  await prepareDatabase(pg.databaseUrl, db);
+  const [workflowBundlePath] = await Promise.all([writeWorkflowBundle(path.join(dataDir, 'workflow-bundle.js')), prepareDatabase(pg.databaseUrl, db)]);
   await db.end();
-  const pair = { databaseUrl: pg.databaseUrl, temporalAddress: temporal.address, hostMap: sites.hostMap, taskQueue: 'wqs-test', env: { HEALTH_CHECKS_ENABLED: 'true' } };
+  const pair = {
+    databaseUrl: pg.databaseUrl,
+    temporalAddress: temporal.address,
+    hostMap: sites.hostMap,
+    taskQueue: 'wqs-test',
+    workflowBundlePath,
+    env: { HEALTH_CHECKS_ENABLED: 'true' },
+  };
   const [api, worker] = await Promise.all([startApiProcess(pair), startWorkerProcess(pair)]);
   const info: StackInfo = {
     baseUrl: String(api.started.url),
@@ -31,6 +39,7 @@ export default async function setup(project: TestProject) {
     demoOrigin: sites.origin,
     hostMap: sites.hostMap,
     taskQueue: pair.taskQueue,
+    workflowBundlePath,
     dataDir,
   };
   project.provide('stack', info);

@@ -71,6 +71,8 @@ export interface ServicePairOptions {
   temporalAddress: string;
   hostMap: Record<string, string>;
   taskQueue: string;
+  /** Prebuilt workflow bundle, so each worker starts in about a second. */
+  workflowBundlePath?: string;
   env?: Record<string, string>;
 }
 
@@ -84,6 +86,7 @@ export function serviceEnv(o: ServicePairOptions): Record<string, string> {
     PORT: '0',
     // Pairs started by tests leave health checks to the shared stack (each would run every example).
     HEALTH_CHECKS_ENABLED: 'false',
+    ...(o.workflowBundlePath ? { WORKFLOW_BUNDLE_PATH: o.workflowBundlePath } : {}),
     ...o.env,
   };
 }

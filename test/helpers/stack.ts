@@ -10,6 +10,7 @@ export interface StackInfo {
   demoOrigin: string;
   hostMap: Record<string, string>;
   taskQueue: string;
+  workflowBundlePath: string;
   dataDir: string;
 }
 
@@ -20,6 +21,19 @@ declare module 'vitest' {
 }
 
 export const stack = (): StackInfo => inject('stack');
+
+/** Connection settings for an API/worker pair of a test's own, on a task queue of its own. */
+export function ownPair(name: string, env: Record<string, string> = {}) {
+  const s = stack();
+  return {
+    databaseUrl: s.databaseUrl,
+    temporalAddress: s.temporalAddress,
+    hostMap: s.hostMap,
+    taskQueue: `${name}-${Date.now()}-${Math.random().toString(36).slice(2, 6)}`,
+    workflowBundlePath: s.workflowBundlePath,
+    env,
+  };
+}
 
 let pool: Db | undefined;
 /** A direct PostgreSQL connection, for asserting ledger rows and request records. */
