@@ -120,7 +120,8 @@ function refuse(performsActions: boolean, kind: RunKind, readOnly: boolean, name
 
 /** Wait for the terminal envelope; meanwhile report the workflow's stages (from its progress query). */
 async function waitWithProgress(svc: QueryService, workflowId: string, requestId: string, ms: number, onStage?: OnStage): Promise<TerminalEnvelope | null> {
-  if (!onStage) return svc.awaitResult(workflowId, requestId, ms);
+  // Temporal unreachable while waiting is answered as still running: svc_get_run reads the record later.
+  if (!onStage) return svc.awaitResult(workflowId, requestId, ms).catch(() => null);
   let lastSeq = -1;
   let done = false;
   const poll = setInterval(() => {
@@ -131,7 +132,7 @@ async function waitWithProgress(svc: QueryService, workflowId: string, requestId
     });
   }, 1_000);
   try {
-    return await svc.awaitResult(workflowId, requestId, ms);
+    return await svc.awaitResult(workflowId, requestId, ms).catch(() => null);
   } finally {
     done = true;
     clearInterval(poll);

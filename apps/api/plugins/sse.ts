@@ -3,6 +3,7 @@
 // that leaves stops the polling, never the run.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
+import { ERRORS, errorEnvelope } from '../../../shared/errors.ts';
 import type { ApiReference, Progress, Stage, TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import { deadlineEnvelope, envelopeHeaders } from '../routes/query.ts';
 import type { QueryService, Submission } from '../services/query-service.ts';
@@ -118,6 +119,7 @@ export default fp(
       };
       open.add(endNow);
       res.on('close', stop);
+      res.on('error', stop);
       const keepAlive = setInterval(() => {
         if (!closed) res.write(': keep-alive\n\n');
       }, keepAliveMs);
@@ -131,6 +133,8 @@ export default fp(
         const result = svc
           .awaitResult(sub.workflowId, requestId, svc.remainingMs(sub.request.created_at) + 5_000)
           .then((env) => env ?? deadlineEnvelope(requestId, app.baseUrl()))
+          // Temporal unreachable while waiting: the run may still finish; its request status will say.
+          .catch(() => engineUnavailable(requestId, app.baseUrl()))
           .then((env) => {
             terminal = env;
             wake?.();
@@ -168,6 +172,15 @@ export default fp(
   },
   { name: 'sse', dependencies: ['errors'] },
 );
+
+function engineUnavailable(requestId: string, baseUrl: string): TerminalEnvelope {
+  const body = errorEnvelope('engine_unavailable', {
+    requestId,
+    baseUrl,
+    message: 'The run cannot be followed right now; it may still finish. Check GET /v1/query/requests/{request_id} before retrying',
+  });
+  return { status: ERRORS.engine_unavailable.status, body: body as unknown as Record<string, unknown> };
+}
 
 /** Headers of a stream whose outcome is not known yet: identity and rate, no billing figures. */
 function streamHeaders(sub: Submission): Record<string, string> {

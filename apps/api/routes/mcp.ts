@@ -23,6 +23,11 @@ function readOnlyFlag(value: string | undefined): boolean {
 }
 
 export default async function mcpRoutes(app: FastifyInstance) {
+  // Exchanges still open when the API drains are closed; the runs they started go on in Temporal.
+  const open = new Set<StreamableHTTPServerTransport>();
+  app.addHook('preClose', async () => {
+    await Promise.all([...open].map((t) => t.close().catch(() => {})));
+  });
   const authenticate = (request: FastifyRequest) =>
     authenticateHeader(app.db, request.headers.authorization, { resource_metadata: `${app.baseUrl()}${PROTECTED_RESOURCE_PATH}` });
 
@@ -52,7 +57,9 @@ export default async function mcpRoutes(app: FastifyInstance) {
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     reply.hijack();
     // A client that leaves ends this exchange only; runs it started go on in Temporal.
+    open.add(transport);
     reply.raw.on('close', () => {
+      open.delete(transport);
       void transport.close();
       void server.close();
     });
