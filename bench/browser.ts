@@ -1,0 +1,176 @@
+// POST /v1/query through the full stack (API → Temporal → worker → browser engine → demo site) for
+// a demo browser operation, beside the same steps run by a standalone warm playwright-core script
+// in the same process and run: one Chromium launched once with the engine's flags and host
+// mapping, a fresh context per run, the recipe's navigate / wait / fill / select / click / wait,
+// and the same fields read. Latency at concurrency 1, throughput at concurrency 4. What the
+// service adds on top of the script (so in the ratios): HTTP + Temporal round trips, the
+// destination check routed on every request of the context, and extraction from a snapshot of
+// the page (page.content() + cheerio) instead of one in-page read.
+import { chromium, type Browser } from 'playwright-core';
+import { CHROMIUM_ARGS, hostResolverRules } from '../activities/engines/browser-engine.ts';
+import { loadConfig } from '../shared/config.ts';
+import { jobsApi } from '../shared/catalog/demo/jobs.ts';
+import { load, print, ratio } from './stats.ts';
+
+export interface BrowserBenchInput {
+  baseUrl: string;
+  apiKey: string;
+  siteOrigin: string;
+  hostMap: Record<string, string>;
+  chromiumPath?: string;
+  total?: number;
+}
+
+// `@jobs search_jobs`, example "TypeScript jobs in London": a client-rendered form search.
+const API = '@jobs';
+const OPERATION = 'search_jobs';
+const INPUT = { keywords: 'typescript', location: 'london' };
+const HOST = 'jobs.example.test';
+
+// The browser engine's context options (activities/engines/browser-engine.ts, contextOptions()).
+const CONTEXT_OPTIONS = {
+  serviceWorkers: 'block' as const,
+  acceptDownloads: false,
+  javaScriptEnabled: true,
+  locale: 'en-GB',
+  timezoneId: 'UTC',
+  viewport: { width: 1280, height: 900 },
+  userAgent: 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0 Safari/537.36 WorkflowQueryService/0.1',
+};
+
+const text = (s: string | null | undefined) => (s == null ? null : s.replace(/\s+/g, ' ').trim());
+const int = (s: string | null | undefined) => (s == null || s.trim() === '' ? null : Number.parseInt(s.replace(/,/g, ''), 10));
+
+interface RawJob {
+  job_id: string | null;
+  title: string | null;
+  company: string | null;
+  location: string | null;
+  min: string | null;
+  max: string | null;
+  currency: string | null;
+  employment_type: string | null;
+  posted: string | null;
+  url: string | null;
+}
+
+/** The recipe's steps, by hand: what a warm standalone playwright-core script would do. */
+async function searchJobs(browser: Browser, input: typeof INPUT) {
+  const context = await browser.newContext(CONTEXT_OPTIONS);
+  try {
+    const page = await context.newPage();
+    await page.goto(`http://${HOST}/`, { waitUntil: 'load' });
+    await page.locator('#jobs[data-loaded="true"]').first().waitFor({ state: 'attached' });
+    await page.locator('#q').first().fill(input.keywords);
+    await page.locator('#location').first().selectOption({ value: input.location });
+    await page.locator('#search').first().click();
+    await page.locator('#jobs[data-loaded="true"]:not([aria-busy])').first().waitFor({ state: 'attached' });
+    // One read of the rendered DOM: the error check, the total, the cards and whether more pages exist.
+    // (No named helpers inside: tsx/esbuild would wrap them in __name(), absent in the page.)
+    const raw = await page.evaluate(() => ({
+      error: !!document.querySelector('#results-status.error'),
+      total: document.querySelector('#results-status')?.getAttribute('data-total') ?? null,
+      more: !document.querySelector('#load-more[hidden]'),
+      jobs: [...document.querySelectorAll('#jobs > li.job')].map((li) => ({
+        job_id: li.getAttribute('data-job-id'),
+        title: li.querySelector('.job-title')?.textContent ?? null,
+        company: li.querySelector('.company')?.textContent ?? null,
+        location: li.querySelector('.location')?.textContent ?? null,
+        min: li.querySelector('.salary')?.getAttribute('data-min') ?? null,
+        max: li.querySelector('.salary')?.getAttribute('data-max') ?? null,
+        currency: li.querySelector('.salary')?.getAttribute('data-currency') ?? null,
+        employment_type: li.querySelector('.employment-type')?.textContent ?? null,
+        posted: li.querySelector('.posted time')?.getAttribute('datetime') ?? null,
+        url: (li.querySelector('.job-title a') as HTMLAnchorElement | null)?.href ?? null,
+      })),
+    }));
+    if (raw.error) throw new Error('The job board could not load its listings');
+    // The example's result fits on the first page; more pages would need the "Load more" clicks.
+    if (raw.more) throw new Error('More than one page of results: the baseline does not paginate');
+    const jobs = (raw.jobs as RawJob[]).slice(0, 10).map((j) => ({
+      job_id: text(j.job_id),
+      title: text(j.title),
+      company: text(j.company),
+      location: text(j.location),
+      salary_min: int(j.min),
+      salary_max: int(j.max),
+      currency: text(j.currency),
+      employment_type: text(j.employment_type),
+      posted: j.posted ? /(\d{4}-\d{2}-\d{2})/.exec(j.posted)?.[1] ?? null : null,
+      url: j.url,
+    }));
+    return { total_results: int(raw.total) ?? 0, returned: jobs.length, jobs };
+  } finally {
+    await context.close();
+  }
+}
+
+/** Deep equality of JSON values, key order ignored. */
+function same(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a).filter((k) => (a as Record<string, unknown>)[k] !== undefined);
+  const kb = Object.keys(b).filter((k) => (b as Record<string, unknown>)[k] !== undefined);
+  return ka.length === kb.length && ka.every((k) => same((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
+
+export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, total = 30 }: BrowserBenchInput) {
+  const op = jobsApi.operations.find((o) => o.name === OPERATION)!;
+  const example = op.versions[0]!.examples!.find((e) => same(e.input, INPUT));
+  if (!example) throw new Error(`${API} ${OPERATION}: no verified example with input ${JSON.stringify(INPUT)}`);
+
+  const body = JSON.stringify({ api: API, operation: OPERATION, input: INPUT });
+  const callService = async () => {
+    const res = await fetch(`${baseUrl}/v1/query`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body,
+    });
+    const json = (await res.json()) as Record<string, unknown>;
+    return { status: res.status, json };
+  };
+
+  const args = [...CHROMIUM_ARGS];
+  const rules = hostResolverRules(hostMap);
+  if (rules) args.push(`--host-resolver-rules=${rules}`);
+  const browser = await chromium.launch({ executablePath: chromiumPath ?? '/usr/bin/chromium', args, headless: true });
+  try {
+    // The comparison is honest only if both paths read the same values: check before timing.
+    const first = await callService();
+    if (first.status !== 200) throw new Error(`${API} ${OPERATION} through the service: HTTP ${first.status} ${JSON.stringify(first.json)}`);
+    const serviceOutput = (first.json.data as { output?: unknown } | undefined)?.output;
+    const baselineOutput = await searchJobs(browser, INPUT);
+    if (!same(baselineOutput, example.output)) throw new Error(`The standalone script read ${JSON.stringify(baselineOutput)}, not the example's ${JSON.stringify(example.output)}`);
+    if (!same(serviceOutput, baselineOutput)) throw new Error(`The service returned ${JSON.stringify(serviceOutput)}, the standalone script read ${JSON.stringify(baselineOutput)}`);
+
+    const viaService = async () => {
+      const r = await callService();
+      return r.status === 200 && r.json.success === true;
+    };
+    const standalone = async () => (await searchJobs(browser, INPUT)).returned === baselineOutput.returned;
+    const figures = {
+      service_c1: await load(viaService, { total, concurrency: 1, warmup: 5 }),
+      standalone_c1: await load(standalone, { total, concurrency: 1, warmup: 5 }),
+      service_c4: await load(viaService, { total: total * 2, concurrency: 4, warmup: 4 }),
+      standalone_c4: await load(standalone, { total: total * 2, concurrency: 4, warmup: 4 }),
+    };
+    // The service runs at most BROWSER_CONCURRENCY contexts per worker (bench/main.ts reads the
+    // same environment); the standalone script runs up to 4.
+    const browserConcurrency = loadConfig(process.env).BROWSER_CONCURRENCY;
+    print(`POST /v1/query (${API} ${OPERATION}, browser) vs the same steps in a standalone warm playwright-core script (service BROWSER_CONCURRENCY=${browserConcurrency})`, figures);
+    return {
+      operation: `${API} ${OPERATION}`,
+      input: INPUT,
+      service_browser_concurrency: browserConcurrency,
+      ...figures,
+      ratios: {
+        p50_c1: ratio(figures.service_c1.p50_ms, figures.standalone_c1.p50_ms),
+        p99_c1: ratio(figures.service_c1.p99_ms, figures.standalone_c1.p99_ms),
+        qps_c4_standalone_over_service: ratio(figures.standalone_c4.qps, figures.service_c4.qps),
+      },
+    };
+  } finally {
+    await browser.close().catch(() => undefined);
+  }
+}
