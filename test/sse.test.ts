@@ -205,9 +205,10 @@ describe('SSE streams', () => {
     });
     try {
       const org = await newOrg(5);
-      await demo('/__demo/faults', { host: 'weather.example.test', latency_ms: 2000, times: 1 });
+      await demo('/__demo/faults', { host: 'weather.example.test', latency_ms: 2500, times: 1 });
       const s = await stream(org.api_key, { ...london, stream: true }, { baseUrl: String(api.started.url) });
-      expect(s.comments.filter((c) => c.trim() === 'keep-alive').length).toBeGreaterThanOrEqual(3);
+      // ~8 expected at 300 ms over 2.5 s; a loaded machine may delay timers, never remove them all.
+      expect(s.comments.filter((c) => c.trim() === 'keep-alive').length, JSON.stringify(s.comments)).toBeGreaterThanOrEqual(3);
       expect(progressStages(s)).toEqual(['accepted', 'preparing', 'executing', 'formatting']);
       expect(terminals(s).map((e) => e.event)).toEqual(['result']);
     } finally {

@@ -141,7 +141,9 @@ export default fp(
             return env;
           });
         while (!closed && terminal === undefined) {
-          const p = await svc.progress(sub.workflowId);
+          // A query can be slow (it waits for the workflow's current task, or replays a closed
+          // workflow): the terminal envelope never waits for it.
+          const p = await Promise.race([svc.progress(sub.workflowId), result.then(() => null)]);
           if (p) {
             onProgress(p);
             if (p.terminal && terminal === undefined) terminal = p.terminal;
