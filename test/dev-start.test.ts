@@ -20,7 +20,7 @@ afterAll(async () => {
 });
 
 async function start(dataDir: string, port: number) {
-  const p = await spawnService('apps/dev/main.ts', { DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn' }, 'ready', 120_000);
+  const p = await spawnService('apps/dev/main.ts', { DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', HEALTH_CHECKS_ENABLED: 'false' }, 'ready', 120_000);
   procs.push(p);
   const runtime = JSON.parse(await fs.readFile(path.join(dataDir, 'runtime.json'), 'utf8'));
   const key = (await fs.readFile(path.join(dataDir, 'dev-api-key'), 'utf8')).trim();
@@ -84,5 +84,5 @@ describe('npm start', () => {
     const replay = await query(again.key, { api: '@weather', operation: 'current_weather', input: { city: 'Tokyo' } }, { 'idempotency-key': 'dev-start-1' }, again.base);
     expect(replay.headers.get('idempotency-replayed')).toBe('true');
     expect((await call('GET', '/v1/auth', { key: second.api_key, baseUrl: again.base })).status).toBe(200);
-  });
+  }, 300_000);
 });

@@ -29,9 +29,18 @@ export default async function setup(project: TestProject) {
     hostMap: sites.hostMap,
     taskQueue: 'wqs-test',
     workflowBundlePath,
-    env: { HEALTH_CHECKS_ENABLED: 'true' },
+    // The shared worker owns the health Schedule; its interval is long so the only runs are the
+    // first one (awaited below) and those the health tests trigger.
+    env: { HEALTH_CHECKS_ENABLED: 'true', HEALTH_CHECK_INTERVAL_SECONDS: '86400' },
   };
   const [api, worker] = await Promise.all([startApiProcess(pair), startWorkerProcess(pair)]);
+  // Let the first health run finish before tests start, so it cannot consume a fault a test sets.
+  const check = createPool(pg.databaseUrl, 1);
+  for (const end = Date.now() + 120_000; Date.now() < end; await new Promise((r) => setTimeout(r, 500))) {
+    const r = await check.query(`SELECT count(*)::int AS n FROM operations WHERE health_status = 'unknown'`);
+    if (r.rows[0].n === 0) break;
+  }
+  await check.end();
   const info: StackInfo = {
     baseUrl: String(api.started.url),
     databaseUrl: pg.databaseUrl,
