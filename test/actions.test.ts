@@ -2,11 +2,14 @@
 // worker starts, the booking exists exactly once on the site and was billed once.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ownPair, balanceOf, closeDb, db, demo, ledgerOf, newOrg, query, stack, until } from './helpers/stack.ts';
-import { startApiProcess, startWorkerProcess, type ServiceProcess } from './helpers/processes.ts';
+import { processPool } from './helpers/processes.ts';
 
-const processes: ServiceProcess[] = [];
-let pair: Parameters<typeof startApiProcess>[0];
 const booking = (slot: string) => ({ api: '@clinic', operation: 'book_appointment', input: { slot_id: slot, patient_name: 'Jordan Lee', email: 'jordan.lee@example.com' } });
+
+// A task queue of our own, so killing these processes disturbs no other test.
+let pair: ReturnType<typeof ownPair>;
+const pool = processPool(() => pair);
+const spawn = (kind: 'api' | 'worker') => pool.spawn(kind);
 
 beforeAll(() => {
   pair = ownPair('actions', { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' });
@@ -14,16 +17,8 @@ beforeAll(() => {
 beforeEach(async () => {
   await demo('/__demo/reset');
 });
-afterEach(async () => {
-  await Promise.all(processes.splice(0).map((p) => p.kill('SIGKILL')));
-});
+afterEach(() => pool.killAll());
 afterAll(closeDb);
-
-async function spawn(kind: 'api' | 'worker') {
-  const p = kind === 'api' ? await startApiProcess(pair) : await startWorkerProcess(pair);
-  processes.push(p);
-  return p;
-}
 
 describe('actions', () => {
   it('a worker killed mid-action: the action happened exactly once and was billed once', async () => {

@@ -2,29 +2,23 @@
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ownPair, balanceOf, closeDb, db, demo, ledgerOf, newOrg, query, stack, until } from './helpers/stack.ts';
-import { startApiProcess, startWorkerProcess, type ServiceProcess } from './helpers/processes.ts';
+import { processPool } from './helpers/processes.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
-const processes: ServiceProcess[] = [];
-let pair: Parameters<typeof startApiProcess>[0];
+
+// A task queue of our own, so killing these processes disturbs no other test.
+let pair: ReturnType<typeof ownPair>;
+const pool = processPool(() => pair);
+const spawn = (kind: 'api' | 'worker') => pool.spawn(kind);
 
 beforeAll(() => {
-  // A task queue of our own, so killing these processes disturbs no other test.
   pair = ownPair('crash', { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' });
 });
 beforeEach(async () => {
   await demo('/__demo/reset');
 });
-afterEach(async () => {
-  await Promise.all(processes.splice(0).map((p) => p.kill('SIGKILL')));
-});
+afterEach(() => pool.killAll());
 afterAll(closeDb);
-
-async function spawn(kind: 'api' | 'worker') {
-  const p = kind === 'api' ? await startApiProcess(pair) : await startWorkerProcess(pair);
-  processes.push(p);
-  return p;
-}
 
 async function waitProcessing(orgId: string) {
   return until(async () => {
@@ -89,10 +83,7 @@ describe('crash safety', () => {
 
   it('a query that outlives its deadline is execution_timeout and released', async () => {
     const short = { ...pair, taskQueue: `${pair.taskQueue}-short`, env: { ...pair.env, QUERY_DEADLINE_MS: '3000' } };
-    const [api] = await Promise.all([startApiProcess(short), startWorkerProcess(short)]).then((ps) => {
-      processes.push(...ps);
-      return ps;
-    });
+    const [api] = await Promise.all([pool.spawn('api', short), pool.spawn('worker', short)]);
     const org = await newOrg(5);
     await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: 8000, times: 1 });
     const started = Date.now();

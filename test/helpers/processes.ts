@@ -93,3 +93,18 @@ export function serviceEnv(o: ServicePairOptions): Record<string, string> {
 
 export const startApiProcess = (o: ServicePairOptions) => spawnService('apps/api/main.ts', serviceEnv(o), 'api_started');
 export const startWorkerProcess = (o: ServicePairOptions) => spawnService('apps/worker/main.ts', serviceEnv(o), 'worker_started');
+
+/** API and worker processes of one test file; killed after each test with SIGKILL. */
+export function processPool(pair: () => ServicePairOptions) {
+  const live: ServiceProcess[] = [];
+  return {
+    async spawn(kind: 'api' | 'worker', o: ServicePairOptions = pair()) {
+      const p = kind === 'api' ? await startApiProcess(o) : await startWorkerProcess(o);
+      live.push(p);
+      return p;
+    },
+    async killAll() {
+      await Promise.all(live.splice(0).map((p) => p.kill('SIGKILL')));
+    },
+  };
+}
