@@ -24,6 +24,10 @@ export const CURSOR_TTL_MS = 24 * 3_600_000;
 /** Completions younger than this are left out of a first page's "as of" count (commit lag). */
 const AS_OF_LAG_MS = 2_000;
 const MAX_QUERY_WORDS = 8;
+/** Near words (typos) looked up per query word. */
+const NEAR_WORDS = 16;
+/** Trigram similarity a keyword needs to count as a near word (typo) of a query word. */
+const NEAR_MIN_SIMILARITY = 0.4;
 
 const STOP_WORDS = new Set(
   'a an and are as at be by for from how i in is it of on or that the this to was what when where which who with'.split(' '),
@@ -36,6 +40,9 @@ export function queryWords(text: string | undefined): string[] {
   const content = words.filter((w) => !STOP_WORDS.has(w));
   return (content.length > 0 ? content : words).slice(0, MAX_QUERY_WORDS);
 }
+
+/** A number as an SQL literal. */
+const num = (x: number) => String(Math.round(x * 1e6) / 1e6);
 
 function badParam(param: string, message: string): ServiceError {
   return new ServiceError('invalid_input', `${param}: ${message}`, { param, details: { issues: [{ path: param, message }] } });
@@ -112,43 +119,77 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     params.push(v);
     return `$${params.length}`;
   };
-  const where = [`a.visibility = 'public'`, `a.status = 'active'`];
+  // Everything reads the search row; apis only for the filters on it and for "updated".
+  const needApis = opts.api !== undefined || opts.category !== undefined || effective === 'updated';
+  const where = ['s.listed'];
   if (opts.api) where.push(`a.handle = ${p(opts.api)}`);
   if (opts.category) where.push(`a.category = ${p(opts.category)}`);
   if (opts.max_cost_credits !== undefined) where.push(`s.min_cost_credits <= ${p(opts.max_cost_credits)}`);
   else where.push('s.operation_count > 0');
 
-  let key: string;
+  let key = '0::float8';
+  let from = 'catalog_search s';
+  const ctes: string[] = [];
   if (words.length > 0) {
-    const matches: string[] = [];
-    const scores: string[] = [];
-    for (const w of words) {
-      const tq = `to_tsquery('english', ${p(`${w}:*`)})`;
-      const wp = p(w);
-      // Exact words (full text, prefix) everywhere; near misses (trigram) on the short text of
-      // names, handles, operations, labels, category and hosts — never the long descriptions.
-      matches.push(`s.tsv @@ ${tq}`, `s.names %> ${wp}`);
-      scores.push(`(CASE WHEN s.tsv @@ ${tq} THEN 1.0 ELSE word_similarity(${wp}, s.names) * 0.8 END)`);
-    }
-    where.push(`(${matches.join(' OR ')})`);
-    const tp = p(text);
+    // Candidates through indexes only: full-text matches (prefix per word) or a near word
+    // (typo) held in keywords (GIN). Near words: the keywords (names, handles, operations,
+    // labels, categories, sites) most similar to a query word by trigram similarity, looked up
+    // in the small vocabulary catalog_keywords; words that start with the query word are left to
+    // the full-text prefix match, and a query word that is itself a keyword is taken as typed.
+    // Only candidates are ranked; nothing is computed over the whole table.
     const orTq = `to_tsquery('english', ${p(words.map((w) => `${w}:*`).join(' | '))})`;
-    const score = `${scores.join(' + ')} + ts_rank(s.tsv, ${orTq}) + word_similarity(${tp}, s.names)
-      + (CASE WHEN ltrim(a.handle, '@') = ${tp} OR lower(a.name) = ${tp} THEN 2 ELSE 0 END)`;
-    key = effective === 'relevant' ? `round((${score})::numeric, 6)::float8` : '0::float8';
-  } else key = '0::float8';
+    words.forEach((w, i) => {
+      const wp = p(w);
+      const prefix = p(`${w.replace(/[\\%_]/g, '\\$&')}%`);
+      // One row: the near words by similarity bucket (score = the bucket's best similarity), all
+      // of them, and a query for them in names and handles (weight A).
+      ctes.push(`near${i} AS MATERIALIZED (
+        SELECT coalesce(array_agg(word) FILTER (WHERE sim >= 0.8), '{}') AS w1, max(sim) FILTER (WHERE sim >= 0.8) AS s1,
+               coalesce(array_agg(word) FILTER (WHERE sim >= 0.6 AND sim < 0.8), '{}') AS w2, max(sim) FILTER (WHERE sim >= 0.6 AND sim < 0.8) AS s2,
+               coalesce(array_agg(word) FILTER (WHERE sim < 0.6), '{}') AS w3, max(sim) FILTER (WHERE sim < 0.6) AS s3,
+               coalesce(array_agg(word), '{}') AS ws,
+               CASE WHEN count(*) > 0 THEN to_tsquery('english', string_agg(word || ':A', ' | ')) END AS name_tq
+          FROM (SELECT word, similarity(word, ${wp}) AS sim FROM catalog_keywords
+                 WHERE NOT EXISTS (SELECT 1 FROM catalog_keywords k WHERE k.word = ${wp})
+                   AND word % ${wp} AND similarity(word, ${wp}) >= ${NEAR_MIN_SIMILARITY} AND word NOT LIKE ${prefix}
+                 ORDER BY 2 DESC, word LIMIT ${NEAR_WORDS}) x)`);
+    });
+    const allNear = words.map((_, i) => `n${i}.ws`).join(' || ');
+    from += words.map((_, i) => ` CROSS JOIN near${i} n${i}`).join('');
+    where.push(`(s.tsv @@ ${orTq} OR s.keywords && (${allNear}))`);
+    if (effective === 'relevant') {
+      // Per word: 1 for a full-text match, else 0.8 × the similarity of its near word; name
+      // similarity: 1/n more per word found in the name or handle (weight A), times the
+      // similarity for a near word; plus full-text rank and an exact handle/name bonus. Only
+      // lookups in the row's tsvector and keywords — no trigram function per row.
+      const share = num(1 / words.length);
+      const scores = words.map((w, i) => {
+        const n = (c: string) => `n${i}.${c}`;
+        return `(CASE WHEN s.tsv @@ to_tsquery('english', ${p(`${w}:*A`)}) THEN 1 + ${share}
+          WHEN s.tsv @@ to_tsquery('english', ${p(`${w}:*`)}) THEN 1
+          WHEN s.keywords && ${n('ws')} THEN
+            (CASE WHEN s.keywords && ${n('w1')} THEN ${n('s1')} WHEN s.keywords && ${n('w2')} THEN ${n('s2')} ELSE ${n('s3')} END)
+            * (CASE WHEN s.tsv @@ ${n('name_tq')} THEN 0.8 + ${share} ELSE 0.8 END)
+          ELSE 0 END)`;
+      });
+      const tp = p(text);
+      const score = `${scores.join(' + ')} + ts_rank(s.tsv, ${orTq}) + (CASE WHEN ${tp} = ANY(s.exact) THEN 2 ELSE 0 END)`;
+      key = `round((${score})::numeric, 6)::float8`;
+    }
+  }
+  if (needApis) from += ' JOIN apis a ON a.id = s.api_id';
 
-  const runs = asOf !== undefined
-    ? `(coalesce(st.completed_runs, 0) - coalesce((SELECT count(*) FROM catalog_run_events e WHERE e.api_id = a.id AND e.at > ${p(new Date(asOf))}), 0))`
-    : 'coalesce(st.completed_runs, 0)';
   let order: string;
   if (effective === 'relevant') {
     order = 'key DESC, id ASC';
   } else if (effective === 'popular') {
-    key = `${runs}::float8`;
+    // Completed runs as of the first page: the counter minus the completions after it.
+    from += ' LEFT JOIN catalog_api_stats st ON st.api_id = s.api_id';
+    from += ` LEFT JOIN (SELECT e.api_id, count(*) AS n FROM catalog_run_events e WHERE e.at > ${p(new Date(asOf!))} GROUP BY e.api_id) ev ON ev.api_id = s.api_id`;
+    key = `(coalesce(st.completed_runs, 0) - coalesce(ev.n, 0))::float8`;
     order = 'key DESC, id ASC';
   } else if (effective === 'newest') {
-    key = 'a.id::float8';
+    key = 's.api_id::float8';
     order = 'key DESC, id ASC';
   } else {
     key = `(extract(epoch FROM a.updated_at) * 1000000)::bigint::text`;
@@ -159,22 +200,34 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     if (effective === 'updated') after = `WHERE (key::bigint < ${p(String(cursor.k))}::bigint OR (key::bigint = ${p(String(cursor.k))}::bigint AND id > ${p(cursor.i)}))`;
     else after = `WHERE (key < ${p(Number(cursor.k))} OR (key = ${p(Number(cursor.k))} AND id > ${p(cursor.i)}))`;
   }
-  const sql = `
+  // One statement: the page (limit + 1 ids, ranked) and its items.
+  ctes.push(`page AS MATERIALIZED (
     SELECT id, key FROM (
-      SELECT a.id, ${key} AS key
-        FROM catalog_search s JOIN apis a ON a.id = s.api_id
-        LEFT JOIN catalog_api_stats st ON st.api_id = a.id
+      SELECT s.api_id AS id, ${key} AS key
+        FROM ${from}
        WHERE ${where.join(' AND ')}
     ) ranked ${after}
     ORDER BY ${order}
-    LIMIT ${p(limit + 1)}`;
-  const r = await db.query<{ id: string; key: number | string }>(sql, params);
-  const rows = r.rows.slice(0, limit);
-  const items = await loadItems(db, rows.map((x) => Number(x.id)), { baseUrl: opts.baseUrl, maxCost: opts.max_cost_credits });
+    LIMIT ${p(limit + 1)})`);
+  const maxCost = p(opts.max_cost_credits ?? null);
+  const sql = `WITH ${ctes.join(',\n  ')}
+    SELECT page.key AS page_key, ${itemColumns(maxCost, 'NULL', '0')}
+      FROM page JOIN apis a ON a.id = page.id`;
+  const r = await db.query<ItemRow & { page_key: number | string }>(sql, params);
+  const ranked = r.rows.map((row) => ({ row, id: Number(row.id), key: row.page_key }));
+  ranked.sort((x, y) => {
+    if (x.key !== y.key) {
+      if (typeof x.key === 'string') return BigInt(x.key) < BigInt(y.key as string) ? 1 : -1;
+      return Number(y.key) - Number(x.key);
+    }
+    return x.id - y.id;
+  });
+  const rows = ranked.slice(0, limit);
+  const items = rows.filter((x) => x.row.ops.length > 0).map((x) => toItem(x.row, opts.baseUrl));
   let next: string | null = null;
-  if (r.rows.length > limit) {
+  if (ranked.length > limit) {
     const last = rows[rows.length - 1]!;
-    const c: SearchCursor = { v: 1, s: sort, f: fp, k: typeof last.key === 'string' ? last.key : Number(last.key), i: Number(last.id) };
+    const c: SearchCursor = { v: 1, s: sort, f: fp, k: typeof last.key === 'string' ? last.key : Number(last.key), i: last.id };
     if (asOf !== undefined) c.t = asOf;
     next = b64(c);
   }
@@ -240,17 +293,21 @@ interface ItemRow {
   }>;
 }
 
-const ITEM_SQL = `
-  SELECT a.id, a.handle, a.name, a.description, a.category, a.website_url, a.logo_sha256, a.availability,
-         a.created_at, a.updated_at, coalesce(st.completed_runs, 0) AS completed_runs,
+/** Item columns of `apis a`: sites, operations (cheaper than maxCost, = opId, after afterId) and runs. */
+const itemColumns = (maxCost: string, opId: string, afterId: string) => `
+         a.id, a.handle, a.name, a.description, a.category, a.website_url, a.logo_sha256, a.availability,
+         a.created_at, a.updated_at, coalesce((SELECT st.completed_runs FROM catalog_api_stats st WHERE st.api_id = a.id), 0) AS completed_runs,
          coalesce((SELECT json_agg(json_build_object('name', s.name, 'host', s.host, 'icon_sha256', s.icon_sha256) ORDER BY s.position)
                      FROM api_sites s WHERE s.api_id = a.id), '[]') AS sites,
          coalesce((SELECT json_agg(json_build_object('id', o.id, 'name', o.name, 'label', o.label, 'description', o.description,
                      'cost_credits', o.cost_credits, 'performs_actions', o.performs_actions, 'default_version', o.default_version,
                      'access', o.access, 'health_status', o.health_status, 'verified_at', o.verified_at) ORDER BY o.id)
-                     FROM operations o WHERE o.api_id = a.id AND ($2::numeric IS NULL OR o.cost_credits <= $2::numeric)
-                       AND ($3::bigint IS NULL OR o.id = $3::bigint) AND o.id > $4::bigint), '[]') AS ops
-    FROM apis a LEFT JOIN catalog_api_stats st ON st.api_id = a.id
+                     FROM operations o WHERE o.api_id = a.id AND (${maxCost}::numeric IS NULL OR o.cost_credits <= ${maxCost}::numeric)
+                       AND (${opId}::bigint IS NULL OR o.id = ${opId}::bigint) AND o.id > ${afterId}::bigint), '[]') AS ops`;
+
+const ITEM_SQL = `
+  SELECT ${itemColumns('$2', '$3', '$4')}
+    FROM apis a
    WHERE a.id = ANY($1::bigint[])`;
 
 function toItem(row: ItemRow, baseUrl: string): CatalogItem {
@@ -379,28 +436,40 @@ export interface Suggestion {
   category: string;
 }
 
-/** Names and logos for a search box: prefix matches first, then word prefixes, then near misses. */
+/**
+ * Names and logos for a search box: name or handle prefix first, then a word prefix (both by
+ * popularity), then near misses (trigram word similarity, then popularity). Reads the narrow
+ * `catalog_names` (listed workflows with operations) and fetches the few rows shown from apis.
+ */
 export async function suggest(db: Db, opts: { query?: string; limit?: number; baseUrl: string }): Promise<Suggestion[]> {
   const limit = opts.limit ?? SUGGEST_LIMIT_DEFAULT;
   const text = queryWords(opts.query).join(' ');
-  const base = `SELECT a.handle, a.name, a.logo_sha256, a.category FROM catalog_search s JOIN apis a ON a.id = s.api_id
-     LEFT JOIN catalog_api_stats st ON st.api_id = a.id
-    WHERE a.visibility = 'public' AND a.status = 'active' AND s.operation_count > 0`;
-  let r;
+  // The ranked few (class, popularity, id), then their names and logos from apis.
+  const show = (cls: string, where: string) => `
+    SELECT a.handle, a.name, a.logo_sha256, a.category FROM (
+      SELECT n.api_id, ${cls} AS cls, coalesce(st.completed_runs, 0) AS runs
+        FROM catalog_names n LEFT JOIN catalog_api_stats st ON st.api_id = n.api_id
+       WHERE ${where}
+       ORDER BY cls, runs DESC, n.api_id LIMIT $1) m
+    JOIN apis a ON a.id = m.api_id ORDER BY m.cls, m.runs DESC, m.api_id`;
+  let rows: Array<{ handle: string; name: string; logo_sha256: string | null; category: string }>;
   if (text === '') {
-    r = await db.query(`${base} ORDER BY coalesce(st.completed_runs, 0) DESC, a.id LIMIT $1`, [limit]);
+    rows = (await db.query(show('0', 'true'), [limit])).rows;
   } else {
-    // s.names is "name handle-words", lower case; a typed prefix matches its start or any word.
+    // names is "name handle-words", lower case; a typed prefix matches its start or any word.
     const like = text.replace(/[\\%_]/g, '\\$&');
-    r = await db.query(
-      `${base} AND (s.names LIKE $1 || '%' OR s.names LIKE '% ' || $1 || '%' OR s.names %> $2)
-        ORDER BY (CASE WHEN s.names LIKE $1 || '%' THEN 0 WHEN s.names LIKE '% ' || $1 || '%' THEN 1 ELSE 2 END),
-                 word_similarity($2, s.names) DESC, coalesce(st.completed_runs, 0) DESC, a.id
-        LIMIT $3`,
-      [like, text, limit],
-    );
+    const starts = [`${like}%`, `% ${like}%`];
+    rows = (await db.query(show('(n.names NOT LIKE $2)::int', 'n.names LIKE $2 OR n.names LIKE $3'), [limit, ...starts])).rows;
+    if (rows.length < limit) {
+      // Near misses: the most similar names first (ranked by -similarity as the class).
+      const more = await db.query(
+        show('-word_similarity($4, n.names)', 'n.names %> $4 AND NOT (n.names LIKE $2 OR n.names LIKE $3)'),
+        [limit - rows.length, ...starts, text],
+      );
+      rows = rows.concat(more.rows);
+    }
   }
-  return r.rows.map((x) => ({ api: x.handle, name: x.name, logo_url: iconUrl(opts.baseUrl, x.logo_sha256), category: x.category }));
+  return rows.map((x) => ({ api: x.handle, name: x.name, logo_url: iconUrl(opts.baseUrl, x.logo_sha256), category: x.category }));
 }
 
 // --- sitemap ---------------------------------------------------------------------------------
