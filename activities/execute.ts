@@ -6,17 +6,17 @@ import addFormatsModule from 'ajv-formats';
 import type { Db } from '../shared/db/pool.ts';
 import { loadOperationVersion } from '../shared/db/catalog.ts';
 import { ERRORS, ServiceError, type ErrorCode } from '../shared/errors.ts';
-import { parseRecipe } from '../shared/recipes/schema.ts';
-import { loadConfig } from '../shared/config.ts';
-import { loadKeyring, loadSecrets, type AccessItem, type Keyring } from '../shared/db/connections.ts';
+import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
+import { loadSecrets, type AccessItem, type Keyring } from '../shared/db/connections.ts';
 import type { RecipeRunner } from './engines/index.ts';
 import { redact } from './engines/errors.ts';
 import type { ExecuteActivities } from './types.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
-function toApplicationFailure(code: ErrorCode, message: string, details?: unknown): ApplicationFailure {
-  return ApplicationFailure.create({ type: code, message, details: details === undefined ? [] : [details], nonRetryable: !ERRORS[code].retryable });
+/** `final`: a retry would fail the same way (our own fault, not the site's), whatever the catalog says to clients. */
+function toApplicationFailure(code: ErrorCode, message: string, details?: unknown, final = !ERRORS[code].retryable): ApplicationFailure {
+  return ApplicationFailure.create({ type: code, message, details: details === undefined ? [] : [details], nonRetryable: final });
 }
 
 /** A connection that stopped being usable between the API's check and the run. */
@@ -30,20 +30,22 @@ function accessFailure(items: AccessItem[]): ApplicationFailure {
   return toApplicationFailure('auth_revoked', `The connected ${list('revoked')} was disconnected`, details);
 }
 
-export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner; keyring?: () => Promise<Keyring> }): ExecuteActivities {
+export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner; keyring: () => Promise<Keyring> }): ExecuteActivities {
   // Connection secrets are decrypted with the configured key (CONNECTIONS_ENCRYPTION_KEY or the dev key in DATA_DIR).
-  const keyring = deps.keyring ?? (() => loadKeyring(loadConfig()));
+  const keyring = deps.keyring;
   const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
   const validators = new Map<string, ReturnType<Ajv2020['compile']>>();
-  const versionCache = new Map<string, NonNullable<Awaited<ReturnType<typeof loadOperationVersion>>>>();
+  type Loaded = NonNullable<Awaited<ReturnType<typeof loadOperationVersion>>> & { parsed: Recipe };
+  const versionCache = new Map<string, Loaded>();
 
-  // Versions are immutable, so a loaded one can be kept for the worker's life.
+  // Versions are immutable, so a loaded (and parsed) one can be kept for the worker's life.
   async function load(operationId: number, version: number) {
     const key = `${operationId}@${version}`;
     let v = versionCache.get(key);
     if (!v) {
-      v = await loadOperationVersion(deps.db, operationId, version);
-      if (!v) throw toApplicationFailure('internal_error', `operation version ${key} is missing`);
+      const row = await loadOperationVersion(deps.db, operationId, version);
+      if (!row) throw toApplicationFailure('internal_error', `operation version ${key} is missing`, undefined, true);
+      v = { ...row, parsed: parseRecipe(row.recipe) };
       versionCache.set(key, v);
     }
     return { key, v };
@@ -53,7 +55,7 @@ export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner; ke
     async executeOperation({ operationId, version, input, requestId, orgId }) {
       const ctx = Context.current();
       const { key, v } = await load(operationId, version);
-      const recipe = parseRecipe(v.recipe);
+      const recipe = v.parsed;
       // The calling organization's connections only (never a public workflow's creator's); read on
       // every run, never cached, so a connection revoked or expired since the API's check is seen.
       let secrets: Record<string, string> = {};
@@ -63,7 +65,7 @@ export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner; ke
           loaded = await loadSecrets(deps.db, await keyring(), orgId, v.access);
         } catch (err) {
           ctx.log.error('connection secrets could not be loaded', { operationId, version, error: err instanceof Error ? err.message : 'unknown' });
-          throw toApplicationFailure('internal_error', 'The connected account or access key could not be read');
+          throw toApplicationFailure('internal_error', 'The connected account or access key could not be read', undefined, true);
         }
         if (!loaded.ok) throw accessFailure(loaded.items);
         secrets = loaded.secrets;
@@ -86,7 +88,7 @@ export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner; ke
         if (!validate(output)) {
           // The site answered but the recipe produced something off-contract: our fault, never a silent success.
           ctx.log.error('output does not match output_schema', { operationId, version, errors: validate.errors });
-          throw toApplicationFailure('internal_error', 'The workflow produced output that does not match its output schema');
+          throw toApplicationFailure('internal_error', 'The workflow produced output that does not match its output schema', undefined, true);
         }
         // A site may echo a secret back; it never leaves the worker (outputs are never cached either).
         return redact(output, secretValues);

@@ -4,8 +4,9 @@ import { createBillingActivities } from './billing.ts';
 import { createExecuteActivities } from './execute.ts';
 import { createHealthActivities } from './health.ts';
 import type { RecipeRunner } from './engines/index.ts';
+import type { Keyring } from '../shared/db/connections.ts';
 import type { HealthActivities, QueryActivities } from './types.ts';
 
-export function createActivities(deps: { db: Db; runner: RecipeRunner }): QueryActivities & HealthActivities {
+export function createActivities(deps: { db: Db; runner: RecipeRunner; keyring: () => Promise<Keyring> }): QueryActivities & HealthActivities {
   return { ...createBillingActivities(deps.db), ...createExecuteActivities(deps), ...createHealthActivities(deps) };
 }

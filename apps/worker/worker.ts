@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createActivities } from '../../activities/index.ts';
+import { loadKeyring } from '../../shared/db/connections.ts';
 import { createRecipeRunner } from '../../activities/engines/index.ts';
 import type { Config } from '../../shared/config.ts';
 import { createPool } from '../../shared/db/pool.ts';
@@ -50,7 +51,7 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     // A prebuilt bundle starts a worker in a second instead of bundling again.
     workflowBundle: config.WORKFLOW_BUNDLE_PATH ? { codePath: config.WORKFLOW_BUNDLE_PATH } : await workflowBundle(),
-    activities: createActivities({ db, runner }),
+    activities: createActivities({ db, runner, keyring: () => loadKeyring(config) }),
     shutdownGraceTime: '10 seconds',
   });
   // Health checks: create (or update to this config) the Schedule that runs the health-check
