@@ -4,9 +4,8 @@ import { Client, Connection, ScheduleOverlapPolicy } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { healthScheduleId } from '../apps/worker/health-schedule.ts';
 import { firstDifference, skipReason } from '../activities/health.ts';
-import { loadConfig } from '../shared/config.ts';
 import type { HealthCheckInput, HealthCheckSummary, healthCheckWorkflow } from '../workflows/health-check-workflow.ts';
-import { call, closeDb, db, demo, stack, until } from './helpers/stack.ts';
+import { STACK_HEALTH_INTERVAL_SECONDS, call, closeDb, db, demo, stack, until } from './helpers/stack.ts';
 
 const WEATHER = 'weather.example.test';
 let connection: Connection;
@@ -52,7 +51,8 @@ const READ_ONLY_WEATHER = ['current_weather', 'forecast', 'weather_alerts'];
 
 describe('health schedule', () => {
   it('the worker created the Schedule: interval from config, overlap SKIP, health-check workflow on the task queue', async () => {
-    const expected = loadConfig(process.env).HEALTH_CHECK_INTERVAL_SECONDS * 1000;
+    // The interval the shared worker was configured with (see test/helpers/global-setup.ts).
+    const expected = STACK_HEALTH_INTERVAL_SECONDS * 1000;
     const d = await client.schedule.getHandle(healthScheduleId(stack().taskQueue)).describe();
     expect(d.spec.intervals?.map((i) => i.every)).toEqual([expected]);
     expect(d.policies.overlap).toBe(ScheduleOverlapPolicy.SKIP);

@@ -11,7 +11,7 @@ import { prepareDatabase } from '../../shared/db/seed.ts';
 import { startDemoSites } from '../../apps/demo-sites/server.ts';
 import { startApiProcess, startWorkerProcess } from './processes.ts';
 import { writeWorkflowBundle } from '../../scripts/bundle-workflows.ts';
-import type { StackInfo } from './stack.ts';
+import { STACK_HEALTH_INTERVAL_SECONDS, type StackInfo } from './stack.ts';
 
 export default async function setup(project: TestProject) {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-test-'));
@@ -31,7 +31,7 @@ export default async function setup(project: TestProject) {
     workflowBundlePath,
     // The shared worker owns the health Schedule; its interval is long so the only runs are the
     // first one (awaited below) and those the health tests trigger.
-    env: { HEALTH_CHECKS_ENABLED: 'true', HEALTH_CHECK_INTERVAL_SECONDS: '86400' },
+    env: { HEALTH_CHECKS_ENABLED: 'true', HEALTH_CHECK_INTERVAL_SECONDS: String(STACK_HEALTH_INTERVAL_SECONDS) },
   };
   const [api, worker] = await Promise.all([startApiProcess(pair), startWorkerProcess(pair)]);
   // Let the first health run finish before tests start, so it cannot consume a fault a test sets.

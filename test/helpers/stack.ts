@@ -22,6 +22,9 @@ declare module 'vitest' {
 
 export const stack = (): StackInfo => inject('stack');
 
+/** The shared worker's health-check interval: long, so the only runs are the first and those tests trigger. */
+export const STACK_HEALTH_INTERVAL_SECONDS = 86_400;
+
 /** Connection settings for an API/worker pair of a test's own, on a task queue of its own. */
 export function ownPair(name: string, env: Record<string, string> = {}) {
   const s = stack();
