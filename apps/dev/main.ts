@@ -28,7 +28,7 @@ try {
   const stack = await startDevStack(config, stops);
   const runtime = { base_url: stack.url, database_url: stack.databaseUrl, temporal_address: stack.temporalAddress, demo_sites: stack.sites.origin, pid: process.pid };
   await fs.writeFile(runtimeFile, JSON.stringify(runtime, null, 2));
-  log('ready', { seconds: (Date.now() - started) / 1000 });
+  // The banner first: whoever waits for the ready event may read the key from stdout at once.
   console.log(`Workflow Query Service is running.
 
   Base URL:  ${stack.url}
@@ -38,6 +38,7 @@ try {
     curl -s ${stack.url}/v1/query -H "Authorization: Bearer ${stack.apiKey}" -H 'Content-Type: application/json' \\
       -d '{"api":"@weather","operation":"current_weather","input":{"city":"London"}}'
 `);
+  log('ready', { seconds: (Date.now() - started) / 1000 });
   void stack.workerDone.catch((err) => {
     log('worker_failed', { error: String(err) });
     void shutdown(1);
