@@ -51,9 +51,9 @@ describe('GET /openapi.json', () => {
       ['get', '/health'],
       ['post', '/v1/query'],
       ['get', '/v1/query/requests/{request_id}'],
-      ['post', '/v1/query/requests/{request_id}/feedback'],
+      // POST /v1/files and POST /v1/query/requests/{request_id}/feedback join when their routes
+      // are declared (test/routes.test.ts proves every route is documented).
       ['get', '/v1/auth'],
-      ['post', '/v1/files'],
       ['get', '/v1/catalog'],
       ['get', '/v1/catalog/detail'],
       ['get', '/v1/catalog/suggest'],
@@ -85,6 +85,29 @@ describe('GET /openapi.json', () => {
     const examples = doc.paths['/v1/query'].post.requestBody.content['application/json'].examples;
     expect(Object.keys(examples)).toEqual(expect.arrayContaining(['direct', 'prompt', 'direct_exclude', 'direct_schema']));
     expect(Object.keys(doc.paths['/v1/query'].post.responses['200'].content)).toEqual(['application/json', 'text/event-stream']);
+  });
+
+  it('describes the event stream frames of POST /v1/query and the 501 of prompt mode', () => {
+    const post = doc.paths['/v1/query'].post;
+    expect(post.responses['200'].content['text/event-stream'].schema).toEqual({ $ref: '#/components/schemas/StreamEvent' });
+    const frames = doc.components.schemas.StreamEvent.oneOf ?? doc.components.schemas.StreamEvent.anyOf;
+    const byEvent = Object.fromEntries(frames.map((f: any) => [f.properties.event.const ?? f.properties.event.enum?.[0], f]));
+    expect(Object.keys(byEvent).sort()).toEqual(['error', 'progress', 'result']);
+    for (const f of frames) expect(f.required).toEqual(['id', 'event', 'data']);
+    expect(byEvent.progress.properties.data).toEqual({ $ref: '#/components/schemas/StreamProgress' });
+    expect(byEvent.error.properties.data).toEqual({ $ref: '#/components/schemas/Error' });
+    expect(byEvent.result.properties.data.properties.data.properties.receipt).toBeDefined();
+    expect(post.responses['501']).toEqual({ $ref: '#/components/responses/E501' });
+    expect(doc.components.responses.E501.content['application/json'].examples.feature_unavailable).toBeDefined();
+    expect(post.requestBody.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/QueryRequest' });
+    expect(post.parameters.find((p: any) => p.in === 'header').name).toBe('Idempotency-Key');
+  });
+
+  it('lists 405 with Allow on every operation', () => {
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      for (const [method, op] of Object.entries<any>(item)) expect(op.responses['405'], `${method} ${path}`).toBeDefined();
+    }
+    expect(doc.components.responses.E405.headers.Allow).toBeDefined();
   });
 
   it('documents every error response with the envelope and every code', () => {

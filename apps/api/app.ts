@@ -1,9 +1,12 @@
 // The API as a Fastify plugin tree; the listener lives in server.ts.
 import Fastify, { type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/pool.ts';
-import errorsPlugin from './plugins/errors.ts';
+import { openApiSwaggerOptions } from '../../shared/openapi/document.ts';
+import errorsPlugin, { clientErrorResponder, rawMissResponse } from './plugins/errors.ts';
 import authPlugin from './plugins/auth.ts';
 import ssePlugin from './plugins/sse.ts';
 import rootRoutes from './routes/root.ts';
@@ -25,12 +28,24 @@ export interface AppDeps {
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  let built: FastifyInstance | undefined;
   const app = Fastify({
     logger: deps.config.LOG_LEVEL === 'silent' ? false : { level: deps.config.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers["idempotency-key"]'] },
     // Large enough for 1000 include paths of 1000 characters; larger bodies are 413.
     bodyLimit: 2 * 1024 * 1024,
     return503OnClosing: true,
+    // A method Node's parser does not know (FOO) still gets the envelope: 405 with Allow, or 404.
+    clientErrorHandler: clientErrorResponder(() => built, deps.baseUrl),
   });
+  built = app;
+  // CONNECT never reaches Fastify (Node emits 'connect'); no route takes it.
+  app.server.on('connect', (req: { method?: string; url?: string }, socket: import('node:net').Socket) => {
+    socket.end(rawMissResponse(app, deps.baseUrl(), req.method ?? 'CONNECT', req.url ?? '/'));
+  });
+  // Routes declare params/querystring/headers/body/responses as zod schemas (withTypeProvider<ZodTypeProvider>()):
+  // they validate requests, encode responses and are the OpenAPI document (apps/api/README.md).
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
   // JSON only: a text/plain body is 415, not a string handed to the routes.
   app.removeContentTypeParser('text/plain');
   app.decorate('db', deps.db);
@@ -39,6 +54,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('queries', queries);
 
   await app.register(errorsPlugin);
+  await app.register(swagger, openApiSwaggerOptions());
   await app.register(authPlugin);
   await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt: Date.now(), temporalHealthy: deps.temporalHealthy });
   await app.register(ssePlugin);

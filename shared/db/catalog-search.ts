@@ -13,6 +13,7 @@ import {
   type CatalogSearchParams,
 } from '../schemas/catalog.ts';
 import type { JsonSchema } from '../catalog/types.ts';
+import type { CategoryId } from '../catalog/categories.ts';
 import type { Db } from './pool.ts';
 
 export type CatalogSort = 'relevant' | 'popular' | 'newest' | 'updated';
@@ -69,22 +70,39 @@ function fingerprint(parts: unknown[]): string {
   return createHash('sha256').update(JSON.stringify(parts)).digest('base64url').slice(0, 16);
 }
 
+const INT8_MIN = -(2n ** 63n);
+const INT8_MAX = 2n ** 63n - 1n;
+/** Clock skew allowed on a `popular` cursor's "as of" time (it is set by this service, in the past). */
+const AS_OF_SKEW_MS = 60_000;
+
+/** A decimal string PostgreSQL's bigint holds (a 20-digit key would fail the ::bigint cast). */
+function isInt8(s: string): boolean {
+  if (!/^-?[0-9]{1,20}$/.test(s)) return false;
+  const n = BigInt(s);
+  return n >= INT8_MIN && n <= INT8_MAX;
+}
+
+/**
+ * Cursors are plain base64url JSON, so anything a client sends is checked here: every tampered,
+ * truncated or out-of-range cursor is 400 invalid_input param `cursor`, never a failed query.
+ */
 function decodeSearchCursor(raw: string, sort: CatalogSort, fp: string): SearchCursor {
+  const invalid = () => badParam('cursor', 'is not a cursor returned by this endpoint');
   let c: SearchCursor;
   try {
     c = unb64(raw) as SearchCursor;
   } catch {
-    throw badParam('cursor', 'is not a cursor returned by this endpoint');
+    throw invalid();
   }
-  const validKey = typeof c?.k === 'number' ? Number.isFinite(c.k) : typeof c?.k === 'string' && /^-?[0-9]{1,20}$/.test(c.k);
-  if (!c || c.v !== 1 || typeof c.s !== 'string' || typeof c.f !== 'string' || !validKey || !Number.isSafeInteger(c.i)) {
-    throw badParam('cursor', 'is not a cursor returned by this endpoint');
-  }
+  if (!c || typeof c !== 'object' || Array.isArray(c) || c.v !== 1 || typeof c.s !== 'string' || typeof c.f !== 'string' || !Number.isSafeInteger(c.i)) throw invalid();
   if (c.s !== sort || c.f !== fp) {
     throw badParam('cursor', 'belongs to a different query, filter or sort; send the same query, api, category, max_cost_credits and sort as the page it came from, or start again without cursor');
   }
+  // `updated` keys are microsecond timestamps as bigint strings; the others are float8 numbers.
+  const validKey = c.s === 'updated' ? typeof c.k === 'string' && isInt8(c.k) : typeof c.k === 'number' && Number.isFinite(c.k);
+  if (!validKey) throw invalid();
   if (c.s === 'popular') {
-    if (typeof c.t !== 'number' || !Number.isFinite(c.t)) throw badParam('cursor', 'is not a cursor returned by this endpoint');
+    if (typeof c.t !== 'number' || !Number.isSafeInteger(c.t) || c.t < 0 || c.t > Date.now() + AS_OF_SKEW_MS) throw invalid();
     if (Date.now() - c.t > CURSOR_TTL_MS) throw badParam('cursor', 'has expired (cursors last 24 hours); start again without cursor');
   }
   return c;
@@ -124,7 +142,7 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
   const where = ['s.listed'];
   if (opts.api) where.push(`a.handle = ${p(opts.api)}`);
   if (opts.category) where.push(`a.category = ${p(opts.category)}`);
-  if (opts.max_cost_credits !== undefined) where.push(`s.min_cost_credits <= ${p(opts.max_cost_credits)}`);
+  if (opts.max_cost_credits !== undefined) where.push(`s.min_cost_credits <= ${p(opts.max_cost_credits)}::numeric`); // fractional and huge limits compare exactly
   else where.push('s.operation_count > 0');
 
   let key = '0::float8';
@@ -236,11 +254,14 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
 
 // --- items -----------------------------------------------------------------------------------
 
-export interface CatalogItem {
+/** What an operation needs connected first (`kind` account or access_key). */
+export type AccessRequirement = { kind: 'account' | 'access_key'; name: string; site: string };
+
+export type CatalogItem = {
   api: string;
   name: string;
   description: string;
-  category: string;
+  category: CategoryId;
   website_url: string | null;
   logo_url: string | null;
   availability: 'available' | 'coming_soon';
@@ -252,9 +273,9 @@ export interface CatalogItem {
   created_at: string;
   updated_at: string;
   operations: CatalogItemOperation[];
-}
+};
 
-export interface CatalogItemOperation {
+export type CatalogItemOperation = {
   id: number;
   operation: string;
   label: string;
@@ -263,15 +284,15 @@ export interface CatalogItemOperation {
   performs_actions: boolean;
   health: { status: string; verified_at: string | null };
   sites: Array<{ name: string; host: string; icon_url: string | null }>;
-  access: unknown[];
-}
+  access: AccessRequirement[];
+};
 
 interface ItemRow {
   id: string;
   handle: string;
   name: string;
   description: string;
-  category: string;
+  category: CategoryId;
   website_url: string | null;
   logo_sha256: string | null;
   availability: 'available' | 'coming_soon';
@@ -287,7 +308,7 @@ interface ItemRow {
     cost_credits: number;
     performs_actions: boolean;
     default_version: number;
-    access: unknown[];
+    access: AccessRequirement[];
     health_status: string;
     verified_at: string | null;
   }>;
@@ -397,7 +418,7 @@ export async function catalogDetail(db: Db, params: CatalogDetailParams & { base
   const page = row.ops.slice(0, DETAIL_OPERATIONS_PAGE);
   const more = row.ops.length > DETAIL_OPERATIONS_PAGE;
   const ids = page.map((o) => Number(o.id));
-  const versions = await db.query<{ operation_id: string; version: number; input_schema: JsonSchema; output_schema: JsonSchema; examples: unknown[]; available: boolean }>(
+  const versions = await db.query<{ operation_id: string; version: number; input_schema: JsonSchema; output_schema: JsonSchema; examples: Array<{ title?: string; input: Record<string, unknown>; output: unknown }>; available: boolean }>(
     `SELECT operation_id, version, input_schema, output_schema, examples, available FROM operation_versions
       WHERE operation_id = ANY($1::bigint[]) ORDER BY operation_id, version`,
     [ids],
@@ -429,12 +450,12 @@ export async function catalogDetail(db: Db, params: CatalogDetailParams & { base
 
 // --- suggest ---------------------------------------------------------------------------------
 
-export interface Suggestion {
+export type Suggestion = {
   api: string;
   name: string;
   logo_url: string | null;
-  category: string;
-}
+  category: CategoryId;
+};
 
 /**
  * Names and logos for a search box: name or handle prefix first, then a word prefix (both by
@@ -452,7 +473,7 @@ export async function suggest(db: Db, opts: { query?: string; limit?: number; ba
        WHERE ${where}
        ORDER BY cls, runs DESC, n.api_id LIMIT $1) m
     JOIN apis a ON a.id = m.api_id ORDER BY m.cls, m.runs DESC, m.api_id`;
-  let rows: Array<{ handle: string; name: string; logo_sha256: string | null; category: string }>;
+  let rows: Array<{ handle: string; name: string; logo_sha256: string | null; category: CategoryId }>;
   if (text === '') {
     rows = (await db.query(show('0', 'true'), [limit])).rows;
   } else {
@@ -495,7 +516,7 @@ export async function sitemap(db: Db, opts: { page: number; baseUrl: string }) {
       api: x.handle as string,
       name: x.name as string,
       url: `${opts.baseUrl}/v1/catalog/detail?api=${encodeURIComponent(x.handle)}`,
-      category: x.category as string,
+      category: x.category as CategoryId,
       updated_at: (x.updated_at as Date).toISOString(),
       terms: x.terms as string[],
     })),

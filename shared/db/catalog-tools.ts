@@ -1,6 +1,7 @@
 // Tool definitions: every operation an organization can call (public ones and its own private
 // ones), as GET /v1/catalog/tools and the MCP server list them. Same reach as resolveOperation.
 import { TOOLS_PAGE_SIZE, type Tool } from '../schemas/tools.ts';
+import { ServiceError } from '../errors.ts';
 import { queryWords } from './catalog-search.ts';
 import type { Db } from './pool.ts';
 
@@ -34,6 +35,18 @@ export function toolDescription(r: { workflow: string; site: string | null; webs
   return `${head}${body ? ` ${body.endsWith('.') ? body : `${body}.`}` : ''}${action} ${costText(r.cost_credits)}`;
 }
 
+/** The cursor is the last operation id: MCP clients pass it unchecked, so it is checked here (a 20-digit number would fail the ::bigint cast). */
+function toolsCursor(cursor: string | number): string {
+  const text = String(cursor);
+  if (!/^[0-9]{1,18}$/.test(text)) {
+    throw new ServiceError('invalid_input', "cursor: must be the numeric next_cursor of the previous page", {
+      param: 'cursor',
+      details: { issues: [{ path: 'cursor', message: 'must be the numeric next_cursor of the previous page' }] },
+    });
+  }
+  return text;
+}
+
 export async function listTools(db: Db, orgId: string, opts: ListToolsOptions): Promise<{ items: Tool[]; next_cursor: string | null }> {
   const limit = Math.min(Math.max(opts.limit ?? TOOLS_PAGE_SIZE, 1), TOOLS_PAGE_SIZE);
   const params: unknown[] = [orgId];
@@ -47,7 +60,7 @@ export async function listTools(db: Db, orgId: string, opts: ListToolsOptions): 
   ];
   if (opts.api) where.push(`a.handle = ${p(opts.api)}`);
   if (opts.operation_id !== undefined) where.push(`o.id = ${p(opts.operation_id)}`);
-  if (opts.cursor !== undefined && opts.cursor !== '') where.push(`o.id > ${p(String(opts.cursor))}::bigint`);
+  if (opts.cursor !== undefined && opts.cursor !== '') where.push(`o.id > ${p(toolsCursor(opts.cursor))}::bigint`);
   if (opts.readOnly) where.push('NOT o.performs_actions');
   const words = queryWords(opts.query);
   for (const w of words) {

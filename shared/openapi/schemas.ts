@@ -85,3 +85,56 @@ export const FileResponse = z.strictObject({ success: z.literal(true), data: Fil
 export const ApiCatalogLinkset = z.strictObject({
   linkset: z.array(z.record(z.string(), z.unknown())),
 });
+
+export const ErrorGuideEntry = z
+  .strictObject({
+    code: z.enum(ERROR_CODES),
+    status: z.number().int(),
+    type: z.string(),
+    retryable: z.boolean(),
+    title: z.string(),
+  })
+  .meta({ id: 'ErrorGuideEntry' });
+export const ErrorGuideResponse = z.strictObject({ success: z.literal(true), data: z.strictObject({ items: z.array(ErrorGuideEntry) }) });
+
+/** RFC 9728 protected resource metadata (GET /.well-known/oauth-protected-resource[/mcp]). */
+export const ProtectedResourceMetadata = z
+  .looseObject({
+    resource: z.string(),
+    resource_name: z.string(),
+    bearer_methods_supported: z.array(z.string()),
+    resource_documentation: z.string(),
+    authorization_servers: z.array(z.string()),
+  })
+  .meta({ id: 'ProtectedResourceMetadata' });
+
+/** The MCP endpoint's JSON-RPC messages (the MCP specification defines them; not repeated here). */
+export const JsonRpcMessage = z.looseObject({ jsonrpc: z.literal('2.0') }).meta({ id: 'JsonRpcMessage' });
+
+// --- the event stream of POST /v1/query with `stream: true` ------------------------------------
+
+export const StreamProgress = z
+  .looseObject({
+    request_id: z.string(),
+    stage: z.enum(['accepted', 'preparing', 'executing', 'formatting']),
+    message: z.string(),
+    api_reference: z
+      .looseObject({ api: z.string(), name: z.string(), logo_url: z.string().nullable(), category: z.string() })
+      .optional()
+      .describe('the workflow running (stages executing and formatting)'),
+  })
+  .meta({ id: 'StreamProgress', description: '`data` of a `progress` event' });
+
+/**
+ * One server-sent event. On the wire each is `id: <n>\nevent: <name>\ndata: <one line of JSON>\n\n`,
+ * with `: keep-alive` comments between; this schema describes a frame as an object for readers
+ * and generators. `progress` events come first, then exactly one `result` (QueryResult) or
+ * `error` (the Error envelope); the HTTP status stays 200.
+ */
+export function streamFrameSchema(result: z.ZodType) {
+  const frame = <E extends string, D extends z.ZodType>(event: E, data: D) =>
+    z.strictObject({ id: z.string().regex(/^[0-9]+$/).describe('increasing from 1'), event: z.literal(event), data });
+  return z
+    .discriminatedUnion('event', [frame('progress', StreamProgress), frame('result', result), frame('error', ErrorEnvelope)])
+    .meta({ id: 'StreamEvent', description: 'A server-sent event frame: `id`, `event` (progress | result | error), `data` (one line of JSON); `: keep-alive` comments every 10 s' });
+}

@@ -13,6 +13,19 @@ export const SUGGEST_LIMIT_DEFAULT = 8;
 
 const Cursor = z.string().min(1).max(2000);
 
+/**
+ * A number, not only an integer: 0.5 keeps operations costing 0; a huge value (1e308, even one
+ * past the double range) means no limit; '', negative, NaN and text are 400. Coerced by hand so
+ * that '' is not silently 0.
+ */
+const MaxCost = z
+  .preprocess((v) => {
+    if (typeof v !== 'string' || v.trim() === '') return v;
+    const n = Number(v);
+    return n === Infinity ? Number.MAX_VALUE : n;
+  }, z.number().min(0))
+  .meta({ type: 'number', minimum: 0, description: 'only operations at or under this cost per call (fractions allowed; a huge value means no limit); items left with none are dropped' });
+
 export const CatalogSearchParams = z.strictObject({
   query: z.string().max(CATALOG_QUERY_MAX).optional().describe('free text, up to 100 characters; typo tolerant'),
   api: Handle.optional().describe('one handle including the @'),
@@ -22,7 +35,7 @@ export const CatalogSearchParams = z.strictObject({
     .optional()
     .describe('`relevant` (default with a query), `popular` (completed runs; default without a query), `newest`, `updated`'),
   limit: z.coerce.number().int().min(1).max(100).default(CATALOG_LIMIT_DEFAULT).describe('items per page, 1 to 100, default 60'),
-  max_cost_credits: z.coerce.number().min(0).optional().describe('only operations at or under this cost per call; items left with none are dropped'),
+  max_cost_credits: MaxCost.optional(),
   cursor: Cursor.optional().describe("previous page's `next_cursor`; only valid with the same query, filters and sort"),
 });
 export type CatalogSearchParams = z.infer<typeof CatalogSearchParams>;

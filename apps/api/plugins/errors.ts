@@ -1,7 +1,12 @@
 // One central error handler: every failure on every route is the spec's envelope with a precise code.
+// It also maps what the zod type provider rejects (route schemas) to invalid_input, turns a
+// database that cannot answer into 503 + Retry-After, and answers methods no route declares with
+// 405 (or 404 on unknown paths) — including methods Node's parser or Fastify's router do not know.
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { ERRORS, ServiceError, errorEnvelope, type ErrorCode, type ErrorOptions } from '../../../shared/errors.ts';
+import { hasZodFastifySchemaValidationErrors, validatorCompiler as zodValidatorCompiler } from 'fastify-type-provider-zod';
+import { ERRORS, ServiceError, errorEnvelope, type ErrorCode, type ErrorOptions, type ValidationIssue } from '../../../shared/errors.ts';
 
 declare module 'fastify' {
   interface FastifyReply {
@@ -10,7 +15,15 @@ declare module 'fastify' {
   interface FastifyInstance {
     baseUrl(): string;
   }
+  interface FastifyContextConfig {
+    /** The 503 code when PostgreSQL cannot answer on this route (default `engine_unavailable`). */
+    unavailableCode?: UnavailableCode;
+  }
 }
+
+export type UnavailableCode = 'catalog_unavailable' | 'engine_unavailable';
+/** Seconds a client waits before retrying when the database cannot answer. */
+export const DB_RETRY_AFTER_SECONDS = 5;
 
 const FASTIFY_CODES: Record<string, { code: ErrorCode; message: string }> = {
   FST_ERR_CTP_INVALID_JSON_BODY: { code: 'invalid_input', message: 'The body is not valid JSON' },
@@ -18,17 +31,115 @@ const FASTIFY_CODES: Record<string, { code: ErrorCode; message: string }> = {
   FST_ERR_CTP_BODY_TOO_LARGE: { code: 'payload_too_large', message: 'The request body is too large' },
   FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'unsupported_media_type', message: 'The body must be sent as application/json' },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'invalid_input', message: 'Content-Length does not match the body' },
+  FST_ERR_ROUTE_MISSING_CONTENT_TYPE: { code: 'unsupported_media_type', message: 'A request with a body needs a Content-Type header' },
 };
+
+// --- database unavailability -----------------------------------------------------------------
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+// SQLSTATE: 57014 statement timeout / cancel, 57P01-57P05 shutdown and idle timeouts,
+// class 08 connection exceptions, class 53 insufficient resources (too many connections, ...).
+const SQLSTATE_UNAVAILABLE = /^(57014|57P0[1-5]|08...|53...)$/;
+// node-postgres reports a lost or never-made connection with plain Errors.
+const PG_MESSAGES = /timeout exceeded when trying to connect|Connection terminated|connection timeout|Client has encountered a connection error|Cannot use a pool after calling end/i;
+
+/** True when `err` says PostgreSQL cannot answer now (as opposed to a bug in a query). */
+export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
+  if (!err || typeof err !== 'object' || depth > 4) return false;
+  const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof e.code === 'string' && (NETWORK_CODES.has(e.code) || SQLSTATE_UNAVAILABLE.test(e.code))) return true;
+  if (typeof e.message === 'string' && PG_MESSAGES.test(e.message)) return true;
+  if (Array.isArray(e.errors) && e.errors.some((x) => isDatabaseUnavailable(x, depth + 1))) return true;
+  return isDatabaseUnavailable(e.cause, depth + 1);
+}
+
+// --- validation by route schemas ---------------------------------------------------------------
+
+type ZodValidationEntry = { instancePath: string; keyword: string; message?: string; params: Record<string, unknown> };
+
+/** The envelope's details.issues from the type provider's errors; unknown keys each get their own issue. */
+function schemaIssues(entries: ZodValidationEntry[]): ValidationIssue[] {
+  const out: ValidationIssue[] = [];
+  for (const v of entries) {
+    const base = v.instancePath.split('/').filter(Boolean);
+    if (v.keyword === 'unrecognized_keys' && Array.isArray(v.params.keys)) {
+      for (const key of v.params.keys) out.push({ path: [...base, String(key)].join('.'), message: 'unknown field', code: 'unrecognized_key' });
+    } else {
+      out.push({ path: base.join('.'), message: v.message ?? 'invalid', code: v.keyword });
+    }
+  }
+  return out;
+}
+
+// --- routing: 404 / 405 / OPTIONS ----------------------------------------------------------------
+
+const ROUTABLE = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/** Methods some route answers on `url` (HEAD comes with every GET). */
+export function allowedMethods(app: FastifyInstance, url: string): string[] {
+  return ROUTABLE.filter((m) => app.findRoute({ method: m, url }) !== null);
+}
+
+function routeMiss(app: FastifyInstance, method: string, rawUrl: string): { code: ErrorCode; message: string; allow?: string } {
+  const url = rawUrl.split('?')[0]!;
+  const allowed = allowedMethods(app, url);
+  if (allowed.length === 0) return { code: 'route_not_found', message: `No route for ${method} ${url}` };
+  return { code: 'method_not_allowed', message: `${method} is not allowed on ${url}; use ${allowed.join(', ')}`, allow: allowed.join(', ') };
+}
+
+function answerMiss(app: FastifyInstance, request: FastifyRequest, reply: FastifyReply) {
+  const url = request.url.split('?')[0]!;
+  const miss = routeMiss(app, request.method, url);
+  if (miss.allow && request.method === 'OPTIONS') {
+    // RFC 9110 §9.3.7: OPTIONS on a known path answers which methods it takes; no CORS here.
+    return reply.code(204).header('allow', miss.allow).send();
+  }
+  return reply.sendError(miss.code, { message: miss.message, headers: miss.allow ? { allow: miss.allow } : undefined });
+}
+
+/** A complete raw HTTP/1.1 answer for a request Fastify never routed (unknown method, CONNECT). */
+export function rawMissResponse(app: FastifyInstance, baseUrl: string, method: string, url: string): string {
+  const miss = routeMiss(app, method, url);
+  const status = ERRORS[miss.code].status;
+  const text = JSON.stringify(errorEnvelope(miss.code, { baseUrl, message: miss.message }));
+  const headers: Record<string, string> = { ...(miss.allow ? { allow: miss.allow } : {}), 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)), connection: 'close' };
+  const head = [`HTTP/1.1 ${status} ${status === 405 ? 'Method Not Allowed' : 'Not Found'}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+  return `${head.join('\r\n')}\r\n\r\n${text}`;
+}
+
+/**
+ * Node's HTTP parser rejects methods it does not know (FOO) before Fastify sees the request; the
+ * request line is still in `rawPacket`, so such a request gets the same 405/404 envelope.
+ * Other malformed requests keep Fastify's default (400, connection closed).
+ */
+export function clientErrorResponder(getApp: () => FastifyInstance | undefined, baseUrl: () => string) {
+  return function onClientError(err: Error & { code?: string; rawPacket?: unknown }, socket: Socket) {
+    if (!socket.writable) return void socket.destroy();
+    const line = /^([!-~]+) (\S+) HTTP\/1\.[01]\r?\n/.exec(Buffer.isBuffer(err.rawPacket) ? err.rawPacket.toString('latin1', 0, 8192) : '');
+    const app = getApp();
+    if (line && app && (err.code === 'HPE_INVALID_METHOD' || err.code === 'HPE_INVALID_CONSTANT')) {
+      return void socket.end(rawMissResponse(app, baseUrl(), line[1]!, line[2]!));
+    }
+    // The envelope's status must match the HTTP status: too-large headers are 400 invalid_input too.
+    const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'The request headers are too large' : 'The request is not valid HTTP';
+    const text = JSON.stringify(errorEnvelope('invalid_input', { baseUrl: baseUrl(), message }));
+    socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+  };
+}
 
 export default fp(
   async function errorsPlugin(app: FastifyInstance) {
     app.decorateReply('sendError', function sendError(this: FastifyReply, code: ErrorCode, opts: ErrorOptions & { headers?: Record<string, string> } = {}) {
       const env = errorEnvelope(code, { baseUrl: app.baseUrl(), ...opts });
       if (opts.headers) this.headers(opts.headers);
-      return this.code(ERRORS[code].status).type('application/json; charset=utf-8').send(env);
+      // Error bodies bypass the route's response schemas: the envelope is the contract for all of them.
+      return this.code(ERRORS[code].status).type('application/json; charset=utf-8').serializer(JSON.stringify).send(env);
     });
 
     app.setErrorHandler((err: FastifyError | ServiceError, request: FastifyRequest, reply: FastifyReply) => {
+      // No route matched: whatever failed on the way (a QUERY without Content-Type, a body too
+      // large for a path that does not exist) the answer is about routing.
+      if (request.is404) return answerMiss(app, request, reply);
       if (err instanceof ServiceError) {
         const issues = (err.details as { issues?: unknown } | undefined)?.issues;
         return reply.sendError(err.code, {
@@ -41,27 +152,43 @@ export default fp(
       }
       const known = err.code ? FASTIFY_CODES[err.code] : undefined;
       if (known) return reply.sendError(known.code, { message: known.message, details: known.code === 'invalid_input' ? { issues: [{ path: '', message: known.message }] } : undefined });
+      if (hasZodFastifySchemaValidationErrors(err)) {
+        // A route's zod schema (params, querystring, headers, body) rejected the request.
+        const issues = schemaIssues(err.validation);
+        const first = issues[0];
+        const where = err.validationContext ?? 'request';
+        return reply.sendError('invalid_input', { message: `${first?.path || where}: ${first?.message ?? 'invalid'}`, param: first?.path || undefined, details: { issues } });
+      }
       if (err.validation) {
-        // Fastify's own schema validation (route params/querystrings declared with JSON Schema).
+        // A plain JSON-Schema route schema (none today; kept so one never answers 500).
         const issues = err.validation.map((v) => ({ path: v.instancePath.replace(/^\//, '').replace(/\//g, '.'), message: v.message ?? 'invalid' }));
-        return reply.sendError('invalid_input', { message: err.message, param: issues[0]?.path, details: { issues } });
+        return reply.sendError('invalid_input', { message: err.message, param: issues[0]?.path || undefined, details: { issues } });
+      }
+      if (isDatabaseUnavailable(err)) {
+        const code = request.routeOptions.config.unavailableCode ?? 'engine_unavailable';
+        request.log.warn({ err }, 'database unavailable');
+        return reply.sendError(code, { message: `${ERRORS[code].title}; retry shortly`, headers: { 'retry-after': String(DB_RETRY_AFTER_SECONDS) } });
       }
       // Anything else is ours: log everything, show nothing of it.
       request.log.error({ err }, 'unhandled error');
       return reply.sendError('internal_error', { message: 'Unexpected error' });
     });
 
-    app.setNotFoundHandler((request, reply) => {
-      const url = request.url.split('?')[0]!;
-      const allowed = (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((m) => app.findRoute({ method: m, url }) !== null);
-      if (allowed.length > 0) {
-        return reply.sendError('method_not_allowed', {
-          message: `${request.method} is not allowed on ${url}; use ${allowed.join(', ')}`,
-          headers: { allow: allowed.join(', ') },
-        });
-      }
-      return reply.sendError('route_not_found', { message: `No route for ${request.method} ${url}` });
-    });
+    app.setNotFoundHandler((request, reply) => answerMiss(app, request, reply));
   },
   { name: 'errors' },
 );
+
+// --- route schemas that document without validating ---------------------------------------------
+
+type CompilerInput = { schema: unknown; method: string; url: string; httpPart?: string };
+/**
+ * Route option `validatorCompiler` for a route whose handler keeps validating some parts itself
+ * (POST /v1/query: the query service parses the body and Idempotency-Key with its own rules and
+ * messages): those parts are declared for the document only; the others validate with zod.
+ */
+export function documentOnly(parts: ReadonlyArray<'body' | 'headers' | 'querystring' | 'params'>) {
+  return (input: CompilerInput) => (parts.includes(input.httpPart as 'body') ? (data: unknown) => ({ value: data }) : zodValidatorCompiler(input as never));
+}
+/** Route option `serializerCompiler` for responses whose schema is documentation (the body is built and checked elsewhere). */
+export const plainSerializer = () => (data: unknown) => JSON.stringify(data);

@@ -3,24 +3,30 @@
 // Authentication and the workflow lookup happen before the hijack, so their failures are the
 // service's ordinary JSON error envelopes (401 with the Bearer challenge naming resource_metadata).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { ServiceError } from '../../../shared/errors.ts';
-import { HANDLE_PATTERN } from '../../../shared/schemas/common.ts';
+import { BEARER, errors } from '../../../shared/openapi/document.ts';
+import { JsonRpcMessage } from '../../../shared/openapi/schemas.ts';
 import { authenticateHeader } from '../plugins/auth.ts';
+import { documentOnly } from '../plugins/errors.ts';
 import { buildServer } from '../mcp/server.ts';
 import { listOrgTools } from '../mcp/tool-source.ts';
 import { PROTECTED_RESOURCE_PATH } from './oauth-metadata.ts';
 
-type McpRequest = FastifyRequest<{ Params: { workflow_name?: string }; Querystring: { read_only?: string } }>;
+type McpRoute = { Params: { workflow_name?: string }; Querystring: { read_only?: boolean } };
+type McpRequest = FastifyRequest<McpRoute>;
 
-function readOnlyFlag(value: string | undefined): boolean {
-  if (value === undefined || value === 'false' || value === '0') return false;
-  if (value === 'true' || value === '1') return true;
-  throw new ServiceError('invalid_input', 'read_only must be true or false', {
-    param: 'read_only',
-    details: { issues: [{ path: 'read_only', message: 'must be true or false' }] },
-  });
-}
+const McpQuery = z.strictObject({
+  read_only: z
+    .enum(['true', 'false', '1', '0'], 'must be true or false')
+    .transform((v) => v === 'true' || v === '1')
+    .optional()
+    .describe('`true` leaves out the tools that change something on a website'),
+});
+const McpParams = z.strictObject({
+  workflow_name: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,99}$/, 'must be a handle without the @ (e.g. weather)').describe('a workflow handle without the @: only its operations, as tools'),
+});
 
 export default async function mcpRoutes(app: FastifyInstance) {
   // Exchanges still open when the API drains are closed; the runs they started go on in Temporal.
@@ -32,19 +38,13 @@ export default async function mcpRoutes(app: FastifyInstance) {
     authenticateHeader(app.db, request.headers.authorization, { resource_metadata: `${app.baseUrl()}${PROTECTED_RESOURCE_PATH}` });
 
   async function handle(request: McpRequest, reply: FastifyReply) {
-    const auth = await authenticate(request);
-    const readOnly = readOnlyFlag(request.query.read_only);
+    const auth = request.auth!;
+    const readOnly = request.query.read_only ?? false;
     const base = app.baseUrl();
     let workflowTools;
     const name = request.params.workflow_name;
     if (name !== undefined) {
       const handle = `@${name}`;
-      if (!HANDLE_PATTERN.test(handle)) {
-        throw new ServiceError('invalid_input', 'workflow_name must be a handle without the @ (e.g. weather)', {
-          param: 'workflow_name',
-          details: { issues: [{ path: 'workflow_name', message: 'must match ^[a-z0-9][a-z0-9_-]{0,99}$' }] },
-        });
-      }
       try {
         workflowTools = await listOrgTools(app.db, base, auth.orgId, { api: handle });
       } catch {
@@ -76,8 +76,7 @@ export default async function mcpRoutes(app: FastifyInstance) {
   }
 
   /** Stateless: no standalone SSE stream (GET) and no session to delete (DELETE). */
-  async function notAllowed(request: McpRequest, reply: FastifyReply) {
-    await authenticate(request);
+  async function notAllowed(_request: McpRequest, reply: FastifyReply) {
     return reply
       .code(405)
       .header('allow', 'POST')
@@ -85,9 +84,51 @@ export default async function mcpRoutes(app: FastifyInstance) {
       .send({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP server is stateless; send requests with POST' }, id: null });
   }
 
+  // The key first (401 with the resource_metadata challenge), then the parameters.
+  const preValidation = async (request: FastifyRequest) => {
+    request.auth = await authenticate(request);
+  };
   for (const url of ['/mcp', '/mcp/workflows/:workflow_name']) {
-    app.post(url, handle);
-    app.get(url, notAllowed);
-    app.delete(url, notAllowed);
+    const variant = url === '/mcp' ? '' : 'Workflow';
+    const base = { tags: ['MCP'], security: BEARER, querystring: McpQuery, ...(variant ? { params: McpParams } : {}) };
+    app.post<McpRoute>(
+      url,
+      {
+        preValidation,
+        // The JSON-RPC body is the MCP SDK's to check (it answers JSON-RPC errors): documented only.
+        validatorCompiler: documentOnly(['body']),
+        schema: {
+          ...base,
+          operationId: `mcp${variant}`,
+          summary: variant ? "MCP server limited to one workflow's operations" : 'MCP server (Streamable HTTP)',
+          description:
+            'JSON-RPC over Streamable HTTP, stateless. `?read_only=true` leaves out action tools. Tools: svc_search_workflows, svc_get_workflow, svc_run_workflow, svc_run_action, svc_get_run (or, per workflow, one tool per operation).',
+          body: z.union([JsonRpcMessage, z.array(JsonRpcMessage)]),
+          response: {
+            200: {
+              description: 'JSON-RPC response, or an event stream of JSON-RPC messages',
+              content: { 'application/json': { schema: JsonRpcMessage }, 'text/event-stream': { schema: z.string().describe('`event: message` frames, `data` one JSON-RPC message') } },
+            },
+          },
+          ...errors(400, 401, 404, 429, 503),
+        },
+      },
+      handle,
+    );
+    for (const method of ['GET', 'DELETE'] as const) {
+      app.route<McpRoute>({
+        method,
+        url,
+        preValidation,
+        schema: {
+          ...base,
+          operationId: `mcp${variant}${method === 'GET' ? 'Get' : 'Delete'}`,
+          summary: 'Not offered: this MCP server is stateless (405 JSON-RPC error, Allow: POST)',
+          response: { 405: { description: 'JSON-RPC error -32000', content: { 'application/json': { schema: JsonRpcMessage } } } },
+          ...errors(401),
+        },
+        handler: notAllowed,
+      });
+    }
   }
 }

@@ -1,6 +1,11 @@
 // POST /v1/query: a validated, authenticated request handed to the query service.
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { z } from 'zod';
 import { ERRORS, ServiceError, errorEnvelope } from '../../../shared/errors.ts';
+import { BEARER, bodyExamples, errors, named } from '../../../shared/openapi/document.ts';
+import { streamFrameSchema } from '../../../shared/openapi/schemas.ts';
+import { IdempotencyKeyHeader, QueryRequest, QueryResult } from '../../../shared/schemas/query.ts';
+import { documentOnly, plainSerializer } from '../plugins/errors.ts';
 import type { TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import { rateHeaders, type QueryService, type Submission } from '../services/query-service.ts';
 
@@ -34,23 +39,81 @@ export function deadlineEnvelope(requestId: string, baseUrl: string): TerminalEn
   return { status: ERRORS.execution_timeout.status, body: body as unknown as Record<string, unknown> };
 }
 
+const header = (description: string) => ({ type: 'string', description });
+const QUERY_HEADERS = {
+  'X-Request-Id': header('request id'),
+  'Idempotency-Replayed': header('true for a replayed retained result'),
+  Location: header('/v1/query/requests/{request_id}'),
+  'X-Svc-Billing-Status': header('`settled` or `pending`'),
+  'X-Svc-Cost-Credits': header('credits charged'),
+  'X-Svc-API': header('handle that ran'),
+  'X-RateLimit-Limit': { type: 'integer', description: 'requests per minute' },
+  'X-RateLimit-Remaining': { type: 'integer', description: 'left in the current minute' },
+  'X-RateLimit-Reset': { type: 'integer', description: 'Unix time (seconds) when the oldest request leaves the window' },
+};
+
+const EXAMPLES = {
+  direct: { summary: 'Direct mode', value: { api: '@books', operation: 'search_books', input: { query: 'dune' }, response: { include: ['books.title'] } } },
+  direct_exclude: { summary: 'Direct mode, exclude', value: { api: '@books', operation: 'search_books', input: { query: 'dune' }, response: { exclude: ['books.url'] } } },
+  direct_schema: {
+    summary: 'Direct mode, schema and mapping',
+    value: { api: '@books', operation: 'search_books', input: { query: 'dune' }, response: { schema: { type: 'object', properties: { first: { type: 'string' } } }, mapping: [{ target: '/first', source: '/books/0/title' }] } },
+  },
+  prompt: { summary: 'Prompt mode (answers 501 feature_unavailable on this deployment)', value: { prompt: 'Find books about sand planets', allowed_apis: ['@books'] } },
+  stream: { summary: 'Streamed', value: { api: '@weather', operation: 'current_weather', input: { city: 'Oslo' }, stream: true } },
+};
+
 export default async function queryRoutes(app: FastifyInstance, opts: { queries: QueryService }) {
   const svc = opts.queries;
-  app.post('/v1/query', { preHandler: app.authenticate }, async (request, reply) => {
-    const org = request.auth!;
-    const key = svc.checkIdempotencyKey(request.headers['idempotency-key']);
-    const q = svc.parseBody(request.body);
-    const op = await svc.resolve(org.orgId, q);
-    if (q.stream && !app.hasDecorator('streamQuery')) {
-      throw new ServiceError('feature_unavailable', 'Streaming (stream: true) is not available on this deployment yet; send the request without stream', {
-        param: 'stream',
-      });
-    }
-    const sub = await svc.submit(org.orgId, q, op, key);
-    if (sub.stream) return (app as unknown as { streamQuery: (r: FastifyReply, s: Submission) => Promise<void> }).streamQuery(reply, sub);
-    if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);
-    // Give the workflow its whole deadline plus a margin for settlement; the client may leave meanwhile.
-    const env = (await svc.awaitResult(sub.workflowId, sub.request.id, svc.remainingMs(sub.request.created_at) + 5_000)) ?? deadlineEnvelope(sub.request.id, app.baseUrl());
-    return sendEnvelope(reply, sub, env, false);
-  });
+  app.post(
+    '/v1/query',
+    {
+      preValidation: app.authenticate,
+      // Body and Idempotency-Key are the query service's to check (strict unknown fields, mode
+      // rules, invalid_provider_input against the operation's schema): declared for the document.
+      validatorCompiler: documentOnly(['body', 'headers']),
+      // The answer is the workflow's envelope, already billed: never turned into a 500 here.
+      serializerCompiler: plainSerializer,
+      schema: {
+        operationId: 'query',
+        summary: 'Run an operation (direct mode) or route a prompt (prompt mode)',
+        description:
+          'Direct mode: `api` + `operation` + `input` (optionally `version`). Prompt mode: `prompt` (optionally `api`, `allowed_apis`, `blocked_apis`, `attachments`); not available on this deployment yet (501 `feature_unavailable`). `response` shapes `data.output`: `format`, `include`, `exclude`, `schema`, `mapping` (mapping requires schema; include excludes the others; exclude excludes schema and mapping). A direct call costs 1 credit; a successful prompt search 5 credits.',
+        tags: ['Query'],
+        security: BEARER,
+        headers: z.looseObject({ 'Idempotency-Key': IdempotencyKeyHeader.optional().describe('opaque, unique per logical query, scoped to the organization') }),
+        body: named('QueryRequest', QueryRequest),
+        ...bodyExamples(EXAMPLES),
+        response: {
+          200: {
+            description:
+              'QueryResult, or with `stream: true` a server-sent event stream (`progress` events, then exactly one `result` or `error` event; HTTP status stays 200)',
+            headers: QUERY_HEADERS,
+            content: {
+              'application/json': { schema: named('QueryResult', QueryResult) },
+              'text/event-stream': { schema: streamFrameSchema(QueryResult) },
+            },
+          },
+        },
+        ...errors(400, 401, 402, 403, 404, 408, 409, 410, 413, 415, 422, 429, 501, 502, 503, 504),
+      },
+    },
+    async (request, reply) => {
+      const org = request.auth!;
+      const key = svc.checkIdempotencyKey(request.headers['idempotency-key']);
+      const q = svc.parseBody(request.body);
+      const op = await svc.resolve(org.orgId, q);
+      if (q.stream && !app.hasDecorator('streamQuery')) {
+        throw new ServiceError('feature_unavailable', 'Streaming (stream: true) is not available on this deployment yet; send the request without stream', {
+          param: 'stream',
+        });
+      }
+      const sub = await svc.submit(org.orgId, q, op, key);
+      if (sub.stream) return (app as unknown as { streamQuery: (r: FastifyReply, s: Submission) => Promise<void> }).streamQuery(reply, sub);
+      if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);
+      // Give the workflow its whole deadline plus a margin for settlement; the client may leave meanwhile.
+      const env = (await svc.awaitResult(sub.workflowId, sub.request.id, svc.remainingMs(sub.request.created_at) + 5_000)) ?? deadlineEnvelope(sub.request.id, app.baseUrl());
+      return sendEnvelope(reply, sub, env, false);
+    },
+  );
 }

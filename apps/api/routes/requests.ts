@@ -1,5 +1,8 @@
 // GET /v1/query/requests/{request_id}: the request's status, receipt and retained result.
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
+import { RequestStatusResponse } from '../../../shared/openapi/schemas.ts';
 import { REQUEST_ID_PATTERN } from '../../../shared/ids.ts';
 import { ServiceError } from '../../../shared/errors.ts';
 import type { RequestRow } from '../services/query-service.ts';
@@ -47,8 +50,19 @@ export function requestStatusOf(r: RequestRow, orgId: string, apiOwnerOrg: strin
   };
 }
 
+/** Validates `request_id` (400 invalid_input param request_id) and documents the route (apps/api/README.md). */
+const REQUEST_STATUS_SCHEMA = {
+  operationId: 'getRequest',
+  summary: 'Request status, billing and retained result',
+  tags: ['Query'],
+  security: BEARER,
+  params: z.strictObject({ request_id: z.string().regex(REQUEST_ID_PATTERN, 'must match ^req_[A-Za-z0-9_-]{10,64}$') }),
+  response: { 200: named('RequestStatusResponse', RequestStatusResponse) },
+  ...errors(400, 401, 404, 410, 429, 503),
+};
+
 export default async function requestRoutes(app: FastifyInstance) {
-  app.get<{ Params: { request_id: string } }>('/v1/query/requests/:request_id', { preHandler: app.authenticate }, async (request) => {
+  app.get<{ Params: { request_id: string } }>('/v1/query/requests/:request_id', { preValidation: app.authenticate, schema: REQUEST_STATUS_SCHEMA }, async (request) => {
     const id = request.params.request_id;
     if (!REQUEST_ID_PATTERN.test(id)) {
       throw new ServiceError('invalid_input', 'request_id must match ^req_[A-Za-z0-9_-]{10,64}$', {

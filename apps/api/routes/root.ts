@@ -1,14 +1,22 @@
 // Service discovery, readiness, key validation and the error guide.
 import type { FastifyInstance } from 'fastify';
-import { ERRORS, ERROR_GUIDE_PATH } from '../../../shared/errors.ts';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { ERRORS, ERROR_GUIDE_PATH, type ErrorCode } from '../../../shared/errors.ts';
+import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
+import { AuthResponse, ErrorGuideResponse, HealthEnvelope, ServiceInfo } from '../../../shared/openapi/schemas.ts';
+
+const Html = z.string().describe('an HTML page');
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
-export default async function rootRoutes(app: FastifyInstance, opts: { version: string; startedAt: number; temporalHealthy: () => Promise<boolean> }) {
-  app.get('/', async () => {
+export default async function rootRoutes(fastify: FastifyInstance, opts: { version: string; startedAt: number; temporalHealthy: () => Promise<boolean> }) {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  const service = { tags: ['Service'], security: [] };
+  app.get('/', { schema: { operationId: 'serviceDiscovery', summary: 'Service discovery', ...service, response: { 200: ServiceInfo }, ...errors(429) } }, async () => {
     const r = await app.db.query(`SELECT count(*)::int AS n FROM apis WHERE visibility = 'public' AND status = 'active'`).catch(() => null);
     return {
-      success: true,
+      success: true as const,
       data: {
         service: 'workflow-query-service',
         version: opts.version,
@@ -16,13 +24,26 @@ export default async function rootRoutes(app: FastifyInstance, opts: { version: 
         status: 'ok',
         build_available: false,
         registered_providers: r?.rows[0]?.n ?? 0,
-        endpoint: '/v1/query',
+        endpoint: '/v1/query' as const,
         documentation: { openapi: '/openapi.json', errors: ERROR_GUIDE_PATH },
       },
     };
   });
 
-  app.get('/health', async (_request, reply) => {
+  app.get(
+    '/health',
+    {
+      schema: {
+        operationId: 'health',
+        summary: 'Readiness',
+        ...service,
+        response: {
+          200: { description: 'Healthy', content: { 'application/json': { schema: HealthEnvelope } } },
+          503: { description: 'Degraded (the health envelope, not the error envelope)', content: { 'application/json': { schema: HealthEnvelope } } },
+        },
+      },
+    },
+    async (_request, reply) => {
     const started = Date.now();
     const [pg, temporal] = await Promise.all([
       app.db
@@ -36,19 +57,24 @@ export default async function rootRoutes(app: FastifyInstance, opts: { version: 
     ]);
     const ok = pg.status === 'ok' && temporal.status === 'ok';
     const body = {
-      status: ok ? 'ok' : 'degraded',
+      status: ok ? ('ok' as const) : ('degraded' as const),
       service: 'workflow-query-service',
       timestamp: new Date().toISOString(),
       uptime_seconds: Math.floor((Date.now() - opts.startedAt) / 1000),
       checks: { postgres: pg, temporal, duration_ms: Date.now() - started },
     };
     return reply.code(ok ? 200 : 503).header('cache-control', 'no-store').send(body);
-  });
+    },
+  );
 
-  app.get('/v1/auth', { preHandler: app.authenticate }, async () => ({ success: true, data: {} }));
+  app.get(
+    '/v1/auth',
+    { preValidation: app.authenticate, schema: { operationId: 'checkKey', summary: 'Validate the key', tags: ['Service'], security: BEARER, response: { 200: named('AuthResponse', AuthResponse) }, ...errors(401, 429, 503) } },
+    async () => ({ success: true as const, data: {} }),
+  );
 
   // The error guide every doc_url points into: one anchored entry per code.
-  app.get(ERROR_GUIDE_PATH, async (_request, reply) => {
+  app.get(ERROR_GUIDE_PATH, { schema: { operationId: 'errorGuide', summary: 'The error guide (one anchored entry per code)', ...service, response: { 200: { description: 'HTML', content: { 'text/html': { schema: Html } } } } } }, async (_request, reply) => {
     const rows = Object.entries(ERRORS)
       .map(
         ([code, d]) =>
@@ -63,8 +89,12 @@ ${rows}
 </tbody></table></body></html>`;
     return reply.type('text/html; charset=utf-8').send(html);
   });
-  app.get(`${ERROR_GUIDE_PATH}.json`, async () => ({
-    success: true,
-    data: { items: Object.entries(ERRORS).map(([code, d]) => ({ code, ...d })) },
-  }));
+  app.get(
+    `${ERROR_GUIDE_PATH}.json`,
+    { schema: { operationId: 'errorCatalog', summary: 'The error catalog as JSON', ...service, response: { 200: named('ErrorGuideResponse', ErrorGuideResponse) } } },
+    async () => ({
+      success: true as const,
+      data: { items: (Object.keys(ERRORS) as ErrorCode[]).map((code) => ({ code, ...ERRORS[code] })) },
+    }),
+  );
 }

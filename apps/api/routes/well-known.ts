@@ -2,6 +2,7 @@
 // OpenAPI document, the reference page and /health.
 import type { FastifyInstance } from 'fastify';
 import { API_CATALOG_PATH, OPENAPI_PATH, REFERENCE_PATH } from '../../../shared/openapi/document.ts';
+import { ApiCatalogLinkset } from '../../../shared/openapi/schemas.ts';
 
 export const LINKSET_TYPE = 'application/linkset+json; profile="https://www.rfc-editor.org/info/rfc9727"';
 
@@ -20,7 +21,19 @@ export function apiCatalog(base: string) {
 }
 
 export default async function wellKnownRoutes(app: FastifyInstance) {
-  app.get(API_CATALOG_PATH, async (_request, reply) =>
+  // Untyped instance: the linkset is sent as text under its own media type.
+  app.get(
+    API_CATALOG_PATH,
+    {
+      schema: {
+        operationId: 'apiCatalog',
+        summary: 'RFC 9727 API catalog (linkset)',
+        tags: ['Service'],
+        security: [],
+        response: { 200: { description: 'Linkset', content: { 'application/linkset+json': { schema: ApiCatalogLinkset } } } },
+      },
+    },
+    async (_request, reply) =>
     reply
       .type(LINKSET_TYPE)
       .header('link', `<${API_CATALOG_PATH}>; rel="api-catalog"`)
