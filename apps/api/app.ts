@@ -44,6 +44,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // Routes declare params/querystring/headers/body/responses as zod schemas (withTypeProvider<ZodTypeProvider>()):
   // they validate requests, encode responses and are the OpenAPI document (apps/api/README.md).
+  // Every method + path registered, for test/routes.test.ts: each one is documented or allow-listed.
+  const routeTable: Array<{ method: string; url: string }> = [];
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) routeTable.push({ method, url: r.url });
+  });
+  app.decorate('routeTable', routeTable);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   // JSON only: a text/plain body is 415, not a string handed to the routes.
@@ -72,5 +78,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 declare module 'fastify' {
   interface FastifyInstance {
     queries: QueryService;
+    /** Every method + path registered (HEAD included), in registration order. */
+    routeTable: ReadonlyArray<{ method: string; url: string }>;
   }
 }
