@@ -216,6 +216,12 @@ describe('hostile catalog parameters and cursors', () => {
     expect((await call('GET', '/v1/catalog/tools?cursor=9999999999999999', { key: org.api_key })).body.data).toEqual({ items: [], next_cursor: null });
   });
 
+  it('paths that are not valid percent-encoding or carry an over-long parameter are 400 in the envelope', async () => {
+    expectEnvelope(await raw('GET', '/v1/icons/%E0%A4%A'), 400, 'invalid_input');
+    expectEnvelope(await raw('GET', `/v1/icons/${'a'.repeat(300)}`), 400, 'invalid_input');
+    expectEnvelope(await raw('GET', `/v1/query/requests/req_${'a'.repeat(200)}`), 400, 'invalid_input');
+  });
+
   it('reference assets named after Object.prototype members are 404, not 500', async () => {
     for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf']) {
       expectEnvelope(await call('GET', `/docs/assets/${name}`), 404, 'route_not_found');

@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { openApiSwaggerOptions } from '../../shared/openapi/document.ts';
-import errorsPlugin, { clientErrorResponder, rawMissResponse } from './plugins/errors.ts';
+import errorsPlugin, { clientErrorResponder, frameworkErrorResponder, rawMissResponse } from './plugins/errors.ts';
 import authPlugin from './plugins/auth.ts';
 import ssePlugin from './plugins/sse.ts';
 import rootRoutes from './routes/root.ts';
@@ -36,6 +36,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
     // A method Node's parser does not know (FOO) still gets the envelope: 405 with Allow, or 404.
     clientErrorHandler: clientErrorResponder(() => built, deps.baseUrl),
+    frameworkErrors: frameworkErrorResponder(deps.baseUrl),
   });
   built = app;
   // CONNECT never reaches Fastify (Node emits 'connect'); no route takes it.

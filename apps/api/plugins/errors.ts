@@ -127,6 +127,24 @@ export function clientErrorResponder(getApp: () => FastifyInstance | undefined, 
   };
 }
 
+/**
+ * Fastify option `frameworkErrors`: failures found while routing (a path that is not valid
+ * percent-encoding, a path parameter over 100 characters) get the envelope instead of Fastify's
+ * own JSON. They are the client's: 400 invalid_input.
+ */
+export function frameworkErrorResponder(baseUrl: () => string) {
+  return (err: FastifyError, _request: FastifyRequest, reply: FastifyReply) => {
+    const known: Record<string, string> = {
+      FST_ERR_BAD_URL: 'The path is not valid percent-encoding',
+      FST_ERR_MAX_PARAM_LENGTH: 'A path parameter is longer than 100 characters',
+    };
+    const message = known[err.code];
+    const code: ErrorCode = message ? 'invalid_input' : 'internal_error';
+    const body = errorEnvelope(code, { baseUrl: baseUrl(), message: message ?? 'Unexpected error', ...(message ? { details: { issues: [{ path: '', message }] } } : {}) });
+    return reply.code(ERRORS[code].status).type('application/json; charset=utf-8').send(JSON.stringify(body));
+  };
+}
+
 export default fp(
   async function errorsPlugin(app: FastifyInstance) {
     app.decorateReply('sendError', function sendError(this: FastifyReply, code: ErrorCode, opts: ErrorOptions & { headers?: Record<string, string> } = {}) {
