@@ -102,6 +102,30 @@ describe('the document and the routes agree', () => {
       // MCP's GET and DELETE are documented as 405 (a stateless MCP server); they answer 401 first without a key.
       expect(res.status, what).not.toBe(405);
       expect(res.status, what).toBeLessThan(500);
+      // The documented security is the real one: keyed operations refuse a request without a key.
+      const op = doc.paths[path][method.toLowerCase()];
+      if (op.security?.length) expect(res.body?.error?.code, what).toBe('api_key_required');
+      else expect(res.status, what).not.toBe(401);
+    }
+  });
+
+  it('every operation is declared, not merely listed: id, summary, tag, security, a described answer, typed path parameters', () => {
+    // @fastify/swagger lists a route without any schema too; this is what makes a bare route fail.
+    const ids = new Set<string>();
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      for (const [method, op] of Object.entries<any>(item)) {
+        const what = `${method} ${path}`;
+        expect(op.operationId, what).toMatch(/^[a-z][A-Za-z0-9]+$/);
+        expect(ids.has(op.operationId), `${what}: duplicate operationId`).toBe(false);
+        ids.add(op.operationId);
+        expect(op.summary, what).toBeTruthy();
+        expect(op.tags?.length, what).toBeGreaterThan(0);
+        expect(Array.isArray(op.security), `${what}: security [] or bearer`).toBe(true);
+        const answers = Object.entries<any>(op.responses).filter(([status, r]) => /^[23]/.test(status) || (status === '405' && !r.$ref));
+        expect(answers.length, what).toBeGreaterThan(0);
+        for (const [, r] of answers) expect(r.description, what).not.toBe('Default Response');
+        for (const p of (op.parameters ?? []).filter((x: any) => x.in === 'path')) expect(p.schema.pattern ?? p.schema.enum, `${what} {${p.name}}`).toBeDefined();
+      }
     }
   });
 

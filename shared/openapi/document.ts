@@ -92,6 +92,8 @@ const STATUS_TEXT: Record<number, string> = {
   504: 'The workflow did not finish within its time limit',
 };
 
+const STATUS_OK: Record<string, string> = { 200: 'OK', 201: 'Created', 202: 'Accepted' };
+
 function codesFor(status: number): ErrorCode[] {
   return (Object.keys(ERRORS) as ErrorCode[]).filter((c) => ERRORS[c].status === status);
 }
@@ -174,8 +176,8 @@ export function openApiSwaggerOptions(): FastifyDynamicSwaggerOptions {
           continue;
         }
         if (isZod(r)) {
-          const js = toJson(r, 'output') as Json;
-          res[status] = { ...js, 'x-response-description': r.description ?? 'OK' };
+          // As a media-type form: swagger keeps the description beside a $ref only this way.
+          res[status] = { description: r.description ?? STATUS_OK[status] ?? 'OK', content: { 'application/json': { schema: toJson(r, 'output') } } };
           continue;
         }
         const form = r as { description?: string; headers?: Record<string, Json>; content?: Record<string, { schema: unknown }> };
