@@ -100,7 +100,9 @@ function codesFor(status: number): ErrorCode[] {
 
 /** Error statuses every operation lists whatever it declares: a wrong method, an unexpected failure. */
 const ALWAYS = [405, 500];
-const ERROR_STATUSES = [400, 401, 402, 403, 404, 405, 408, 409, 410, 413, 415, 422, 429, 500, 501, 502, 503, 504];
+const ERROR_STATUSES = [400, 401, 402, 403, 404, 405, 408, 409, 410, 413, 415, 422, 429, 500, 501, 502, 503, 504] as const;
+/** A status with a shared error response (components/responses/E<status>). */
+export type ErrorStatus = (typeof ERROR_STATUSES)[number];
 
 /** Component names for zod schemas without a `.meta({ id })` (e.g. `named('QueryRequest', QueryRequest)`). */
 const componentNames = new WeakMap<z.ZodType, string>();
@@ -110,7 +112,7 @@ export function named<T extends z.ZodType>(name: string, schema: T): T {
 }
 
 /** Route-schema key listing the error statuses of an operation: `schema: { ...errors(400, 404) }`. */
-export const errors = (...statuses: number[]) => ({ 'x-errors': statuses });
+export const errors = (...statuses: ErrorStatus[]) => ({ 'x-errors': statuses });
 /** Route-schema key with named request-body examples (documentation only). */
 export const bodyExamples = (examples: Record<string, { summary?: string; value: unknown }>) => ({ 'x-body-examples': examples });
 /** Bearer requirement of keyed routes; key-free routes declare `security: []`. */

@@ -168,7 +168,7 @@ export default fp(
           requestId: err.requestId,
         });
       }
-      const known = err.code ? FASTIFY_CODES[err.code] : undefined;
+      const known = err.code && Object.hasOwn(FASTIFY_CODES, err.code) ? FASTIFY_CODES[err.code] : undefined;
       if (known) return reply.sendError(known.code, { message: known.message, details: known.code === 'invalid_input' ? { issues: [{ path: '', message: known.message }] } : undefined });
       if (hasZodFastifySchemaValidationErrors(err)) {
         // A route's zod schema (params, querystring, headers, body) rejected the request.
