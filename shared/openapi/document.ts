@@ -31,7 +31,7 @@ class Components {
     for (const [name, def] of Object.entries(defs)) {
       delete def.$id;
       // zod names anonymous recursive schemas (z.json()) __schemaN.
-      rename.set(name, this.place(/^__schema\d+$/.test(name) ? 'JsonValue' : name, def, io));
+      rename.set(name, this.place(/^__schema\d+$/.test(name) ? 'JsonValue' : name, def, io, name));
     }
     const rewrite = (node: unknown): unknown => {
       if (Array.isArray(node)) return node.map(rewrite);
@@ -57,8 +57,9 @@ class Components {
     return { $ref: `#/components/schemas/${this.place(name, js, io)}` };
   }
 
-  private place(name: string, def: Json, io: Io): string {
-    const text = JSON.stringify(def);
+  /** `defName`: the def's own name in $defs, so a recursive def compares equal to its placed copy. */
+  private place(name: string, def: Json, io: Io, defName?: string): string {
+    const raw = JSON.stringify(def);
     for (let i = 0; ; i++) {
       const candidate = i === 0 ? name : i === 1 && io === 'input' ? `${name}Input` : `${name}_${i}`;
       const existing = this.schemas[candidate];
@@ -66,6 +67,7 @@ class Components {
         this.schemas[candidate] = def;
         return candidate;
       }
+      const text = defName ? raw.split(`"#/$defs/${defName}"`).join(`"#/components/schemas/${candidate}"`) : raw;
       if (JSON.stringify(existing) === text) return candidate;
     }
   }
