@@ -84,9 +84,14 @@ stop_service() {
   fi
   wait "$pid" 2>/dev/null || true
 }
+fuzz_pid=
 cleanup() {
   local code=$?
   trap - EXIT INT TERM
+  if [[ -n $fuzz_pid ]]; then
+    kill -TERM "$fuzz_pid" 2>/dev/null || true
+    wait "$fuzz_pid" 2>/dev/null || true
+  fi
   stop_service
   rm -rf "$work"
   exit "$code"
@@ -129,8 +134,9 @@ st_code=0
 printf '[cache]\nenabled = false\n' >"$work/schemathesis.toml"
 # /mcp is excluded: JSON-RPC over Streamable HTTP cannot be described as one request schema (the
 # OpenAPI says only "an object"), so every check on it would test the fuzzer; test/mcp.test.ts covers it.
-# Run from $work: hypothesis keeps a .hypothesis folder in the current directory.
-(cd "$work" && timeout --signal=INT --kill-after=30 "$FUZZ_MAX_TIME" "$OLDPWD/$VENV/bin/schemathesis" \
+# Run from $work: hypothesis keeps a .hypothesis folder in the current directory. In the
+# background + wait, so a signal to this script reaches its trap at once (timeout passes it on).
+(cd "$work" && exec timeout --signal=INT --kill-after=30 "$FUZZ_MAX_TIME" "$OLDPWD/$VENV/bin/schemathesis" \
   --config-file "$work/schemathesis.toml" \
   run "$base_url/openapi.json" \
   --checks all \
@@ -147,7 +153,10 @@ printf '[cache]\nenabled = false\n' >"$work/schemathesis.toml"
   --report-dir "$report_dir" \
   --report-junit-path "$report_dir/junit.xml" \
   --report-json-path "$report_dir/report.json" \
-  >"$st_log" 2>&1) || st_code=$?
+  >"$st_log" 2>&1) &
+fuzz_pid=$!
+wait "$fuzz_pid" || st_code=$?
+fuzz_pid=
 
 stop_service
 # schemathesis' own closing sections (warnings, failures per check, phases), then one line per
