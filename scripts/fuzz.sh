@@ -4,13 +4,15 @@
 # distinct failures, and stops the instance whatever happens. Any failure exits non-zero.
 #
 #   npm run fuzz                                   # the CI settings
-#   FUZZ_SEED=7 FUZZ_MAX_EXAMPLES=100 npm run fuzz # another seed, more examples per operation
+#   FUZZ_SEED=7 FUZZ_MAX_EXAMPLES=500 npm run fuzz # another seed, more examples per operation
 #
 # Settings (environment): FUZZ_SEED (fixed, so a run can be repeated), FUZZ_MAX_EXAMPLES (per
 # operation and phase), FUZZ_MAX_TIME (seconds; schemathesis is interrupted after that, and the run
 # fails), FUZZ_WORKERS, FUZZ_REPORT_DIR. Not schemathesis' own --max-time: that one keeps fuzzing
-# until the time is spent, so the number of examples would depend on the machine's speed. Reports (JUnit, JSON, the full log, the service log) stay in
-# FUZZ_REPORT_DIR, .tools/fuzz-report by default.
+# until the time is spent, so the number of examples would depend on the machine's speed.
+# Reports (JUnit, JSON, the full log, the service log) stay in FUZZ_REPORT_DIR, .tools/fuzz-report
+# by default. The curls in the summary show the key as [Filtered]: put in the key of the instance
+# you reproduce them against (its $DATA_DIR/dev-api-key).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
