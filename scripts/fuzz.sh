@@ -127,7 +127,8 @@ api_key=$(<"$data_dir/dev-api-key")
 say "service ready at $base_url after $((SECONDS - started)) s"
 
 # Valid queries are charged: enough credits that 402 insufficient_credits never hides a path.
-DATA_DIR=$data_dir npm run --silent admin -- credits grant --org "$org_id" --credits 1000000 >/dev/null
+DATA_DIR=$data_dir npm run --silent admin -- credits grant --org "$org_id" --credits 1000000 >/dev/null ||
+  die "npm run admin -- credits grant failed for $org_id (message above)."
 
 say "schemathesis $SCHEMATHESIS_VERSION: --checks all, seed $FUZZ_SEED, at most $FUZZ_MAX_EXAMPLES examples per operation and phase, at most ${FUZZ_MAX_TIME} s"
 st_log="$report_dir/schemathesis.log"
