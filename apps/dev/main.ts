@@ -25,13 +25,23 @@ async function shutdown(code: number) {
 for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.once(sig, () => void shutdown(0));
 
 try {
-  const stack = await startDevStack(config, stops);
-  const runtime = { base_url: stack.url, database_url: stack.databaseUrl, temporal_address: stack.temporalAddress, demo_sites: stack.sites.origin, pid: process.pid };
+  const stack = await startDevStack(config, stops, { temporalUi: config.TEMPORAL_UI_ENABLED });
+  const runtime = {
+    base_url: stack.url,
+    database_url: stack.databaseUrl,
+    temporal_address: stack.temporalAddress,
+    temporal_ui: stack.temporalUiUrl ?? null,
+    demo_sites: stack.sites.origin,
+    org_id: stack.orgId,
+    pid: process.pid,
+  };
+  // Every query is a workflow: the UI shows each one's history (external Temporal: its own UI).
+  const ui = stack.temporalUiUrl === undefined ? '' : `\n  Temporal:  ${stack.temporalUiUrl}   (Web UI: every query is a workflow)`;
   await fs.writeFile(runtimeFile, JSON.stringify(runtime, null, 2));
   // The banner first: whoever waits for the ready event may read the key from stdout at once.
   console.log(`Workflow Query Service is running.
 
-  Base URL:  ${stack.url}
+  Base URL:  ${stack.url}${ui}
   API key:   ${stack.apiKey}   (also in ${config.dataDir}/dev-api-key)
 
   Try:

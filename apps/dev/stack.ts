@@ -16,6 +16,8 @@ export interface DevStack {
   orgId: string;
   databaseUrl: string;
   temporalAddress: string;
+  /** The Temporal Web UI (embedded dev server started with `temporalUi`), else undefined. */
+  temporalUiUrl: string | undefined;
   sites: DemoSites;
   /** Stops what was started, in reverse order: the API drains before the worker stops. */
   stop(): Promise<void>;
@@ -23,9 +25,14 @@ export interface DevStack {
   workerDone: Promise<void>;
 }
 
+export interface DevStackOptions {
+  /** Start the embedded Temporal dev server with its Web UI (`npm start`); benchmarks leave it off. */
+  temporalUi?: boolean;
+}
+
 let runtimeInstalled = false;
 
-export async function startDevStack(config: Config, onStop: Array<() => Promise<void>> = []): Promise<DevStack> {
+export async function startDevStack(config: Config, onStop: Array<() => Promise<void>> = [], options: DevStackOptions = {}): Promise<DevStack> {
   const stops = onStop;
   const stopAll = async () => {
     for (const stop of stops.splice(0).reverse()) await stop().catch(() => {});
@@ -38,7 +45,7 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
     }
     const [pg, temporal] = await Promise.all([
       config.DATABASE_URL ? null : startEmbeddedPostgres({ dataDir: config.dataDir }),
-      config.TEMPORAL_ADDRESS ? null : startTemporalDevServer({ dataDir: config.dataDir }),
+      config.TEMPORAL_ADDRESS ? null : startTemporalDevServer({ dataDir: config.dataDir, ui: options.temporalUi === true }),
     ]);
     if (pg) stops.push(() => pg.stop());
     if (temporal) stops.push(() => temporal.stop());
@@ -63,7 +70,7 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
     stops.push(() => worker.shutdown());
     const api = await startApi(full);
     stops.push(() => api.close());
-    return { url: api.url, apiKey: dev.apiKey, orgId: dev.orgId, databaseUrl, temporalAddress, sites, stop: stopAll, workerDone: worker.done };
+    return { url: api.url, apiKey: dev.apiKey, orgId: dev.orgId, databaseUrl, temporalAddress, temporalUiUrl: temporal?.uiUrl, sites, stop: stopAll, workerDone: worker.done };
   } catch (err) {
     await stopAll();
     throw err;

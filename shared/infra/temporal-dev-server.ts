@@ -13,12 +13,19 @@ export interface TemporalDevServerOptions {
   port?: number;
   /** `true` prints server output to stderr; a function receives each line. Quiet by default. */
   log?: LogOption;
+  /**
+   * Serve the Temporal Web UI on a free port (`npm start`, so a user can watch each query as a
+   * workflow). Off by default: tests and benchmarks save the port and the start-up time.
+   */
+  ui?: boolean;
 }
 
 export interface TemporalDevServer {
   /** host:port of the front-end gRPC service. */
   address: string;
   namespace: 'default';
+  /** The Web UI's workflow list for the `default` namespace, when started with `ui: true`. */
+  uiUrl?: string;
   stop(): Promise<void>;
 }
 
@@ -129,9 +136,14 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
   for (let attempt = 1; ; attempt++) {
     const port = options.port ?? (await freePort());
     const address = `127.0.0.1:${port}`;
+    let uiPort = options.ui ? await freePort() : undefined;
+    while (uiPort === port) uiPort = await freePort();
     const tail = new LogTail();
-    // --headless: no UI server (faster start, one port fewer). HTTP and metrics ports default to free ones.
-    const args = ['server', 'start-dev', '--db-filename', dbFile, '--port', String(port), '--headless'];
+    // HTTP and metrics ports default to free ones. Without the UI: --headless (one port fewer).
+    const args = ['server', 'start-dev', '--db-filename', dbFile, '--port', String(port)];
+    // --ui-disable-news-fetch: the UI would otherwise call out to the internet for a news feed.
+    if (uiPort === undefined) args.push('--headless');
+    else args.push('--ui-port', String(uiPort), '--ui-ip', '127.0.0.1', '--ui-disable-news-fetch');
     args.push('--log-level', 'warn', '--ip', '127.0.0.1');
     // WAL with synchronous=NORMAL: commits survive a crash of any process (only an OS crash may lose
     // the last ones), and the dev server takes about twice the queries per second on 2 cores.
@@ -178,7 +190,9 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
 
     try {
       await waitUntilServing(address, hasExited, client);
-      return { address, namespace: 'default', stop };
+      const uiUrl = uiPort === undefined ? undefined : `http://127.0.0.1:${uiPort}/namespaces/default/workflows`;
+      if (uiUrl !== undefined) await waitForUi(uiUrl, hasExited);
+      return { address, namespace: 'default', ...(uiUrl === undefined ? {} : { uiUrl }), stop };
     } catch (err) {
       await stop();
       const output = tail.toString();
@@ -222,6 +236,25 @@ async function waitUntilServing(
     }
   }
   throw new Error(`not serving after ${STARTUP_TIMEOUT_MS} ms: ${String(lastError)}`);
+}
+
+/** The UI is a separate HTTP server in the same process; it may open a moment after gRPC. */
+async function waitForUi(url: string, hasExited: () => boolean): Promise<void> {
+  const deadline = Date.now() + STARTUP_TIMEOUT_MS;
+  let last = '';
+  while (Date.now() < deadline) {
+    if (hasExited()) throw new Error('the server process exited during startup');
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      await res.body?.cancel();
+      if (res.ok) return;
+      last = `HTTP ${res.status}`;
+    } catch (err) {
+      last = String(err);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`Web UI at ${url} not answering after ${STARTUP_TIMEOUT_MS} ms: ${last}`);
 }
 
 /**
