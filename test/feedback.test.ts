@@ -116,6 +116,10 @@ describe('rating a request', () => {
     const noKey = await call('POST', `/v1/query/requests/${id}/feedback`, { body: { value: 1 } });
     expect(noKey.status).toBe(401);
     expect(noKey.body.error.code).toBe('api_key_required');
+    // The key is checked before the id and the body.
+    const noKeyBad = await call('POST', '/v1/query/requests/req_short/feedback', { body: { value: 5 } });
+    expect(noKeyBad.status).toBe(401);
+    expect((await call('GET', '/v1/query/requests/req_short')).status).toBe(401);
     expect((await status(org.api_key, id)).body.data.feedback).toBeNull();
   });
 

@@ -27,7 +27,8 @@ export default async function feedbackRoutes(app: FastifyInstance) {
       body: FeedbackBody,
       response: { 200: FeedbackResponse, 400: ErrorEnvelope, 401: ErrorEnvelope, 404: ErrorEnvelope, 409: ErrorEnvelope },
     },
-    preHandler: app.authenticate,
+    // The key first: a caller without one learns nothing about ids or bodies.
+    onRequest: app.authenticate,
     handler: async (request) => {
       const id = request.params.request_id;
       const r = await setFeedback(app.db, request.auth!.orgId, id, request.body.value);

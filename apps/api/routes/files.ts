@@ -11,10 +11,6 @@ import { ErrorEnvelope, FileResponse } from '../../../shared/openapi/schemas.ts'
 import { useZod } from './zod-scope.ts';
 
 export const MAX_FILE_NAME_CHARS = 160;
-/** After a 413, how long and how much more of the body is read and thrown away before the
- * connection is closed, so the client can read the answer instead of a reset. */
-const LINGER_MS = 2_000;
-const LINGER_BYTES = 1024 * 1024;
 
 /** The decoded file name, or why X-File-Name is refused. */
 export function parseFileName(raw: string | undefined): { ok: true; name: string } | { ok: false; message: string } {
@@ -32,6 +28,12 @@ export function parseFileName(raw: string | undefined): { ok: true; name: string
   if (/[/\\]/.test(name)) return { ok: false, message: 'must be a file name, without path separators (/ or \\)' };
   if (name === '.' || name === '..') return { ok: false, message: 'must not be . or ..' };
   return { ok: true, name };
+}
+
+function fileNameOf(header: string | string[] | undefined): string {
+  const r = parseFileName(Array.isArray(header) ? header.join(', ') : header);
+  if (!r.ok) throw new ServiceError('invalid_input', `X-File-Name ${r.message}`, { param: 'X-File-Name', details: { issues: [{ path: 'X-File-Name', message: r.message }] } });
+  return r.name;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -54,31 +56,40 @@ const tooLarge = () =>
   new ServiceError('payload_too_large', `The file is larger than ${MAX_FILE_BYTES} bytes (10 MB)`, {
     param: 'body',
     details: { limit_bytes: MAX_FILE_BYTES },
-    headers: { connection: 'close' },
   });
 
-/** Uploads cut off past the limit, waiting for their answer to be sent. */
+/**
+ * After a 413: how much more of the body is read and thrown away once the answer is out, so that
+ * clients that only read the answer after sending everything (fetch/undici does) get it, and how
+ * long. A declared remainder up to LINGER_DECLARED_BYTES is taken in full; anything else (chunked
+ * bodies, huge declared sizes) only LINGER_BYTES more. Then the connection is closed.
+ */
+const LINGER_BYTES = 8 * 1024 * 1024;
+const LINGER_DECLARED_BYTES = 16 * 1024 * 1024;
+const LINGER_MS = 5_000;
+
+/** Uploads cut off past the limit, waiting for their answer to be written. */
 const lingering = new WeakMap<IncomingMessage, () => void>();
 
 /**
- * Stop taking the body: nothing more is read until the answer has gone out; then at most
- * LINGER_BYTES more are read and thrown away, for at most LINGER_MS, and the connection is closed.
- * An endless upload is cut off, and the client gets to read the 413 rather than a reset (closing
- * with unread bytes would reset the connection and could drop the answer).
+ * Stop taking the body: nothing more is read until the 413 has been written; then at most the
+ * linger budget is read and dropped, and the connection is closed unless the body ended. Nothing
+ * past the limit is ever kept in memory.
  */
-function cutOff(raw: IncomingMessage, payload: NodeJS.ReadableStream) {
+function cutOff(raw: IncomingMessage, payload: NodeJS.ReadableStream, declaredRemainder: number | null) {
   payload.removeAllListeners('data');
   payload.pause();
+  const budget = declaredRemainder !== null && declaredRemainder <= LINGER_DECLARED_BYTES ? declaredRemainder : LINGER_BYTES;
   lingering.set(raw, () => {
-    let after = 0;
+    let taken = 0;
     const close = () => {
       clearTimeout(timer);
-      raw.socket.destroy();
+      raw.socket?.destroy();
     };
     const timer = setTimeout(close, LINGER_MS);
     timer.unref();
     payload.on('data', (chunk: Buffer) => {
-      if ((after += chunk.length) > LINGER_BYTES) close();
+      if ((taken += chunk.length) > budget) close();
     });
     payload.on('end', () => clearTimeout(timer));
     payload.resume();
@@ -104,8 +115,9 @@ export default async function filesRoutes(app: FastifyInstance) {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/octet-stream', (request, payload, done) => {
     const declared = Number(request.headers['content-length']);
-    if (Number.isFinite(declared) && declared > MAX_FILE_BYTES) {
-      cutOff(request.raw, payload);
+    const known = Number.isFinite(declared) && request.headers['content-length'] !== undefined;
+    if (known && declared > MAX_FILE_BYTES) {
+      cutOff(request.raw, payload, declared);
       return done(tooLarge());
     }
     const chunks: Buffer[] = [];
@@ -117,7 +129,7 @@ export default async function filesRoutes(app: FastifyInstance) {
       if (size > MAX_FILE_BYTES) {
         failed = true;
         chunks.length = 0;
-        cutOff(request.raw, payload);
+        cutOff(request.raw, payload, known ? declared - size : null);
         return done(tooLarge());
       }
       chunks.push(chunk);
@@ -128,6 +140,12 @@ export default async function filesRoutes(app: FastifyInstance) {
     payload.on('error', (err) => {
       if (!failed) done(err);
     });
+  });
+
+  // Fastify answers a parser error with `Connection: close`, and Node then closes at once, which
+  // can reset the connection before the client has read the 413. The linger closes it instead.
+  app.addHook('onSend', async (request, reply) => {
+    if (lingering.has(request.raw)) reply.removeHeader('connection');
   });
   app.addHook('onResponse', async (request) => {
     lingering.get(request.raw)?.();
@@ -145,14 +163,17 @@ export default async function filesRoutes(app: FastifyInstance) {
     },
     // Authenticate before the body is read: anonymous uploads are refused without taking them in.
     onRequest: app.authenticate,
+    // A bad name is refused before the body is read.
+    preParsing: async (request) => {
+      fileNameOf(request.headers['x-file-name']);
+    },
     handler: async (request, reply) => {
-      const name = parseFileName(request.headers['x-file-name'] as string | undefined);
-      if (!name.ok) throw new ServiceError('invalid_input', `X-File-Name ${name.message}`, { param: 'X-File-Name', details: { issues: [{ path: 'X-File-Name', message: name.message }] } });
+      const name = fileNameOf(request.headers['x-file-name']);
       const bytes = request.body;
       if (!Buffer.isBuffer(bytes) || bytes.length === 0) {
         throw new ServiceError('invalid_input', 'The file is empty; send its bytes as the body', { param: 'body', details: { issues: [{ path: 'body', message: 'must not be empty' }] } });
       }
-      const file = await createFile(app.db, { orgId: request.auth!.orgId, name: name.name, contentType: await sniffContentType(bytes), bytes });
+      const file = await createFile(app.db, { orgId: request.auth!.orgId, name, contentType: await sniffContentType(bytes), bytes });
       return reply.code(201).send({ success: true as const, data: file });
     },
   });

@@ -57,7 +57,8 @@ export default async function requestRoutes(app: FastifyInstance) {
       params: RequestIdParams,
       response: { 200: RequestStatusResponse, 400: ErrorEnvelope, 401: ErrorEnvelope, 404: ErrorEnvelope },
     },
-    preHandler: app.authenticate,
+    // The key first: a caller without one learns nothing about ids or bodies.
+    onRequest: app.authenticate,
     handler: async (request) => {
       const id = request.params.request_id;
       const orgId = request.auth!.orgId;
