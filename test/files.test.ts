@@ -155,7 +155,7 @@ describe('POST /v1/files', () => {
 
   it('refuses bad file names with invalid_input on X-File-Name', async () => {
     const org = await newOrg(5);
-    const bad = ['', '%20%20', '%E0%A4%A', 'a%2Fb.txt', '..%2Fetc%2Fpasswd', 'a%5Cb.txt', '..', '.', 'a%00b', 'line%0Abreak', 'x%7Fy', 'x'.repeat(161), encodeURIComponent('é'.repeat(161))];
+    const bad = ['', '%20%20', '%E0%A4%A', 'a%2Fb.txt', '..%2Fetc%2Fpasswd', 'a%5Cb.txt', '..', '.', 'a%00b', 'line%0Abreak', 'x%7Fy', '%C2%85', 'evil%E2%80%AEtxt.exe', 'x'.repeat(161), encodeURIComponent('é'.repeat(161))];
     for (const name of bad) expectInvalid(await upload(org.api_key, 'data', { name }), 'X-File-Name');
     // 160 decoded characters is fine even when the encoded header is longer.
     const ok = await upload(org.api_key, 'data', { name: encodeURIComponent('é'.repeat(160)) });

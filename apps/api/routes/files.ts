@@ -23,8 +23,9 @@ export function parseFileName(raw: string | undefined): { ok: true; name: string
   }
   if (name.trim() === '') return { ok: false, message: 'must not be empty' };
   if ([...name].length > MAX_FILE_NAME_CHARS) return { ok: false, message: `must be at most ${MAX_FILE_NAME_CHARS} characters once decoded` };
-  // Cc covers NUL, the other C0 controls, DEL and C1; U+2028/2029 end lines too.
-  if (/[\p{Cc}\u2028\u2029]/u.test(name)) return { ok: false, message: 'must not contain control characters' };
+  // Cc covers NUL, the other C0 controls, DEL and C1; U+2028/2029 end lines; bidirectional
+  // overrides and isolates can make a name display as something else ("txt.exe" as "exe.txt").
+  if (/[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u.test(name)) return { ok: false, message: 'must not contain control characters' };
   if (/[/\\]/.test(name)) return { ok: false, message: 'must be a file name, without path separators (/ or \\)' };
   if (name === '.' || name === '..') return { ok: false, message: 'must not be . or ..' };
   return { ok: true, name };
@@ -98,7 +99,6 @@ function cutOff(raw: IncomingMessage, payload: NodeJS.ReadableStream, declaredRe
 
 const FileNameHeader = z
   .string()
-  .optional()
   .superRefine((raw, ctx) => {
     const r = parseFileName(raw);
     if (!r.ok) ctx.addIssue({ code: 'custom', message: r.message });
