@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, closeDb, db, newOrg, query, until } from './helpers/stack.ts';
 import { publishApi } from '../shared/db/catalog.ts';
 import { createKey, grant, PLATFORM_ORG_ID } from '../shared/db/orgs.ts';
+import { feedbackUnavailableReason, type RatingContext } from '../shared/db/feedback.ts';
 import { weatherApi } from '../shared/catalog/demo/weather.ts';
 import type { ApiDefinition } from '../shared/catalog/types.ts';
 
@@ -232,5 +233,37 @@ describe('popularity', () => {
     // A bad rating sinks it below the other.
     expect((await rate(raterA.api_key, yReq, { value: -1 })).status).toBe(200);
     await until(async () => (await order()).join() === [x, y].join(), 30_000, 500);
+  });
+});
+
+describe('refusal rules (pure)', () => {
+  const now = new Date('2026-06-01T00:00:00Z');
+  const ok: RatingContext = {
+    request_id: 'req_0123456789',
+    status: 'succeeded',
+    completed_at: new Date('2026-05-30T00:00:00Z'),
+    is_public_api: true,
+    api_id: 1,
+    api_visibility: 'public',
+    api_owner_org: 'org_platform',
+    value: null,
+    other_ratings: 0,
+  };
+  const reason = (c: Partial<RatingContext>, org = 'org_a') => feedbackUnavailableReason({ ...ok, ...c }, org, now);
+
+  it('the first reason that applies wins', () => {
+    expect(reason({})).toBeNull();
+    // A private workflow is always its owner's: private_api, not own_api.
+    expect(reason({ is_public_api: false, api_visibility: 'private', api_owner_org: 'org_a' })).toBe('private_api');
+    expect(reason({ api_visibility: 'private' })).toBe('private_api');
+    expect(reason({}, 'org_platform')).toBe('own_api');
+    expect(reason({ status: 'failed', completed_at: new Date('2020-01-01') })).toBe('request_incomplete');
+    expect(reason({ status: 'processing', completed_at: null })).toBe('request_incomplete');
+    expect(reason({ completed_at: new Date(now.getTime() - 30 * 86_400_000) })).toBeNull();
+    expect(reason({ completed_at: new Date(now.getTime() - 30 * 86_400_000 - 1) })).toBe('expired');
+    expect(reason({ other_ratings: 2 })).toBeNull();
+    expect(reason({ other_ratings: 3 })).toBe('not_independent');
+    // An already rated request is the same voice.
+    expect(reason({ other_ratings: 3, value: 1 })).toBeNull();
   });
 });

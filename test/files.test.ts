@@ -178,6 +178,20 @@ describe('POST /v1/files', () => {
     }
     const none = await upload(org.api_key, 'data', { type: null });
     expect(none.status).toBe(415);
+    // No Content-Type at all (fetch would add text/plain to a string body).
+    const bare = await new Promise<{ status?: number; body: string }>((resolve, reject) => {
+      const url = new URL(`${stack().baseUrl}/v1/files`);
+      const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { authorization: `Bearer ${org.api_key}`, 'x-file-name': 'a.txt', 'content-length': '4' } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode, body }));
+      });
+      req.on('error', reject);
+      req.end('data');
+    });
+    expect(bare.status).toBe(415);
+    expect(JSON.parse(bare.body).error.code).toBe('unsupported_media_type');
   });
 
   it('requires a key, before reading the body', async () => {
