@@ -51,9 +51,9 @@ describe('GET /openapi.json', () => {
       ['get', '/health'],
       ['post', '/v1/query'],
       ['get', '/v1/query/requests/{request_id}'],
-      // POST /v1/files and POST /v1/query/requests/{request_id}/feedback join when their routes
-      // are declared (test/routes.test.ts proves every route is documented).
+      ['post', '/v1/query/requests/{request_id}/feedback'],
       ['get', '/v1/auth'],
+      ['post', '/v1/files'],
       ['get', '/v1/catalog'],
       ['get', '/v1/catalog/detail'],
       ['get', '/v1/catalog/suggest'],

@@ -20,7 +20,7 @@ export type CatalogSort = 'relevant' | 'popular' | 'newest' | 'updated';
 
 export const iconUrl = (base: string, sha: string | null | undefined) => (sha ? `${base}/v1/icons/${sha}` : null);
 
-/** Cursors for the `popular` order rank by completed runs as of the first page, for this long. */
+/** Cursors for the `popular` order rank by popularity as of the first page, for this long. */
 export const CURSOR_TTL_MS = 24 * 3_600_000;
 /** Completions younger than this are left out of a first page's "as of" count (commit lag). */
 const AS_OF_LAG_MS = 2_000;
@@ -201,10 +201,13 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
   if (effective === 'relevant') {
     order = 'key DESC, id ASC';
   } else if (effective === 'popular') {
-    // Completed runs as of the first page: the counter minus the completions after it.
+    // Popularity (completed runs + weighted net rating, migrations/1700000000500) as of the first
+    // page: the counter minus the completions and rating changes after it.
+    const since = p(new Date(asOf!));
     from += ' LEFT JOIN catalog_api_stats st ON st.api_id = s.api_id';
-    from += ` LEFT JOIN (SELECT e.api_id, count(*) AS n FROM catalog_run_events e WHERE e.at > ${p(new Date(asOf!))} GROUP BY e.api_id) ev ON ev.api_id = s.api_id`;
-    key = `(coalesce(st.completed_runs, 0) - coalesce(ev.n, 0))::float8`;
+    from += ` LEFT JOIN (SELECT e.api_id, count(*) AS n FROM catalog_run_events e WHERE e.at > ${since} GROUP BY e.api_id) ev ON ev.api_id = s.api_id`;
+    from += ` LEFT JOIN (SELECT e.api_id, sum(e.points) AS n FROM catalog_rating_events e WHERE e.at > ${since} GROUP BY e.api_id) rv ON rv.api_id = s.api_id`;
+    key = `(coalesce(st.popularity, 0) - coalesce(ev.n, 0) - coalesce(rv.n, 0))::float8`;
     order = 'key DESC, id ASC';
   } else if (effective === 'newest') {
     key = 's.api_id::float8';
@@ -468,7 +471,7 @@ export async function suggest(db: Db, opts: { query?: string; limit?: number; ba
   // The ranked few (class, popularity, id), then their names and logos from apis.
   const show = (cls: string, where: string) => `
     SELECT a.handle, a.name, a.logo_sha256, a.category FROM (
-      SELECT n.api_id, ${cls} AS cls, coalesce(st.completed_runs, 0) AS runs
+      SELECT n.api_id, ${cls} AS cls, coalesce(st.popularity, 0) AS runs
         FROM catalog_names n LEFT JOIN catalog_api_stats st ON st.api_id = n.api_id
        WHERE ${where}
        ORDER BY cls, runs DESC, n.api_id LIMIT $1) m

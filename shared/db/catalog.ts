@@ -2,6 +2,7 @@
 import { sha256Hex } from '../ids.ts';
 import type { AccessRequirement, ApiDefinition, JsonSchema, VerifiedExample } from '../catalog/types.ts';
 import { tx, type Db, type DbClient } from './pool.ts';
+import { PLATFORM_ORG_ID } from './orgs.ts';
 
 async function putIcon(c: DbClient, icon: { content_type: string; bytes: Uint8Array } | undefined): Promise<string | null> {
   if (!icon) return null;
@@ -49,7 +50,7 @@ export async function publishApi(
       const ins = await c.query(
         `INSERT INTO apis (handle, visibility, owner_org_id, name, description, category, website_url, logo_sha256, availability)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
-        [def.handle, visibility, opts.ownerOrgId ?? null, ...fields],
+        [def.handle, visibility, opts.ownerOrgId ?? PLATFORM_ORG_ID, ...fields],
       );
       apiId = Number(ins.rows[0].id);
     }

@@ -3,6 +3,22 @@ import { newApiKey, newApiKeyId, newOrgId, sha256 } from '../ids.ts';
 import { tx, type Db, type DbClient } from './pool.ts';
 import { grantCredits } from './credits.ts';
 
+/**
+ * The platform organization: owner of the demo catalog and of every workflow published without
+ * an owner. A fixed, well-known id, so its own key can be told apart (own_api) and the migration
+ * that made owners mandatory can refer to it.
+ */
+export const PLATFORM_ORG_ID = 'org_platform';
+export const PLATFORM_ORG_NAME = 'Platform';
+
+/** Create the platform organization if it is missing (idempotent; no credits, no key). */
+export async function ensurePlatformOrg(db: Db): Promise<void> {
+  await tx(db, async (c) => {
+    await c.query('INSERT INTO organizations (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING', [PLATFORM_ORG_ID, PLATFORM_ORG_NAME]);
+    await c.query('INSERT INTO credit_balances (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING', [PLATFORM_ORG_ID]);
+  });
+}
+
 export interface CreatedOrg {
   org_id: string;
   name: string;

@@ -5,14 +5,18 @@ import { demoCatalog } from '../catalog/demo/index.ts';
 import { parseRecipe } from '../recipes/schema.ts';
 import { migrate } from './migrate.ts';
 import { publishApi } from './catalog.ts';
-import { checkApiKey, createKey, createOrg } from './orgs.ts';
+import { checkApiKey, createKey, createOrg, ensurePlatformOrg } from './orgs.ts';
 import type { Db } from './pool.ts';
 
 export const DEV_ORG_NAME = 'Dev organization';
 export const DEV_ORG_CREDITS = 1000;
 
-/** Publish every demo API; recipes are validated by their schema before anything is written. */
+/**
+ * Publish every demo API, owned by the platform organization; recipes are validated by their
+ * schema before anything is written.
+ */
 export async function seedDemoCatalog(db: Db): Promise<number> {
+  await ensurePlatformOrg(db);
   for (const def of demoCatalog) await publishApi(db, def, { validateRecipe: (r) => void parseRecipe(r) });
   return demoCatalog.length;
 }

@@ -66,18 +66,28 @@ export const RequestStatus = z
 
 export const RequestStatusResponse = z.strictObject({ success: z.literal(true), data: RequestStatus });
 
-export const FeedbackBody = z.strictObject({ value: z.union([z.literal(1), z.literal(-1), z.null()]).describe('1, -1, or null to remove the rating') });
-export const FeedbackResponse = z.looseObject({
-  success: z.literal(true),
-  data: z.looseObject({ request_id: z.string(), value: z.union([z.literal(1), z.literal(-1), z.null()]) }).optional(),
-});
+export const FeedbackValue = z.union([z.literal(1), z.literal(-1), z.null()]);
+export const FeedbackBody = z
+  .strictObject({ value: FeedbackValue.describe('1, -1, or null to remove the rating') })
+  .meta({ id: 'FeedbackBody' });
+export const FeedbackResponse = z
+  .strictObject({
+    success: z.literal(true),
+    data: z.strictObject({ request_id: z.string().regex(REQUEST_ID_PATTERN), value: FeedbackValue.describe('the rating now stored; null when none') }),
+  })
+  .meta({ id: 'FeedbackResponse' });
 
 export const AuthResponse = z.strictObject({ success: z.literal(true), data: z.strictObject({}) });
 
 export const FileRecord = z
-  .looseObject({
-    id: z.string().regex(/^file_[0-9a-f]{32}$/),
-    expires_at: z.string().optional(),
+  .strictObject({
+    id: z.string().regex(/^file_[0-9a-f]{32}$/).describe('use it in attachments[].id'),
+    name: z.string().min(1).max(160).describe('the decoded X-File-Name'),
+    size_bytes: z.number().int().min(1).max(10 * 1024 * 1024),
+    content_type: z.string().describe('sniffed from the bytes: a known signature, else text/plain for UTF-8 text, else application/octet-stream'),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/).describe('hex SHA-256 of the bytes'),
+    created_at: z.string().describe('date-time'),
+    expires_at: z.string().describe('date-time, 30 days after created_at; the file is deleted then'),
   })
   .meta({ id: 'File' });
 export const FileResponse = z.strictObject({ success: z.literal(true), data: FileRecord });

@@ -58,10 +58,18 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
 type ZodValidationEntry = { instancePath: string; keyword: string; message?: string; params: Record<string, unknown> };
 
 /** The envelope's details.issues from the type provider's errors; unknown keys each get their own issue. */
-function schemaIssues(entries: ZodValidationEntry[]): ValidationIssue[] {
+/** Canonical spellings of headers named in `param` (Fastify lower-cases header names). */
+const HEADER_NAMES: ReadonlyMap<string, string> = new Map([
+  ['x-file-name', 'X-File-Name'],
+  ['idempotency-key', 'Idempotency-Key'],
+  ['content-type', 'Content-Type'],
+]);
+
+function schemaIssues(entries: ZodValidationEntry[], context?: string): ValidationIssue[] {
   const out: ValidationIssue[] = [];
   for (const v of entries) {
     const base = v.instancePath.split('/').filter(Boolean);
+    if (context === 'headers' && base[0]) base[0] = HEADER_NAMES.get(base[0]) ?? base[0];
     if (v.keyword === 'unrecognized_keys' && Array.isArray(v.params.keys)) {
       for (const key of v.params.keys) out.push({ path: [...base, String(key)].join('.'), message: 'unknown field', code: 'unrecognized_key' });
     } else {
@@ -172,7 +180,7 @@ export default fp(
       if (known) return reply.sendError(known.code, { message: known.message, details: known.code === 'invalid_input' ? { issues: [{ path: '', message: known.message }] } : undefined });
       if (hasZodFastifySchemaValidationErrors(err)) {
         // A route's zod schema (params, querystring, headers, body) rejected the request.
-        const issues = schemaIssues(err.validation);
+        const issues = schemaIssues(err.validation, err.validationContext);
         const first = issues[0];
         const where = err.validationContext ?? 'request';
         return reply.sendError('invalid_input', { message: `${first?.path || where}: ${first?.message ?? 'invalid'}`, param: first?.path || undefined, details: { issues } });

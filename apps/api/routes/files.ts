@@ -1,0 +1,185 @@
+// POST /v1/files: upload one file (raw application/octet-stream body, name in X-File-Name).
+// The body is counted while it streams in and cut off past 10 MB; nothing past the limit is kept.
+import type { IncomingMessage } from 'node:http';
+import type { FastifyError, FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { fileTypeFromBuffer } from 'file-type';
+import { z } from 'zod';
+import { ServiceError } from '../../../shared/errors.ts';
+import { createFile, MAX_FILE_BYTES } from '../../../shared/db/files.ts';
+import { FileResponse } from '../../../shared/openapi/schemas.ts';
+import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
+
+export const MAX_FILE_NAME_CHARS = 160;
+
+/** The decoded file name, or why X-File-Name is refused. */
+export function parseFileName(raw: string | undefined): { ok: true; name: string } | { ok: false; message: string } {
+  if (raw === undefined) return { ok: false, message: 'is required (the URI-encoded file name)' };
+  let name: string;
+  try {
+    name = decodeURIComponent(raw);
+  } catch {
+    return { ok: false, message: 'is not valid URI encoding' };
+  }
+  if (name.trim() === '') return { ok: false, message: 'must not be empty' };
+  if ([...name].length > MAX_FILE_NAME_CHARS) return { ok: false, message: `must be at most ${MAX_FILE_NAME_CHARS} characters once decoded` };
+  // Cc covers NUL, the other C0 controls, DEL and C1; U+2028/2029 end lines; bidirectional
+  // overrides and isolates can make a name display as something else ("txt.exe" as "exe.txt").
+  if (/[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u.test(name)) return { ok: false, message: 'must not contain control characters' };
+  if (/[/\\]/.test(name)) return { ok: false, message: 'must be a file name, without path separators (/ or \\)' };
+  if (name === '.' || name === '..') return { ok: false, message: 'must not be . or ..' };
+  return { ok: true, name };
+}
+
+function fileNameOf(header: string | string[] | undefined): string {
+  const r = parseFileName(Array.isArray(header) ? header.join(', ') : header);
+  if (!r.ok) throw new ServiceError('invalid_input', `X-File-Name ${r.message}`, { param: 'X-File-Name', details: { issues: [{ path: 'X-File-Name', message: r.message }] } });
+  return r.name;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Content type from the bytes: a known signature, else text/plain for UTF-8 text, else binary. */
+export async function sniffContentType(bytes: Buffer): Promise<string> {
+  const known = await fileTypeFromBuffer(bytes);
+  if (known) return known.mime;
+  try {
+    const text = utf8.decode(bytes);
+    // Valid UTF-8 that holds NUL or other controls (besides tab, newlines, form feed) is binary.
+    if (!/[\u0000-\u0008\u000B\u000E-\u001F\u007F]/.test(text)) return 'text/plain';
+  } catch {
+    /* not UTF-8 */
+  }
+  return 'application/octet-stream';
+}
+
+const tooLarge = () =>
+  new ServiceError('payload_too_large', `The file is larger than ${MAX_FILE_BYTES} bytes (10 MB)`, {
+    param: 'body',
+    details: { limit_bytes: MAX_FILE_BYTES },
+  });
+
+/**
+ * After a 413: how much more of the body is read and thrown away once the answer is out, so that
+ * clients that only read the answer after sending everything (fetch/undici does) get it, and how
+ * long. A declared remainder up to LINGER_DECLARED_BYTES is taken in full; anything else (chunked
+ * bodies, huge declared sizes) only LINGER_BYTES more. Then the connection is closed.
+ */
+const LINGER_BYTES = 8 * 1024 * 1024;
+const LINGER_DECLARED_BYTES = 16 * 1024 * 1024;
+const LINGER_MS = 5_000;
+
+/** Uploads cut off past the limit, waiting for their answer to be written. */
+const lingering = new WeakMap<IncomingMessage, () => void>();
+
+/**
+ * Stop taking the body: nothing more is read until the 413 has been written; then at most the
+ * linger budget is read and dropped, and the connection is closed unless the body ended. Nothing
+ * past the limit is ever kept in memory.
+ */
+function cutOff(raw: IncomingMessage, payload: NodeJS.ReadableStream, declaredRemainder: number | null) {
+  payload.removeAllListeners('data');
+  payload.pause();
+  const budget = declaredRemainder !== null && declaredRemainder <= LINGER_DECLARED_BYTES ? declaredRemainder : LINGER_BYTES;
+  lingering.set(raw, () => {
+    let taken = 0;
+    const close = () => {
+      clearTimeout(timer);
+      raw.socket?.destroy();
+    };
+    const timer = setTimeout(close, LINGER_MS);
+    timer.unref();
+    payload.on('data', (chunk: Buffer) => {
+      if ((taken += chunk.length) > budget) close();
+    });
+    payload.on('end', () => clearTimeout(timer));
+    payload.resume();
+  });
+}
+
+const FileNameHeader = z
+  .string()
+  .superRefine((raw, ctx) => {
+    const r = parseFileName(raw);
+    if (!r.ok) ctx.addIssue({ code: 'custom', message: r.message });
+  })
+  .describe(`URI-encoded file name, at most ${MAX_FILE_NAME_CHARS} characters once decoded; no path separators or control characters`);
+
+export default async function filesRoutes(app: FastifyInstance) {
+  // This scope's own wording for a wrong body type; everything else goes to the central handler.
+  app.setErrorHandler((err: FastifyError) => {
+    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+      throw new ServiceError('unsupported_media_type', 'Send the file as the raw body with Content-Type: application/octet-stream', { param: 'Content-Type' });
+    throw err;
+  });
+  // Only raw bytes are accepted here: any other body type is 415.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/octet-stream', (request, payload, done) => {
+    const declared = Number(request.headers['content-length']);
+    const known = Number.isFinite(declared) && request.headers['content-length'] !== undefined;
+    if (known && declared > MAX_FILE_BYTES) {
+      cutOff(request.raw, payload, declared);
+      return done(tooLarge());
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let failed = false;
+    payload.on('data', (chunk: Buffer) => {
+      if (failed) return;
+      size += chunk.length;
+      if (size > MAX_FILE_BYTES) {
+        failed = true;
+        chunks.length = 0;
+        cutOff(request.raw, payload, known ? declared - size : null);
+        return done(tooLarge());
+      }
+      chunks.push(chunk);
+    });
+    payload.on('end', () => {
+      if (!failed) done(null, Buffer.concat(chunks, size));
+    });
+    payload.on('error', (err) => {
+      if (!failed) done(err);
+    });
+  });
+
+  // Fastify answers a parser error with `Connection: close`, and Node then closes at once, which
+  // can reset the connection before the client has read the 413. The linger closes it instead.
+  app.addHook('onSend', async (request, reply) => {
+    if (lingering.has(request.raw)) reply.removeHeader('connection');
+  });
+  app.addHook('onResponse', async (request) => {
+    lingering.get(request.raw)?.();
+  });
+
+  app.withTypeProvider<ZodTypeProvider>().route({
+    method: 'POST',
+    url: '/v1/files',
+    bodyLimit: MAX_FILE_BYTES,
+    schema: {
+      operationId: 'uploadFile',
+      summary: 'Upload a file',
+      tags: ['Files'],
+      security: BEARER,
+      description: 'Raw bytes as application/octet-stream, up to 10 MB; the name in X-File-Name. The file is private to the organization and expires after 30 days; use its id in attachments[].id.',
+      headers: z.looseObject({ 'x-file-name': FileNameHeader }),
+      response: { 201: named('FileResponse', FileResponse) },
+      ...errors(400, 401, 413, 415, 429, 503),
+    },
+    // Authenticate before the body is read: anonymous uploads are refused without taking them in.
+    onRequest: app.authenticate,
+    // A bad name is refused before the body is read.
+    preParsing: async (request) => {
+      fileNameOf(request.headers['x-file-name']);
+    },
+    handler: async (request, reply) => {
+      const name = fileNameOf(request.headers['x-file-name']);
+      const bytes = request.body;
+      if (!Buffer.isBuffer(bytes) || bytes.length === 0) {
+        throw new ServiceError('invalid_input', 'The file is empty; send its bytes as the body', { param: 'body', details: { issues: [{ path: 'body', message: 'must not be empty' }] } });
+      }
+      const file = await createFile(app.db, { orgId: request.auth!.orgId, name, contentType: await sniffContentType(bytes), bytes });
+      return reply.code(201).send({ success: true as const, data: file });
+    },
+  });
+}

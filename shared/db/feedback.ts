@@ -1,0 +1,111 @@
+// Ratings of requests (the `request_feedback` table) and their weight in the catalog's `popular`
+// order (rating columns of catalog_api_stats, catalog_rating_events): the only writer of both.
+import type { Db, DbClient } from './pool.ts';
+import { tx } from './pool.ts';
+
+export type FeedbackValue = 1 | -1;
+export type FeedbackUnavailableReason = 'own_api' | 'private_api' | 'request_incomplete' | 'expired' | 'not_independent';
+
+/** A request can be rated until this long after it completed. */
+export const FEEDBACK_WINDOW_MS = 30 * 24 * 3_600_000;
+/**
+ * Independence: one organization's ratings of one workflow are one voice, not many. It may have at
+ * most this many rated requests of the same workflow made within FEEDBACK_WINDOW_MS; a further
+ * request is `not_independent` (re-rating or removing an existing rating is always counted as the
+ * same voice).
+ */
+export const MAX_RATINGS_PER_API = 3;
+
+/** What deciding about one request's rating needs. */
+export interface RatingContext {
+  request_id: string;
+  status: string;
+  completed_at: Date | null;
+  is_public_api: boolean;
+  api_id: number | null;
+  api_visibility: string | null;
+  api_owner_org: string | null;
+  /** The current rating of this request, if any. */
+  value: FeedbackValue | null;
+  /** The organization's other rated requests of this workflow within the window. */
+  other_ratings: number;
+}
+
+/** The request as its organization sees it for rating; null when unknown or another organization's. */
+export async function loadRatingContext(db: Db | DbClient, orgId: string, requestId: string, now: Date = new Date()): Promise<RatingContext | null> {
+  const r = await db.query(
+    `SELECT r.id AS request_id, r.status, r.completed_at, r.is_public_api, a.id AS api_id, a.visibility AS api_visibility,
+            a.owner_org_id AS api_owner_org, f.value,
+            (SELECT count(*)::int FROM request_feedback g
+              WHERE g.org_id = r.org_id AND g.api_id = a.id AND g.request_id <> r.id AND g.created_at > $3::timestamptz - $4 * interval '1 millisecond') AS other_ratings
+       FROM requests r
+       LEFT JOIN operations o ON o.id = r.operation_id
+       LEFT JOIN apis a ON a.id = o.api_id
+       LEFT JOIN request_feedback f ON f.request_id = r.id
+      WHERE r.id = $1 AND r.org_id = $2`,
+    [requestId, orgId, now, FEEDBACK_WINDOW_MS],
+  );
+  const row = r.rows[0];
+  if (!row) return null;
+  return { ...row, api_id: row.api_id === null ? null : Number(row.api_id), value: row.value === null ? null : (Number(row.value) as FeedbackValue) };
+}
+
+/** Why the organization cannot rate this request now, or null when it can. The first reason wins. */
+export function feedbackUnavailableReason(c: RatingContext, orgId: string, now: Date = new Date()): FeedbackUnavailableReason | null {
+  // Ratings feed the public catalog only.
+  if (!c.is_public_api || (c.api_visibility !== null && c.api_visibility !== 'public')) return 'private_api';
+  if (c.api_owner_org === orgId) return 'own_api';
+  if (c.status !== 'succeeded' || c.api_id === null) return 'request_incomplete';
+  if (c.completed_at && now.getTime() - c.completed_at.getTime() > FEEDBACK_WINDOW_MS) return 'expired';
+  if (c.value === null && c.other_ratings >= MAX_RATINGS_PER_API) return 'not_independent';
+  return null;
+}
+
+export type SetFeedbackResult =
+  | { ok: true; request_id: string; value: FeedbackValue | null }
+  | { ok: false; reason: FeedbackUnavailableReason }
+  | null;
+
+/**
+ * Rate a request (1 or -1, replacing an earlier rating) or remove its rating (null; always
+ * allowed, a no-op when there is none). Null result: no such request for this organization.
+ */
+export async function setFeedback(db: Db, orgId: string, requestId: string, value: FeedbackValue | null, now: Date = new Date()): Promise<SetFeedbackResult> {
+  return tx(db, async (c) => {
+    // One organization's ratings one after another, so two at once cannot both pass the cap.
+    await c.query(`SELECT pg_advisory_xact_lock(hashtextextended('feedback:' || $1, 0))`, [orgId]);
+    const ctx = await loadRatingContext(c, orgId, requestId, now);
+    if (!ctx) return null;
+    if (value !== null) {
+      const reason = feedbackUnavailableReason(ctx, orgId, now);
+      if (reason) return { ok: false, reason };
+    }
+    const old = ctx.value;
+    if (old === value) return { ok: true, request_id: requestId, value };
+    if (value === null) {
+      await c.query('DELETE FROM request_feedback WHERE request_id = $1', [requestId]);
+    } else {
+      await c.query(
+        `INSERT INTO request_feedback (request_id, org_id, api_id, value, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)
+         ON CONFLICT (request_id) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at`,
+        [requestId, orgId, ctx.api_id, value, now],
+      );
+    }
+    if (ctx.api_id !== null) await countRating(c, ctx.api_id, old, value);
+    return { ok: true, request_id: requestId, value };
+  });
+}
+
+/** Move the workflow's rating counters and record the change for "as of" paging. */
+async function countRating(c: DbClient, apiId: number, from: FeedbackValue | null, to: FeedbackValue | null) {
+  const up = Number(to === 1) - Number(from === 1);
+  const down = Number(to === -1) - Number(from === -1);
+  await c.query(
+    `INSERT INTO catalog_api_stats AS s (api_id, rating_up, rating_down) VALUES ($1, greatest($2::bigint, 0), greatest($3::bigint, 0))
+     ON CONFLICT (api_id) DO UPDATE SET rating_up = s.rating_up + $2::bigint, rating_down = s.rating_down + $3::bigint`,
+    [apiId, up, down],
+  );
+  await c.query('INSERT INTO catalog_rating_events (api_id, points) VALUES ($1, catalog_rating_weight() * $2::bigint)', [apiId, up - down]);
+  // Popular cursors live 24 hours; older changes are no longer needed.
+  if (Math.random() < 0.01) await c.query(`DELETE FROM catalog_rating_events WHERE at < now() - interval '25 hours'`);
+}

@@ -1,0 +1,90 @@
+// Uploaded files (the `files` table): the only module that writes it. Files are private to their
+// organization and expire after 30 days; reads never return another organization's file or an
+// expired one.
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../ids.ts';
+import type { Db, DbClient } from './pool.ts';
+
+export const FILE_ID_PATTERN = /^file_[0-9a-f]{32}$/;
+/** 10 MB, as the spec's upload limit (10 * 1024 * 1024 bytes). */
+export const MAX_FILE_BYTES = 10 * 1024 * 1024;
+export const FILE_RETENTION_MS = 30 * 24 * 3_600_000;
+
+export const newFileId = () => `file_${randomBytes(16).toString('hex')}`;
+
+/** The File record as the API returns it. */
+export interface FileRecord {
+  id: string;
+  name: string;
+  size_bytes: number;
+  content_type: string;
+  sha256: string;
+  created_at: string;
+  expires_at: string;
+}
+
+export interface StoredFile extends FileRecord {
+  org_id: string;
+  bytes: Buffer;
+}
+
+interface FileRow {
+  id: string;
+  org_id: string;
+  name: string;
+  size: string | number;
+  content_type: string;
+  sha256: string;
+  bytes?: Buffer;
+  created_at: Date;
+  expires_at: Date;
+}
+
+function recordOf(r: FileRow): FileRecord {
+  return {
+    id: r.id,
+    name: r.name,
+    size_bytes: Number(r.size),
+    content_type: r.content_type,
+    sha256: r.sha256,
+    created_at: r.created_at.toISOString(),
+    expires_at: r.expires_at.toISOString(),
+  };
+}
+
+/** Store an upload; the id, hash and expiry are decided here. */
+export async function createFile(
+  db: Db | DbClient,
+  f: { orgId: string; name: string; contentType: string; bytes: Buffer; now?: Date },
+): Promise<FileRecord> {
+  if (f.bytes.length > MAX_FILE_BYTES) throw new Error(`file of ${f.bytes.length} bytes exceeds ${MAX_FILE_BYTES}`);
+  const now = f.now ?? new Date();
+  const r = await db.query<FileRow>(
+    `INSERT INTO files (id, org_id, name, size, content_type, sha256, bytes, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     RETURNING id, org_id, name, size, content_type, sha256, created_at, expires_at`,
+    [newFileId(), f.orgId, f.name, f.bytes.length, f.contentType, sha256Hex(f.bytes), f.bytes, now, new Date(now.getTime() + FILE_RETENTION_MS)],
+  );
+  return recordOf(r.rows[0]!);
+}
+
+/**
+ * One file of one organization with its bytes, or null when it does not exist, belongs to another
+ * organization or has expired (the three are indistinguishable to the caller).
+ */
+export async function getFile(db: Db | DbClient, orgId: string, id: string, now: Date = new Date()): Promise<StoredFile | null> {
+  if (!FILE_ID_PATTERN.test(id)) return null;
+  const r = await db.query<FileRow>(
+    `SELECT id, org_id, name, size, content_type, sha256, bytes, created_at, expires_at
+       FROM files WHERE id = $1 AND org_id = $2 AND expires_at > $3`,
+    [id, orgId, now],
+  );
+  const row = r.rows[0];
+  return row ? { ...recordOf(row), org_id: row.org_id, bytes: row.bytes! } : null;
+}
+
+/** Delete every file expired at `now`; returns how many. Called by the retention schedule. */
+export async function purgeExpiredFiles(db: Db | DbClient, now: Date = new Date()): Promise<number> {
+  const r = await db.query('DELETE FROM files WHERE expires_at <= $1', [now]);
+  return r.rowCount ?? 0;
+}

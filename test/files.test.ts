@@ -1,0 +1,253 @@
+// POST /v1/files on the real stack: names, sizes, sniffed types, hashes, the 10 MB limit enforced
+// while streaming, organization privacy (getFile) and retention (purgeExpiredFiles).
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import { afterAll, describe, expect, it } from 'vitest';
+import { closeDb, db, newOrg, stack } from './helpers/stack.ts';
+import { createFile, getFile, purgeExpiredFiles } from '../shared/db/files.ts';
+import { parseFileName, sniffContentType } from '../apps/api/routes/files.ts';
+
+afterAll(closeDb);
+
+const MB10 = 10 * 1024 * 1024;
+const DAY = 24 * 3_600_000;
+// A complete 1x1 PNG.
+const PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==',
+  'base64',
+);
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+async function upload(key: string | undefined, body: Buffer | string | undefined, opts: { name?: string | null; type?: string | null } = {}) {
+  const headers: Record<string, string> = {};
+  if (key) headers.authorization = `Bearer ${key}`;
+  if (opts.name !== null) headers['x-file-name'] = opts.name ?? 'file.bin';
+  if (opts.type !== null) headers['content-type'] = opts.type ?? 'application/octet-stream';
+  const res = await fetch(`${stack().baseUrl}/v1/files`, { method: 'POST', headers, body: typeof body === 'string' || body === undefined ? body : new Uint8Array(body) });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: JSON.parse(text), text };
+}
+
+/** A chunked upload of up to `total` bytes (no Content-Length), writing until the server answers or closes. */
+function chunkedUpload(key: string, total: number): Promise<{ status: number | null; body: any; written: number }> {
+  return new Promise((resolve) => {
+    const url = new URL(`${stack().baseUrl}/v1/files`);
+    const req = http.request({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname,
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'x-file-name': 'big.bin', 'transfer-encoding': 'chunked' },
+    });
+    const chunk = Buffer.alloc(64 * 1024, 0x61);
+    let written = 0;
+    let done = false;
+    let status: number | null = null;
+    let text = '';
+    const finish = () => {
+      if (done) return;
+      done = true;
+      let body: unknown = null;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        /* no body */
+      }
+      resolve({ status, body, written });
+    };
+    req.on('response', (res) => {
+      status = res.statusCode ?? null;
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', finish);
+      res.on('error', finish);
+    });
+    req.on('error', () => setTimeout(finish, 200));
+    const pump = () => {
+      while (!done && status === null && written < total) {
+        written += chunk.length;
+        if (!req.write(chunk)) return void req.once('drain', pump);
+      }
+      if (written >= total && !done) req.end();
+    };
+    pump();
+  });
+}
+
+function expectInvalid(res: { status: number; body: any }, param: string) {
+  expect(res.status).toBe(400);
+  expect(res.body.success).toBe(false);
+  expect(res.body.error).toMatchObject({ code: 'invalid_input', type: 'validation_error', status: 400, param });
+  expect(res.body.error.details.issues[0].path).toBe(param);
+}
+
+describe('POST /v1/files', () => {
+  it('stores a PNG: decoded name, size, sniffed type, sha256, 30-day expiry', async () => {
+    const org = await newOrg(5);
+    const before = Date.now();
+    const res = await upload(org.api_key, PNG, { name: encodeURIComponent('Käse & Brot (1).png') });
+    expect(res.status).toBe(201);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    const f = res.body.data;
+    expect(res.body.success).toBe(true);
+    expect(Object.keys(f).sort()).toEqual(['content_type', 'created_at', 'expires_at', 'id', 'name', 'sha256', 'size_bytes']);
+    expect(f.id).toMatch(/^file_[0-9a-f]{32}$/);
+    expect(f).toMatchObject({ name: 'Käse & Brot (1).png', size_bytes: PNG.length, content_type: 'image/png', sha256: sha(PNG) });
+    const created = Date.parse(f.created_at);
+    expect(created).toBeGreaterThanOrEqual(before - 5_000);
+    expect(Date.parse(f.expires_at) - created).toBe(30 * DAY);
+    // Stored as sent, for this organization; nothing billed.
+    const stored = await getFile(db(), org.org_id, f.id);
+    expect(stored?.bytes.equals(PNG)).toBe(true);
+    expect(stored?.name).toBe('Käse & Brot (1).png');
+    const ledger = await db().query(`SELECT count(*)::int AS n FROM credit_ledger WHERE org_id = $1 AND kind <> 'grant'`, [org.org_id]);
+    expect(ledger.rows[0].n).toBe(0);
+    // Random ids: two uploads of the same bytes are two files.
+    const again = await upload(org.api_key, PNG, { name: 'a.png' });
+    expect(again.body.data.id).not.toBe(f.id);
+    expect(again.body.data.sha256).toBe(f.sha256);
+  });
+
+  it('text is text/plain; other bytes are application/octet-stream', async () => {
+    const org = await newOrg(5);
+    const text = Buffer.from('Grüße aus Köln\nline two\ttabbed\n', 'utf8');
+    const t = await upload(org.api_key, text, { name: 'notes.txt' });
+    expect(t.status).toBe(201);
+    expect(t.body.data).toMatchObject({ content_type: 'text/plain', size_bytes: text.length, sha256: sha(text) });
+    const bin = Buffer.from([0x00, 0x01, 0xff, 0xfe, 0x10, 0x80, 0x00, 0x7f]);
+    const b = await upload(org.api_key, bin, { name: 'blob' });
+    expect(b.status).toBe(201);
+    expect(b.body.data.content_type).toBe('application/octet-stream');
+    // The name says nothing about the type: a .png full of text is text.
+    const fake = await upload(org.api_key, 'just words', { name: 'photo.png' });
+    expect(fake.body.data.content_type).toBe('text/plain');
+  });
+
+  it('accepts exactly 10 MB', async () => {
+    const org = await newOrg(5);
+    const body = Buffer.alloc(MB10, 0x62);
+    const res = await upload(org.api_key, body, { name: 'ten.bin' });
+    expect(res.status).toBe(201);
+    expect(res.body.data).toMatchObject({ size_bytes: MB10, sha256: sha(body), content_type: 'text/plain' });
+  });
+
+  it('refuses 10 MB + 1 byte with 413 payload_too_large, declared or streamed', async () => {
+    const org = await newOrg(5);
+    const declared = await upload(org.api_key, Buffer.alloc(MB10 + 1, 0x62), { name: 'big.bin' });
+    expect(declared.status).toBe(413);
+    expect(declared.body.error).toMatchObject({ code: 'payload_too_large', status: 413, type: 'validation_error', retryable: false });
+    const streamed = await chunkedUpload(org.api_key, MB10 + 1);
+    expect(streamed.status).toBe(413);
+    expect(streamed.body.error.code).toBe('payload_too_large');
+    const n = await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [org.org_id]);
+    expect(n.rows[0].n).toBe(0);
+  });
+
+  it('cuts a 50 MB chunked upload off soon after the limit instead of reading it all', async () => {
+    const org = await newOrg(5);
+    const res = await chunkedUpload(org.api_key, 50 * 1024 * 1024);
+    expect(res.status).toBe(413);
+    expect(res.body.error.code).toBe('payload_too_large');
+    // The server stopped taking bytes: the client could not send much past the limit (socket
+    // buffers and the bounded linger allow some MB more, not 40).
+    expect(res.written).toBeLessThan(MB10 + 24 * 1024 * 1024);
+  });
+
+  it('refuses bad file names with invalid_input on X-File-Name', async () => {
+    const org = await newOrg(5);
+    const bad = ['', '%20%20', '%E0%A4%A', 'a%2Fb.txt', '..%2Fetc%2Fpasswd', 'a%5Cb.txt', '..', '.', 'a%00b', 'line%0Abreak', 'x%7Fy', '%C2%85', 'evil%E2%80%AEtxt.exe', 'x'.repeat(161), encodeURIComponent('é'.repeat(161))];
+    for (const name of bad) expectInvalid(await upload(org.api_key, 'data', { name }), 'X-File-Name');
+    // 160 decoded characters is fine even when the encoded header is longer.
+    const ok = await upload(org.api_key, 'data', { name: encodeURIComponent('é'.repeat(160)) });
+    expect(ok.status).toBe(201);
+    expect(ok.body.data.name).toBe('é'.repeat(160));
+    const n = await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [org.org_id]);
+    expect(n.rows[0].n).toBe(1);
+    // The name is checked before the body is read: an oversized body with a bad name is a 400.
+    expectInvalid(await upload(org.api_key, Buffer.alloc(MB10 + 1), { name: 'a%2Fb' }), 'X-File-Name');
+  });
+
+  it('requires X-File-Name, a non-empty body and application/octet-stream', async () => {
+    const org = await newOrg(5);
+    expectInvalid(await upload(org.api_key, 'data', { name: null }), 'X-File-Name');
+    expectInvalid(await upload(org.api_key, Buffer.alloc(0), { name: 'empty.txt' }), 'body');
+    for (const type of ['application/json', 'text/plain', 'multipart/form-data; boundary=x']) {
+      const res = await upload(org.api_key, type === 'application/json' ? '{"a":1}' : 'data', { type });
+      expect(res.status).toBe(415);
+      expect(res.body.error).toMatchObject({ code: 'unsupported_media_type', param: 'Content-Type' });
+    }
+    const none = await upload(org.api_key, 'data', { type: null });
+    expect(none.status).toBe(415);
+    // No Content-Type at all (fetch would add text/plain to a string body).
+    const bare = await new Promise<{ status?: number; body: string }>((resolve, reject) => {
+      const url = new URL(`${stack().baseUrl}/v1/files`);
+      const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { authorization: `Bearer ${org.api_key}`, 'x-file-name': 'a.txt', 'content-length': '4' } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode, body }));
+      });
+      req.on('error', reject);
+      req.end('data');
+    });
+    expect(bare.status).toBe(415);
+    expect(JSON.parse(bare.body).error.code).toBe('unsupported_media_type');
+  });
+
+  it('requires a key, before reading the body', async () => {
+    const res = await upload(undefined, 'data');
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe('api_key_required');
+    const bad = await upload(`svc_sk_${'A'.repeat(40)}`, Buffer.alloc(MB10 + 1));
+    expect(bad.status).toBe(401);
+    expect(bad.body.error.code).toBe('invalid_api_key');
+  });
+});
+
+describe('files in the database', () => {
+  it('getFile never returns another organization\'s file or an expired one', async () => {
+    const a = await newOrg(1);
+    const b = await newOrg(1);
+    const res = await upload(a.api_key, 'secret notes', { name: 'a.txt' });
+    const id = res.body.data.id as string;
+    expect((await getFile(db(), a.org_id, id))?.bytes.toString()).toBe('secret notes');
+    expect(await getFile(db(), b.org_id, id)).toBeNull();
+    expect(await getFile(db(), a.org_id, 'file_' + '0'.repeat(32))).toBeNull();
+    expect(await getFile(db(), a.org_id, "file_' OR 1=1 --")).toBeNull();
+    // At and after its expiry the file is gone for its own organization too.
+    expect(await getFile(db(), a.org_id, id, new Date(Date.now() + 30 * DAY + 60_000))).toBeNull();
+  });
+
+  it('purgeExpiredFiles deletes the expired files only', async () => {
+    const org = await newOrg(1);
+    const old = await createFile(db(), { orgId: org.org_id, name: 'old.txt', contentType: 'text/plain', bytes: Buffer.from('old'), now: new Date(Date.now() - 31 * DAY) });
+    const edge = await createFile(db(), { orgId: org.org_id, name: 'edge.txt', contentType: 'text/plain', bytes: Buffer.from('edge'), now: new Date(Date.now() - 29 * DAY) });
+    const fresh = await createFile(db(), { orgId: org.org_id, name: 'new.txt', contentType: 'text/plain', bytes: Buffer.from('new') });
+    expect(await getFile(db(), org.org_id, old.id)).toBeNull();
+    const purged = await purgeExpiredFiles(db());
+    expect(purged).toBeGreaterThanOrEqual(1);
+    const left = await db().query('SELECT id FROM files WHERE org_id = $1 ORDER BY name', [org.org_id]);
+    expect(left.rows.map((r) => r.id).sort()).toEqual([edge.id, fresh.id].sort());
+    // Later, the one that was 29 days old expires too.
+    await purgeExpiredFiles(db(), new Date(Date.now() + 2 * DAY));
+    const after = await db().query('SELECT id FROM files WHERE org_id = $1', [org.org_id]);
+    expect(after.rows.map((r) => r.id)).toEqual([fresh.id]);
+  });
+});
+
+describe('file name and type rules (pure)', () => {
+  it('parseFileName', () => {
+    expect(parseFileName('report%202025.pdf')).toEqual({ ok: true, name: 'report 2025.pdf' });
+    expect(parseFileName('a..b.txt')).toEqual({ ok: true, name: 'a..b.txt' });
+    expect(parseFileName(undefined).ok).toBe(false);
+    expect(parseFileName('%zz').ok).toBe(false);
+    expect(parseFileName('%E2%80%A8').ok).toBe(false);
+  });
+
+  it('sniffContentType', async () => {
+    expect(await sniffContentType(PNG)).toBe('image/png');
+    expect(await sniffContentType(Buffer.from('%PDF-1.7\n'))).toBe('application/pdf');
+    expect(await sniffContentType(Buffer.from('plain'))).toBe('text/plain');
+    expect(await sniffContentType(Buffer.from([0xc3, 0x28]))).toBe('application/octet-stream');
+  });
+});
