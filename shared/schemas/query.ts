@@ -2,11 +2,29 @@
 // type the code and generate OpenAPI and MCP schemas.
 import { z } from 'zod';
 import { FILE_ID_PATTERN, Handle, OperationName, uniqueItems } from './common.ts';
+import { FORBIDDEN_KEYS, MAX_SCHEMA_DEPTH, MAX_TARGET_INDEX, pointerProblem, schemaIssues, targetIssues } from '../format/pointer.ts';
 
 const MAX_SCHEMA_BYTES = 8 * 1024;
 
+const FieldPath = z
+  .string()
+  .min(1)
+  .max(1000)
+  .refine((p) => !p.split('.').some((seg) => FORBIDDEN_KEYS.has(seg)), { message: 'must not contain the segment __proto__, constructor or prototype' });
+
+/** A JSON Pointer (RFC 6901) with no segment that reaches a prototype. */
+const Pointer = (what: string) =>
+  z
+    .string()
+    .max(1000)
+    .superRefine((p, ctx) => {
+      const problem = pointerProblem(p);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .describe(what);
+
 const FieldPaths = z
-  .array(z.string().min(1).max(1000))
+  .array(FieldPath)
   .min(1)
   .max(1000)
   .refine(uniqueItems, { message: 'items must be unique' });
@@ -18,14 +36,24 @@ export const ResponseSpec = z
     exclude: FieldPaths.optional().describe('every declared output field except these and their nested fields'),
     schema: z
       .record(z.string(), z.unknown())
-      .refine((s) => Buffer.byteLength(JSON.stringify(s)) <= MAX_SCHEMA_BYTES, { message: 'must be at most 8 KB' })
+      .superRefine((s, ctx) => {
+        // Walked iteratively first: a deeply nested schema must not reach JSON.stringify's recursion.
+        const issues = schemaIssues(s);
+        for (const i of issues) ctx.addIssue({ code: 'custom', path: i.path, message: i.message });
+        if (issues.length === 0 && new TextEncoder().encode(JSON.stringify(s)).length > MAX_SCHEMA_BYTES)
+          ctx.addIssue({ code: 'custom', message: 'must be at most 8 KB' });
+      })
       .optional()
-      .describe('JSON Schema the output is projected into (at most 8 KB)'),
+      .describe(
+        `JSON Schema the output is projected into: at most 8 KB, ${MAX_SCHEMA_DEPTH} levels deep, \$ref only within the schema, no key __proto__, constructor or prototype`,
+      ),
     mapping: z
       .array(
         z.strictObject({
-          target: z.string().max(1000).describe('JSON Pointer into the response schema'),
-          source: z.string().max(1000).describe('JSON Pointer into the workflow output'),
+          target: Pointer(
+            `JSON Pointer into the response schema; each segment a declared property or an array index (0 to ${MAX_TARGET_INDEX}, dense from 0); targets unique, none the parent of another`,
+          ),
+          source: Pointer('JSON Pointer into the workflow output'),
         }),
       )
       .min(1)
@@ -44,6 +72,9 @@ export const ResponseSpec = z
     clash('exclude', 'schema');
     clash('exclude', 'mapping');
     if (r.mapping !== undefined && r.schema === undefined) ctx.addIssue({ code: 'custom', path: ['mapping'], message: 'requires response.schema' });
+    if (r.mapping !== undefined && r.schema !== undefined) {
+      for (const i of targetIssues(r.mapping.map((m) => m.target), r.schema)) ctx.addIssue({ code: 'custom', path: ['mapping', ...i.path], message: i.message });
+    }
   });
 export type ResponseSpec = z.infer<typeof ResponseSpec>;
 
