@@ -61,6 +61,10 @@ const ConfigSchema = z.object({
   /** Operations checked at once during a health check; low, as checks share browsers with queries. */
   HEALTH_CHECK_CONCURRENCY: int(2),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Largest site output (bytes of its JSON) a run may return. Temporal refuses payloads over its
+   *  blob limit (2 MiB by default; gRPC messages 4 MiB) and would retry the run, and the output is
+   *  carried again in the terminal envelope: so a safe share of that limit, failing at once beyond it. */
+  EXECUTE_MAX_OUTPUT_BYTES: int(1_572_864),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };

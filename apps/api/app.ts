@@ -4,6 +4,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import errorsPlugin from './plugins/errors.ts';
+import jsonBodyPlugin from './plugins/json-body.ts';
 import authPlugin from './plugins/auth.ts';
 import ssePlugin from './plugins/sse.ts';
 import rootRoutes from './routes/root.ts';
@@ -39,6 +40,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('queries', queries);
 
   await app.register(errorsPlugin);
+  await app.register(jsonBodyPlugin);
   await app.register(authPlugin);
   await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt: Date.now(), temporalHealthy: deps.temporalHealthy });
   await app.register(ssePlugin);

@@ -12,14 +12,14 @@ export const MAX_TARGET_INDEX = 999;
 export const MAX_SCHEMA_DEPTH = 32;
 
 /** RFC 6901: empty, or `/`-prefixed segments where `~` is only ever `~0` or `~1`. */
-const POINTER = /^(?:\/(?:[^~/]|~[01])*)*$/;
+export const POINTER_PATTERN = /^(?:\/(?:[^~/]|~[01])*)*$/;
 
 /** An array index as RFC 6901 writes it: no sign, no leading zero. */
 export const isIndexSegment = (seg: string) => /^(?:0|[1-9][0-9]*)$/.test(seg);
 
 /** Segments of a pointer, unescaped; undefined when it is not an RFC 6901 pointer. */
 export function parsePointer(pointer: string): string[] | undefined {
-  if (typeof pointer !== 'string' || !POINTER.test(pointer)) return undefined;
+  if (typeof pointer !== 'string' || !POINTER_PATTERN.test(pointer)) return undefined;
   if (pointer === '') return [];
   return pointer
     .slice(1)

@@ -2,7 +2,7 @@
 // type the code and generate OpenAPI and MCP schemas.
 import { z } from 'zod';
 import { FILE_ID_PATTERN, Handle, OperationName, uniqueItems } from './common.ts';
-import { FORBIDDEN_KEYS, MAX_SCHEMA_DEPTH, MAX_TARGET_INDEX, pointerProblem, schemaIssues, targetIssues } from '../format/pointer.ts';
+import { FORBIDDEN_KEYS, MAX_SCHEMA_DEPTH, MAX_TARGET_INDEX, POINTER_PATTERN, pointerProblem, schemaIssues, targetIssues } from '../format/pointer.ts';
 
 const MAX_SCHEMA_BYTES = 8 * 1024;
 
@@ -21,7 +21,9 @@ const Pointer = (what: string) =>
       const problem = pointerProblem(p);
       if (problem) ctx.addIssue({ code: 'custom', message: problem });
     })
-    .describe(what);
+    .describe(what)
+    // The document states the syntax; runtime checks give the precise reason (see pointerProblem).
+    .meta({ pattern: POINTER_PATTERN.source });
 
 const FieldPaths = z
   .array(FieldPath)
@@ -96,6 +98,15 @@ export const QueryRequest = z
     stream: z.boolean().optional().describe('true returns a server-sent event stream'),
     response: ResponseSpec.optional(),
     visibility: z.enum(['public', 'private']).optional().describe('restricts the handle to the public or the private workflow'),
+  })
+  // The two modes, for the document: direct (api + operation + input, no prompt) or prompt (no
+  // operation, input or version). Runtime validation is the superRefine below, which names each
+  // offending field instead of one "matches neither" issue.
+  .meta({
+    oneOf: [
+      { title: 'Direct mode', required: ['api', 'operation', 'input'], not: { anyOf: [{ required: ['prompt'] }] } },
+      { title: 'Prompt mode', required: ['prompt'], not: { anyOf: [{ required: ['operation'] }, { required: ['input'] }, { required: ['version'] }] } },
+    ],
   })
   .superRefine((q, ctx) => {
     const need = (field: keyof typeof q, why: string) => {
