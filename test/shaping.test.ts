@@ -3,8 +3,8 @@
 // depth: it runs in the workflow sandbox every organization shares), and must neither throw nor
 // touch Object.prototype.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MAX_SHAPE_DEPTH, getPointer, renderMarkdown, renderText, shapeOutput } from '../shared/format/shape.ts';
-import { MAX_TARGET_INDEX, parsePointer, pointerProblem, schemaIssues, targetIssues } from '../shared/format/pointer.ts';
+import { MAX_RENDERED_BYTES, MAX_SHAPE_DEPTH, clampRendering, getPointer, renderMarkdown, renderText, shapeOutput } from '../shared/format/shape.ts';
+import { MAX_TARGET_INDEX, MAX_TARGETS_CHARS, parsePointer, pointerProblem, schemaIssues, sourceIssues, targetIssues } from '../shared/format/pointer.ts';
 import { QueryRequest, type ResponseSpec } from '../shared/schemas/query.ts';
 
 const output = {
@@ -96,6 +96,18 @@ describe('mapping targets against each other and the schema', () => {
   });
 });
 
+describe('mapping sources', () => {
+  const issues = (sources: string[]) => sourceIssues(sources).map((i) => `${i.path.join('.')}: ${i.message}`);
+
+  it('must not overlap, so a shaped output is never larger than the output', () => {
+    expect(issues(['/a', '/b/c', '/b/d', '/ab'])).toEqual([]);
+    expect(issues(['/a', '/a'])).toEqual(['1.source: duplicates response.mapping.0.source; each part of the output may be mapped once']);
+    expect(issues(['/b/c', '/b'])).toEqual(['1.source: overlaps response.mapping.0.source; each part of the output may be mapped once']);
+    expect(issues(['', '/a', '/b'])).toHaveLength(2);
+    expect(issues(Array.from({ length: 1000 }, () => ''))).toHaveLength(999);
+  });
+});
+
 describe('response schema checks', () => {
   it('refuses forbidden keys anywhere, remote $ref, wrong keyword types and deep nesting, without recursion', () => {
     expect(schemaIssues({ type: 'object', properties: { a: { type: 'string' } }, $ref: '#/$defs/x' })).toEqual([]);
@@ -119,10 +131,14 @@ describe('response schema checks', () => {
     expect(paths({ schema: { type: 'object', properties: { a: {} } }, mapping: [{ target: '/a', source: '/city' }] })).toEqual([]);
     expect(paths({ schema: { properties: { a: {} } }, mapping: [{ target: 'a', source: '/city' }] })).toEqual(['response.mapping.0.target']);
     expect(paths({ schema: {}, mapping: [{ target: '/a', source: '/__proto__' }] })).toEqual(['response.mapping.0.source']);
-    expect(paths({ schema: {}, mapping: [{ target: '/ok', source: '/a' }, { target: '/__proto__/polluted', source: '/a' }] })).toEqual(['response.mapping.1.target']);
+    expect(paths({ schema: {}, mapping: [{ target: '/ok', source: '/a' }, { target: '/__proto__/polluted', source: '/b' }] })).toEqual(['response.mapping.1.target']);
     expect(paths({ schema: { properties: { a: { properties: { prototype: {} } } } } })).toEqual(['response.schema.properties.a.properties.prototype']);
     expect(paths({ include: ['constructor.prototype'] })).toEqual(['response.include.0']);
     expect(paths({ exclude: ['a.__proto__'] })).toEqual(['response.exclude.0']);
+    expect(paths({ schema: {}, mapping: [{ target: '/a', source: '' }, { target: '/b', source: '' }] })).toEqual(['response.mapping.1.source']);
+    const long = Array.from({ length: 100 }, (_, i) => ({ target: `/${String(i).padStart(3, '0')}${'k'.repeat(990)}`, source: `/s${i}` }));
+    expect(MAX_TARGETS_CHARS).toBeLessThan(100 * 994);
+    expect(paths({ schema: {}, mapping: long })).toEqual(['response.mapping']);
   });
 });
 
@@ -135,7 +151,7 @@ describe('shapeOutput with validated specs', () => {
         { target: '/temps/1', source: '/hourly/1/t' },
         { target: '/temps/0', source: '/hourly/0/t' },
         { target: '/temps/2', source: '/nope' },
-        { target: '/missing', source: '/nope' },
+        { target: '/missing', source: '/absent' },
       ],
     });
     expect(json(shaped)).toEqual({ where: { name: 'London' }, temps: [10, 11, null] });
@@ -198,6 +214,21 @@ describe('shapeOutput with hostile, unvalidated specs', () => {
     for (const r of [null, 'x', 1, [], { include: 'city' }, { include: [1, null] }, { schema: {}, mapping: 'x' }, { schema: {}, mapping: [null, 1, { target: 1, source: 2 }] }, { schema: 'x' }, { format: 'pdf' }]) {
       expect(() => shapeOutput(output, unvalidated(r)), JSON.stringify(r)).not.toThrow();
     }
+  });
+});
+
+describe('renderings', () => {
+  it('are cut at MAX_RENDERED_BYTES with a visible note, never mid-character', () => {
+    const many = { values: Array.from({ length: 400_000 }, (_, i) => i % 10) };
+    expect(JSON.stringify(many).length).toBeLessThan(MAX_RENDERED_BYTES);
+    const text = shapeOutput(many, { format: 'text' }) as string;
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(MAX_RENDERED_BYTES);
+    expect(text).toMatch(/\[truncated: .*format json/);
+    expect(clampRendering('short')).toBe('short');
+    const emoji = clampRendering('😀'.repeat(100), 120);
+    expect(Buffer.byteLength(emoji)).toBeLessThanOrEqual(120);
+    expect(emoji).not.toContain('\uFFFD');
+    expect(emoji.startsWith('😀')).toBe(true);
   });
 });
 

@@ -8,6 +8,9 @@ export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constr
 /** Highest array index a mapping target may name: targets build arrays, so indexes are bounded. */
 export const MAX_TARGET_INDEX = 999;
 
+/** All mapping targets together: their keys become the shaped output's, which Temporal must carry. */
+export const MAX_TARGETS_CHARS = 65_536;
+
 /** Deepest a response schema may nest (objects and arrays); its walkers stay iterative anyway. */
 export const MAX_SCHEMA_DEPTH = 32;
 
@@ -186,4 +189,46 @@ export function targetIssues(targets: string[], schema: Record<string, unknown>)
     }
   }
   return issues;
+}
+
+/**
+ * Mapping sources must not overlap (none equal to or inside another): each byte of the output is
+ * then copied at most once, so a shaped output is never larger than the output it came from (a
+ * thousand mappings of "" would otherwise multiply it a thousandfold after the site ran).
+ */
+export function sourceIssues(sources: string[]): PathIssue[] {
+  const issues: PathIssue[] = [];
+  const parsed = sources.map((s) => parsePointer(s));
+  // Sorted by segments, a source inside another directly follows it (or one inside it).
+  const order = parsed
+    .map((segs, i) => ({ segs, i }))
+    .filter((e): e is { segs: string[]; i: number } => e.segs !== undefined)
+    .sort((a, b) => {
+      const n = Math.min(a.segs.length, b.segs.length);
+      for (let k = 0; k < n; k++) if (a.segs[k] !== b.segs[k]) return a.segs[k]! < b.segs[k]! ? -1 : 1;
+      return a.segs.length - b.segs.length || a.i - b.i;
+    });
+  for (let k = 1; k < order.length; k++) {
+    // Compare with the nearest earlier source that is not itself reported (the outermost one).
+    const prev = order[k - 1]!;
+    const cur = order[k]!;
+    const inside = prev.segs.length <= cur.segs.length && prev.segs.every((seg, d) => cur.segs[d] === seg);
+    if (inside) {
+      const [first, second] = prev.i < cur.i ? [prev, cur] : [cur, prev];
+      const same = prev.segs.length === cur.segs.length;
+      issues.push({
+        path: [second.i, 'source'],
+        message: same
+          ? `duplicates response.mapping.${first.i}.source; each part of the output may be mapped once`
+          : `overlaps response.mapping.${first.i}.source; each part of the output may be mapped once`,
+      });
+      order[k] = prev; // keep comparing later sources with the outer one
+    }
+  }
+  return issues;
+}
+
+/** The combined length of all targets, bounded so the keys they create stay small. */
+export function targetsTooLong(targets: string[]): boolean {
+  return targets.reduce((n, t) => n + t.length, 0) > MAX_TARGETS_CHARS;
 }

@@ -251,6 +251,29 @@ export function renderMarkdown(value: unknown, depth = 2): string {
   return scalarText(value);
 }
 
+/** Largest text or markdown rendering (UTF-8 bytes): what Temporal can carry in the envelope. */
+export const MAX_RENDERED_BYTES = 1_572_864;
+
+/**
+ * A rendering can be many times longer than its JSON (indentation, labels), so it is cut at
+ * MAX_RENDERED_BYTES with a visible note rather than fail after the site ran.
+ */
+export function clampRendering(text: string, maxBytes = MAX_RENDERED_BYTES): string {
+  if (text.length * 3 <= maxBytes) return text;
+  const note = '\n... [truncated: the rendering is longer than the service can carry; ask for format json or fewer fields]';
+  const budget = maxBytes - note.length;
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    const high = c >= 0xd800 && c <= 0xdbff;
+    const size = c < 0x80 ? 1 : c < 0x800 ? 2 : high ? 4 : 3;
+    if (bytes + size > budget) return text.slice(0, i) + note;
+    bytes += size;
+    if (high) i++; // the low surrogate was counted with its pair
+  }
+  return text;
+}
+
 const strings = (v: unknown): string[] | undefined => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : undefined);
 
 /**
@@ -277,9 +300,9 @@ export function shapeOutput(output: unknown, response: ResponseSpec): unknown {
   } else if (isObject(schema)) shaped = project(output, schema);
   switch (ownValue(response, 'format')) {
     case 'text':
-      return renderText(shaped);
+      return clampRendering(renderText(shaped));
     case 'markdown':
-      return renderMarkdown(shaped);
+      return clampRendering(renderMarkdown(shaped));
     default:
       return shaped as Json;
   }

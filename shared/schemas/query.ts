@@ -2,7 +2,18 @@
 // type the code and generate OpenAPI and MCP schemas.
 import { z } from 'zod';
 import { FILE_ID_PATTERN, Handle, OperationName, uniqueItems } from './common.ts';
-import { FORBIDDEN_KEYS, MAX_SCHEMA_DEPTH, MAX_TARGET_INDEX, POINTER_PATTERN, pointerProblem, schemaIssues, targetIssues } from '../format/pointer.ts';
+import {
+  FORBIDDEN_KEYS,
+  MAX_SCHEMA_DEPTH,
+  MAX_TARGET_INDEX,
+  MAX_TARGETS_CHARS,
+  POINTER_PATTERN,
+  pointerProblem,
+  schemaIssues,
+  sourceIssues,
+  targetIssues,
+  targetsTooLong,
+} from '../format/pointer.ts';
 
 const MAX_SCHEMA_BYTES = 8 * 1024;
 
@@ -55,13 +66,13 @@ export const ResponseSpec = z
           target: Pointer(
             `JSON Pointer into the response schema; each segment a declared property or an array index (0 to ${MAX_TARGET_INDEX}, dense from 0); targets unique, none the parent of another`,
           ),
-          source: Pointer('JSON Pointer into the workflow output'),
+          source: Pointer('JSON Pointer into the workflow output; sources must not overlap (none equal to or inside another)'),
         }),
       )
       .min(1)
       .max(1000)
       .optional()
-      .describe('explicit field mapping; requires schema'),
+      .describe(`explicit field mapping; requires schema; targets total at most ${MAX_TARGETS_CHARS} characters`),
   })
   .superRefine((r, ctx) => {
     const clash = (a: keyof typeof r, b: keyof typeof r) => {
@@ -75,7 +86,10 @@ export const ResponseSpec = z
     clash('exclude', 'mapping');
     if (r.mapping !== undefined && r.schema === undefined) ctx.addIssue({ code: 'custom', path: ['mapping'], message: 'requires response.schema' });
     if (r.mapping !== undefined && r.schema !== undefined) {
-      for (const i of targetIssues(r.mapping.map((m) => m.target), r.schema)) ctx.addIssue({ code: 'custom', path: ['mapping', ...i.path], message: i.message });
+      const targets = r.mapping.map((m) => m.target);
+      for (const i of targetIssues(targets, r.schema)) ctx.addIssue({ code: 'custom', path: ['mapping', ...i.path], message: i.message });
+      for (const i of sourceIssues(r.mapping.map((m) => m.source))) ctx.addIssue({ code: 'custom', path: ['mapping', ...i.path], message: i.message });
+      if (targetsTooLong(targets)) ctx.addIssue({ code: 'custom', path: ['mapping'], message: `targets may total at most ${MAX_TARGETS_CHARS} characters` });
     }
   });
 export type ResponseSpec = z.infer<typeof ResponseSpec>;
