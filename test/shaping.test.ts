@@ -3,6 +3,7 @@
 // depth: it runs in the workflow sandbox every organization shares), and must neither throw nor
 // touch Object.prototype.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { MAX_RENDERED_BYTES, MAX_SHAPE_DEPTH, clampRendering, getPointer, renderMarkdown, renderText, shapeOutput } from '../shared/format/shape.ts';
 import { MAX_TARGET_INDEX, MAX_TARGETS_CHARS, parsePointer, pointerProblem, schemaIssues, sourceIssues, targetIssues } from '../shared/format/pointer.ts';
 import { QueryRequest, type ResponseSpec } from '../shared/schemas/query.ts';
@@ -139,6 +140,19 @@ describe('response schema checks', () => {
     const long = Array.from({ length: 100 }, (_, i) => ({ target: `/${String(i).padStart(3, '0')}${'k'.repeat(990)}`, source: `/s${i}` }));
     expect(MAX_TARGETS_CHARS).toBeLessThan(100 * 994);
     expect(paths({ schema: {}, mapping: long })).toEqual(['response.mapping']);
+  });
+});
+
+describe('the QueryRequest JSON Schema', () => {
+  it('states the two modes as a oneOf while validation keeps per-field messages', () => {
+    const doc = z.toJSONSchema(QueryRequest, { target: 'draft-2020-12', io: 'input' }) as Record<string, any>;
+    expect(doc.oneOf).toEqual([
+      { title: 'Direct mode', required: ['api', 'operation', 'input'], not: { anyOf: [{ required: ['prompt'] }] } },
+      { title: 'Prompt mode', required: ['prompt'], not: { anyOf: [{ required: ['operation'] }, { required: ['input'] }, { required: ['version'] }] } },
+    ]);
+    expect(doc.properties.response.properties.mapping.items.properties.target.pattern).toBe('^(?:\\/(?:[^~/]|~[01])*)*$');
+    const r = QueryRequest.safeParse({ prompt: 'x', input: {}, version: 1 });
+    expect(r.success ? [] : r.error.issues.map((i) => i.path.join('.'))).toEqual(['input', 'version']);
   });
 });
 
