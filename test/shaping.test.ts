@@ -246,6 +246,44 @@ describe('renderings', () => {
   });
 });
 
+describe('never throws for a spec that passed validation', () => {
+  it('holds over thousands of generated specs and outputs (seeded)', () => {
+    let seed = 20261123;
+    const rnd = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % n;
+    };
+    const segs = ['a', 'b', '0', '1', '2', '', '~0', '~1', '__proto__', 'constructor', 'prototype', '100000000', 'x y', '01'];
+    const pointer = () => (rnd(6) === 0 ? '' : Array.from({ length: 1 + rnd(4) }, () => `/${segs[rnd(segs.length)]}`).join('')) + (rnd(20) === 0 ? '~' : '');
+    const value = (depth: number): unknown => {
+      const k = rnd(depth > 3 ? 3 : 6);
+      if (k === 0) return rnd(100);
+      if (k === 1) return 'text';
+      if (k === 2) return null;
+      if (k === 3) return Array.from({ length: rnd(4) }, () => value(depth + 1));
+      return Object.fromEntries(Array.from({ length: rnd(4) }, () => [segs[rnd(5)]!, value(depth + 1)]));
+    };
+    const schema = (depth: number): Record<string, unknown> => {
+      const k = rnd(depth > 2 ? 1 : 3);
+      if (k === 0) return {};
+      if (k === 1) return { type: 'array', items: schema(depth + 1) };
+      return { type: 'object', properties: Object.fromEntries(['a', 'b', '0'].slice(0, 1 + rnd(3)).map((p) => [p, schema(depth + 1)])) };
+    };
+    let accepted = 0;
+    for (let i = 0; i < 3000; i++) {
+      const mapping = Array.from({ length: 1 + rnd(5) }, () => ({ target: pointer(), source: pointer() }));
+      const format = (['json', 'text', 'markdown'] as const)[rnd(3)];
+      const response = rnd(4) === 0 ? { include: ['a', 'b.a'].slice(0, 1 + rnd(2)), format } : { schema: schema(0), mapping, format };
+      const parsed = QueryRequest.safeParse({ api: '@x', operation: 'op', input: {}, response });
+      if (!parsed.success) continue;
+      accepted++;
+      const out = value(0);
+      expect(() => shapeOutput(out, parsed.data.response!), JSON.stringify({ response, out })).not.toThrow();
+    }
+    expect(accepted).toBeGreaterThan(100);
+  });
+});
+
 describe('deep values', () => {
   let deep: unknown = 'bottom';
   for (let i = 0; i < 100_000; i++) deep = i % 2 ? [deep] : { k: deep };
