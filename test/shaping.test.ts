@@ -117,6 +117,9 @@ describe('response schema checks', () => {
     expect(schemaIssues({ $ref: 'https://evil.example/schema.json' })[0]!.message).toMatch(/remote/);
     expect(schemaIssues({ properties: [] })[0]).toMatchObject({ path: ['properties'] });
     expect(schemaIssues({ type: 'strange' })[0]).toMatchObject({ path: ['type'] });
+    expect(schemaIssues({ items: { type: 'nope' } })[0]).toMatchObject({ path: ['items', 'type'] });
+    // Names inside maps of schemas and data under enum are not keywords.
+    expect(schemaIssues({ $defs: { type: { type: 'string' }, properties: {} }, enum: [{ type: 1 }], default: { properties: 3 } })).toEqual([]);
     let deep: Record<string, unknown> = {};
     for (let i = 0; i < 100_000; i++) deep = { items: deep };
     expect(schemaIssues(deep)[0]!.message).toMatch(/deeper than 32/);

@@ -51,6 +51,7 @@ export interface PathIssue {
   message: string;
 }
 
+const SUBSCHEMA_KEYWORDS = new Set(['items', 'additionalProperties', 'not', 'contains', 'propertyNames', 'if', 'then', 'else', 'unevaluatedItems', 'unevaluatedProperties']);
 const SCHEMA_TYPES = new Set(['object', 'array', 'string', 'number', 'integer', 'boolean', 'null']);
 
 /**
@@ -98,10 +99,9 @@ export function schemaIssues(schema: unknown): PathIssue[] {
             issues.push({ path: [...path, key], message: `must be one of ${[...SCHEMA_TYPES].join(', ')} (or a list of them)` });
         }
       }
-      // Sub-schemas sit under most keywords; values under the others (enum, const, default, examples)
-      // are data, still checked for forbidden keys and depth.
-      const childIsSchema = isSchema && !['enum', 'const', 'default', 'examples', 'required'].includes(key);
-      stack.push({ value: v, path: [...path, key], depth: depth + 1, isSchema: childIsSchema && (isPlainObject(v) || Array.isArray(v)) && key !== 'type' });
+      // Keyword shapes are checked where a single sub-schema sits; everything else (maps of schemas,
+      // lists, enum/const/default data) is still walked for forbidden keys, $ref and depth.
+      stack.push({ value: v, path: [...path, key], depth: depth + 1, isSchema: isSchema && SUBSCHEMA_KEYWORDS.has(key) && isPlainObject(v) });
     }
   }
   return issues;
