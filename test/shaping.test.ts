@@ -143,6 +143,8 @@ describe('response schema checks', () => {
     const long = Array.from({ length: 100 }, (_, i) => ({ target: `/${String(i).padStart(3, '0')}${'k'.repeat(990)}`, source: `/s${i}` }));
     expect(MAX_TARGETS_CHARS).toBeLessThan(100 * 994);
     expect(paths({ schema: {}, mapping: long })).toEqual(['response.mapping']);
+    const longSources = long.map((m, i) => ({ target: `/t${i}`, source: m.target }));
+    expect(paths({ schema: {}, mapping: longSources })).toEqual(['response.mapping']);
   });
 });
 

@@ -8,7 +8,8 @@ export const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constr
 /** Highest array index a mapping target may name: targets build arrays, so indexes are bounded. */
 export const MAX_TARGET_INDEX = 999;
 
-/** All mapping targets together: their keys become the shaped output's, which Temporal must carry. */
+/** All mapping targets (and, separately, all sources) together: targets become the shaped output's
+ *  keys and both travel in the workflow's input, which Temporal must carry. */
 export const MAX_TARGETS_CHARS = 65_536;
 
 /** Deepest a response schema may nest (objects and arrays); its walkers stay iterative anyway. */
@@ -228,7 +229,7 @@ export function sourceIssues(sources: string[]): PathIssue[] {
   return issues;
 }
 
-/** The combined length of all targets, bounded so the keys they create stay small. */
-export function targetsTooLong(targets: string[]): boolean {
-  return targets.reduce((n, t) => n + t.length, 0) > MAX_TARGETS_CHARS;
+/** The combined length of all targets (or all sources), bounded so what they carry stays small. */
+export function pointersTooLong(pointers: string[]): boolean {
+  return pointers.reduce((n, t) => n + t.length, 0) > MAX_TARGETS_CHARS;
 }

@@ -12,7 +12,7 @@ import {
   schemaIssues,
   sourceIssues,
   targetIssues,
-  targetsTooLong,
+  pointersTooLong,
 } from '../format/pointer.ts';
 
 const MAX_SCHEMA_BYTES = 8 * 1024;
@@ -72,7 +72,7 @@ export const ResponseSpec = z
       .min(1)
       .max(1000)
       .optional()
-      .describe(`explicit field mapping; requires schema; targets total at most ${MAX_TARGETS_CHARS} characters`),
+      .describe(`explicit field mapping; requires schema; targets total at most ${MAX_TARGETS_CHARS} characters, and so do sources`),
   })
   .superRefine((r, ctx) => {
     const clash = (a: keyof typeof r, b: keyof typeof r) => {
@@ -87,9 +87,11 @@ export const ResponseSpec = z
     if (r.mapping !== undefined && r.schema === undefined) ctx.addIssue({ code: 'custom', path: ['mapping'], message: 'requires response.schema' });
     if (r.mapping !== undefined && r.schema !== undefined) {
       const targets = r.mapping.map((m) => m.target);
+      const sources = r.mapping.map((m) => m.source);
       for (const i of targetIssues(targets, r.schema)) ctx.addIssue({ code: 'custom', path: ['mapping', ...i.path], message: i.message });
-      for (const i of sourceIssues(r.mapping.map((m) => m.source))) ctx.addIssue({ code: 'custom', path: ['mapping', ...i.path], message: i.message });
-      if (targetsTooLong(targets)) ctx.addIssue({ code: 'custom', path: ['mapping'], message: `targets may total at most ${MAX_TARGETS_CHARS} characters` });
+      for (const i of sourceIssues(sources)) ctx.addIssue({ code: 'custom', path: ['mapping', ...i.path], message: i.message });
+      if (pointersTooLong(targets)) ctx.addIssue({ code: 'custom', path: ['mapping'], message: `targets may total at most ${MAX_TARGETS_CHARS} characters` });
+      if (pointersTooLong(sources)) ctx.addIssue({ code: 'custom', path: ['mapping'], message: `sources may total at most ${MAX_TARGETS_CHARS} characters` });
     }
   });
 export type ResponseSpec = z.infer<typeof ResponseSpec>;
