@@ -11,6 +11,7 @@ import { loadSecrets, type AccessItem, type Keyring } from '../shared/db/connect
 import type { RecipeRunner } from './engines/index.ts';
 import { redact } from './engines/errors.ts';
 import type { ExecuteActivities } from './types.ts';
+import { loadConfig } from '../shared/config.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
@@ -30,7 +31,39 @@ function accessFailure(items: AccessItem[]): ApplicationFailure {
   return toApplicationFailure('auth_revoked', `The connected ${list('revoked')} was disconnected`, details);
 }
 
-export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner; keyring: () => Promise<Keyring> }): ExecuteActivities {
+/** Bytes of an output's JSON; an output JSON cannot even write counts as too large to carry. */
+function jsonBytes(value: unknown): number {
+  try {
+    return Buffer.byteLength(JSON.stringify(value) ?? 'null');
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+}
+
+const mib = (bytes: number) => `${(bytes / 1_048_576).toFixed(1)} MiB`;
+
+/**
+ * An output Temporal could not carry: failing the completion would retry the run (repeating the
+ * site's work, and for actions the action). It fails at once instead; the reservation is released.
+ */
+function outputTooLarge(bytes: number, limit: number): ApplicationFailure {
+  const size = Number.isFinite(bytes) ? `${mib(bytes)} of output` : 'output nested too deeply to serialize';
+  return toApplicationFailure(
+    'workflow_execution_failed',
+    `The website returned more than the service can carry (${size}; the limit is ${mib(limit)}); narrow the input and try again`,
+    { reason: 'output_too_large', output_bytes: Number.isFinite(bytes) ? bytes : null, limit_bytes: limit },
+    true,
+  );
+}
+
+export function createExecuteActivities(deps: {
+  db: Db;
+  runner: RecipeRunner;
+  keyring: () => Promise<Keyring>;
+  /** Largest output JSON in bytes; read once from EXECUTE_MAX_OUTPUT_BYTES when not given. */
+  maxOutputBytes?: number;
+}): ExecuteActivities {
+  const maxOutputBytes = deps.maxOutputBytes ?? loadConfig().EXECUTE_MAX_OUTPUT_BYTES;
   // Connection secrets are decrypted with the configured key (CONNECTIONS_ENCRYPTION_KEY or the dev key in DATA_DIR).
   const keyring = deps.keyring;
   const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
@@ -91,7 +124,13 @@ export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner; ke
           throw toApplicationFailure('internal_error', 'The workflow produced output that does not match its output schema', undefined, true);
         }
         // A site may echo a secret back; it never leaves the worker (outputs are never cached either).
-        return redact(output, secretValues);
+        const result = redact(output, secretValues);
+        const bytes = jsonBytes(result);
+        if (bytes > maxOutputBytes) {
+          ctx.log.warn('output over the payload bound', { operationId, version, bytes, limit: maxOutputBytes });
+          throw outputTooLarge(bytes, maxOutputBytes);
+        }
+        return result;
       } catch (err) {
         if (err instanceof ApplicationFailure) throw err;
         if (err instanceof ServiceError) throw toApplicationFailure(err.code, redact(err.message, secretValues), redact(err.details, secretValues));

@@ -67,6 +67,10 @@ const ConfigSchema = z.object({
     .enum(['true', 'false', '1', '0'])
     .default('true')
     .transform((v) => v === 'true' || v === '1'),
+  /** Largest site output (bytes of its JSON) a run may return. Temporal refuses payloads over its
+   *  blob limit (2 MiB by default; gRPC messages 4 MiB) and would retry the run, and the output is
+   *  carried again in the terminal envelope: so a safe share of that limit, failing at once beyond it. */
+  EXECUTE_MAX_OUTPUT_BYTES: int(1_572_864),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };

@@ -66,6 +66,16 @@ describe('QueryRequest shape (invalid_input)', () => {
     ['include duplicate', { ...weather, response: { include: ['city', 'city'] } }, 'response.include', ['response.include']],
     ['include item too long', { ...weather, response: { include: ['x'.repeat(1001)] } }, 'response.include.0', ['response.include.0']],
     ['schema over 8 KB', { ...weather, response: { schema: { description: 'x'.repeat(9000) } } }, 'response.schema', ['response.schema']],
+    ['mapping target not a pointer', { ...weather, response: { schema: {}, mapping: [{ target: 'a', source: '/city' }] } }, 'response.mapping.0.target', ['response.mapping.0.target']],
+    ['mapping source with a bad escape', { ...weather, response: { schema: {}, mapping: [{ target: '/a', source: '/c~2ity' }] } }, 'response.mapping.0.source', ['response.mapping.0.source']],
+    ['mapping target through __proto__', { ...weather, response: { schema: {}, mapping: [{ target: '/__proto__/x', source: '/city' }] } }, 'response.mapping.0.target', ['response.mapping.0.target']],
+    ['mapping target undeclared', { ...weather, response: { schema: { properties: { a: {} } }, mapping: [{ target: '/b', source: '/city' }] } }, 'response.mapping.0.target', ['response.mapping.0.target']],
+    ['mapping targets duplicate', { ...weather, response: { schema: {}, mapping: [{ target: '/a', source: '/city' }, { target: '/a', source: '/country' }] } }, 'response.mapping.1.target', ['response.mapping.1.target']],
+    ['mapping target sparse index', { ...weather, response: { schema: {}, mapping: [{ target: '/x/100000000', source: '/city' }] } }, 'response.mapping.0.target', ['response.mapping.0.target']],
+    ['mapping sources overlap', { ...weather, response: { schema: {}, mapping: [{ target: '/a', source: '' }, { target: '/b', source: '/city' }] } }, 'response.mapping.1.source', ['response.mapping.1.source']],
+    ['schema with a remote $ref', { ...weather, response: { schema: { $ref: 'https://example.com/s.json' } } }, 'response.schema.$ref', ['response.schema.$ref']],
+    ['schema with a constructor property', { ...weather, response: { schema: { properties: { constructor: {} } } } }, 'response.schema.properties.constructor', ['response.schema.properties.constructor']],
+    ['include through prototype', { ...weather, response: { include: ['city.prototype'] } }, 'response.include.0', ['response.include.0']],
   ];
   for (const [name, body, param, paths] of cases) {
     it(name, async () => {

@@ -7,6 +7,7 @@ import type { Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { openApiSwaggerOptions } from '../../shared/openapi/document.ts';
 import errorsPlugin, { clientErrorResponder, frameworkErrorResponder, rawMissResponse } from './plugins/errors.ts';
+import jsonBodyPlugin from './plugins/json-body.ts';
 import authPlugin from './plugins/auth.ts';
 import ssePlugin from './plugins/sse.ts';
 import rootRoutes from './routes/root.ts';
@@ -62,6 +63,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   await app.register(errorsPlugin);
   await app.register(swagger, openApiSwaggerOptions());
+  await app.register(jsonBodyPlugin);
   await app.register(authPlugin);
   await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt: Date.now(), temporalHealthy: deps.temporalHealthy });
   await app.register(ssePlugin);

@@ -2,11 +2,42 @@
 // type the code and generate OpenAPI and MCP schemas.
 import { z } from 'zod';
 import { FILE_ID_PATTERN, Handle, OperationName, uniqueItems } from './common.ts';
+import {
+  FORBIDDEN_KEYS,
+  MAX_SCHEMA_DEPTH,
+  MAX_TARGET_INDEX,
+  MAX_TARGETS_CHARS,
+  POINTER_PATTERN,
+  pointerProblem,
+  schemaIssues,
+  sourceIssues,
+  targetIssues,
+  pointersTooLong,
+} from '../format/pointer.ts';
 
 const MAX_SCHEMA_BYTES = 8 * 1024;
 
+const FieldPath = z
+  .string()
+  .min(1)
+  .max(1000)
+  .refine((p) => !p.split('.').some((seg) => FORBIDDEN_KEYS.has(seg)), { message: 'must not contain the segment __proto__, constructor or prototype' });
+
+/** A JSON Pointer (RFC 6901) with no segment that reaches a prototype. */
+const Pointer = (what: string) =>
+  z
+    .string()
+    .max(1000)
+    .superRefine((p, ctx) => {
+      const problem = pointerProblem(p);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .describe(what)
+    // The document states the syntax; runtime checks give the precise reason (see pointerProblem).
+    .meta({ pattern: POINTER_PATTERN.source });
+
 const FieldPaths = z
-  .array(z.string().min(1).max(1000))
+  .array(FieldPath)
   .min(1)
   .max(1000)
   .refine(uniqueItems, { message: 'items must be unique' });
@@ -18,20 +49,30 @@ export const ResponseSpec = z
     exclude: FieldPaths.optional().describe('every declared output field except these and their nested fields'),
     schema: z
       .record(z.string(), z.unknown())
-      .refine((s) => Buffer.byteLength(JSON.stringify(s)) <= MAX_SCHEMA_BYTES, { message: 'must be at most 8 KB' })
+      .superRefine((s, ctx) => {
+        // Walked iteratively first: a deeply nested schema must not reach JSON.stringify's recursion.
+        const issues = schemaIssues(s);
+        for (const i of issues) ctx.addIssue({ code: 'custom', path: i.path, message: i.message });
+        if (issues.length === 0 && new TextEncoder().encode(JSON.stringify(s)).length > MAX_SCHEMA_BYTES)
+          ctx.addIssue({ code: 'custom', message: 'must be at most 8 KB' });
+      })
       .optional()
-      .describe('JSON Schema the output is projected into (at most 8 KB)'),
+      .describe(
+        `JSON Schema the output is projected into: at most 8 KB, ${MAX_SCHEMA_DEPTH} levels deep, \$ref only within the schema, no key __proto__, constructor or prototype`,
+      ),
     mapping: z
       .array(
         z.strictObject({
-          target: z.string().max(1000).describe('JSON Pointer into the response schema'),
-          source: z.string().max(1000).describe('JSON Pointer into the workflow output'),
+          target: Pointer(
+            `JSON Pointer into the response schema; each segment a declared property or an array index (0 to ${MAX_TARGET_INDEX}, dense from 0); targets unique, none the parent of another`,
+          ),
+          source: Pointer('JSON Pointer into the workflow output; sources must not overlap (none equal to or inside another)'),
         }),
       )
       .min(1)
       .max(1000)
       .optional()
-      .describe('explicit field mapping; requires schema'),
+      .describe(`explicit field mapping; requires schema; targets total at most ${MAX_TARGETS_CHARS} characters, and so do sources`),
   })
   .superRefine((r, ctx) => {
     const clash = (a: keyof typeof r, b: keyof typeof r) => {
@@ -44,6 +85,14 @@ export const ResponseSpec = z
     clash('exclude', 'schema');
     clash('exclude', 'mapping');
     if (r.mapping !== undefined && r.schema === undefined) ctx.addIssue({ code: 'custom', path: ['mapping'], message: 'requires response.schema' });
+    if (r.mapping !== undefined && r.schema !== undefined) {
+      const targets = r.mapping.map((m) => m.target);
+      const sources = r.mapping.map((m) => m.source);
+      for (const i of targetIssues(targets, r.schema)) ctx.addIssue({ code: 'custom', path: ['mapping', ...i.path], message: i.message });
+      for (const i of sourceIssues(sources)) ctx.addIssue({ code: 'custom', path: ['mapping', ...i.path], message: i.message });
+      if (pointersTooLong(targets)) ctx.addIssue({ code: 'custom', path: ['mapping'], message: `targets may total at most ${MAX_TARGETS_CHARS} characters` });
+      if (pointersTooLong(sources)) ctx.addIssue({ code: 'custom', path: ['mapping'], message: `sources may total at most ${MAX_TARGETS_CHARS} characters` });
+    }
   });
 export type ResponseSpec = z.infer<typeof ResponseSpec>;
 
@@ -65,6 +114,15 @@ export const QueryRequest = z
     stream: z.boolean().optional().describe('true returns a server-sent event stream'),
     response: ResponseSpec.optional(),
     visibility: z.enum(['public', 'private']).optional().describe('restricts the handle to the public or the private workflow'),
+  })
+  // The two modes, for the document: direct (api + operation + input, no prompt) or prompt (no
+  // operation, input or version). Runtime validation is the superRefine below, which names each
+  // offending field instead of one "matches neither" issue.
+  .meta({
+    oneOf: [
+      { title: 'Direct mode', required: ['api', 'operation', 'input'], not: { anyOf: [{ required: ['prompt'] }] } },
+      { title: 'Prompt mode', required: ['prompt'], not: { anyOf: [{ required: ['operation'] }, { required: ['input'] }, { required: ['version'] }] } },
+    ],
   })
   .superRefine((q, ctx) => {
     const need = (field: keyof typeof q, why: string) => {

@@ -1,0 +1,75 @@
+// The application/json body parser for every route (/v1/*, /mcp): JSON nested deeper than
+// MAX_JSON_DEPTH is refused before it is parsed, and keys that reach prototypes (`__proto__`, or
+// `constructor` holding `prototype`) are refused as Fastify's secure-json-parse default does.
+// Why: JSON.parse copes with any depth, but the code after it (zod's z.json(), canonical
+// fingerprints, ajv, the MCP SDK) recurses over the value, and a 3 KB body nested 1500 deep
+// overflowed the stack (a 500, and "Maximum call stack size exceeded" over MCP).
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { ServiceError } from '../../../shared/errors.ts';
+
+/** Deepest nesting of objects and arrays a body may have (a QueryRequest needs a handful). */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * The deepest nesting of `{`/`[` in JSON text, stopping as soon as it passes `limit`. A linear scan
+ * that skips string contents (and their escapes), so it needs no recursion and no parse.
+ */
+export function jsonDepthExceeds(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+      continue;
+    }
+    if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
+function invalid(message: string, issue: string): ServiceError {
+  return new ServiceError('invalid_input', message, { param: '', details: { issues: [{ path: '', message: issue }] } });
+}
+
+class PrototypeKey extends Error {}
+
+/** secure-json-parse's `protoAction: 'error'` and `constructorAction: 'error'`, as a reviver (depth is bounded first). */
+function refusePrototypeKeys(key: string, value: unknown): unknown {
+  if (key === '__proto__') throw new PrototypeKey('__proto__');
+  if (key === 'constructor' && typeof value === 'object' && value !== null && Object.hasOwn(value, 'prototype')) throw new PrototypeKey('constructor.prototype');
+  return value;
+}
+
+export function parseJsonBody(text: string): unknown {
+  if (text.length === 0) throw invalid('A JSON body is required', 'a JSON body is required');
+  if (jsonDepthExceeds(text, MAX_JSON_DEPTH))
+    throw invalid(`The body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`, `nesting depth exceeds the limit of ${MAX_JSON_DEPTH}`);
+  try {
+    return JSON.parse(text, refusePrototypeKeys);
+  } catch (err) {
+    if (err instanceof PrototypeKey)
+      throw invalid(`The body must not contain the key ${err.message}`, `the key ${err.message} is not allowed anywhere in the body`);
+    throw invalid('The body is not valid JSON', 'The body is not valid JSON');
+  }
+}
+
+export default fp(
+  async function jsonBodyPlugin(app: FastifyInstance) {
+    app.removeContentTypeParser('application/json');
+    // parseAs string keeps Fastify's bodyLimit (413 while streaming) and its charset handling.
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request: FastifyRequest, body: string | Buffer, done) => {
+      try {
+        done(null, parseJsonBody(typeof body === 'string' ? body : body.toString('utf8')));
+      } catch (err) {
+        done(err as Error, undefined);
+      }
+    });
+  },
+  { name: 'json-body' },
+);

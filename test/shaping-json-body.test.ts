@@ -1,0 +1,110 @@
+// Hostile JSON bodies on every JSON route: nesting past the depth limit and prototype keys are a
+// 400 envelope before any route code runs (REST and MCP alike), never a 500 or a stack overflow.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_JSON_DEPTH, jsonDepthExceeds, parseJsonBody } from '../apps/api/plugins/json-body.ts';
+import { balanceOf, call, closeDb, db, newOrg, stack } from './helpers/stack.ts';
+
+let org: Awaited<ReturnType<typeof newOrg>>;
+beforeAll(async () => {
+  org = await newOrg(5);
+});
+afterAll(async () => {
+  expect(Number((await db().query('SELECT count(*) FROM requests WHERE org_id = $1', [org.org_id])).rows[0].count)).toBe(0);
+  expect(await balanceOf(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+  await closeDb();
+});
+
+/** `{"a":{"a":…}}` nested `depth` levels around `leaf`. */
+const nested = (depth: number, leaf = '1') => '{"a":'.repeat(depth) + leaf + '}'.repeat(depth);
+const post = (path: string, rawBody: string, headers: Record<string, string> = {}) =>
+  call('POST', path, { key: org.api_key, rawBody, headers: { 'content-type': 'application/json', ...headers } });
+
+function expectDepthRefusal(res: { status: number; body: any; text: string }) {
+  expect(res.status, res.text).toBe(400);
+  expect(res.body.success).toBe(false);
+  expect(res.body.error.code).toBe('invalid_input');
+  expect(res.body.error.param).toBe('');
+  expect(res.body.error.details.issues).toEqual([{ path: '', message: `nesting depth exceeds the limit of ${MAX_JSON_DEPTH}` }]);
+  expect(res.text).not.toMatch(/Maximum call stack/i);
+}
+
+describe('the depth scan (pure)', () => {
+  it('counts brackets outside strings only, escapes included, and stops early', () => {
+    expect(jsonDepthExceeds(nested(MAX_JSON_DEPTH), MAX_JSON_DEPTH)).toBe(false);
+    expect(jsonDepthExceeds(nested(MAX_JSON_DEPTH + 1), MAX_JSON_DEPTH)).toBe(true);
+    expect(jsonDepthExceeds(`{"s":"${'['.repeat(10_000)}"}`, 2)).toBe(false);
+    expect(jsonDepthExceeds(`{"s":"\\"${'{'.repeat(100)}\\\\"}`, 2)).toBe(false);
+    expect(jsonDepthExceeds(`["\\\\",${'['.repeat(3)}]]]]`, 3)).toBe(true);
+    expect(jsonDepthExceeds('['.repeat(1_000_000), MAX_JSON_DEPTH)).toBe(true);
+  });
+
+  it('parses like secure-json-parse with protoAction and constructorAction "error"', () => {
+    expect(parseJsonBody('{"a":[1,{"b":null}]}')).toEqual({ a: [1, { b: null }] });
+    expect(parseJsonBody('{"constructor":"fine","prototype":1}')).toEqual({ constructor: 'fine', prototype: 1 });
+    expect(() => parseJsonBody('{"a":{"__proto__":{"x":1}}}')).toThrow(/__proto__/);
+    expect(() => parseJsonBody('{"a":{"\\u005f_proto__":{"x":1}}}')).toThrow(/__proto__/);
+    expect(() => parseJsonBody('{"constructor":{"prototype":{"x":1}}}')).toThrow(/constructor\.prototype/);
+    expect(() => parseJsonBody('{"a":')).toThrow(/not valid JSON/);
+    expect(({} as Record<string, unknown>).x).toBeUndefined();
+  });
+});
+
+describe('POST /v1/query', () => {
+  it('depth 1500 in a 3 KB body is a 400 envelope, not a 500', async () => {
+    const body = `{"api":"@weather","operation":"current_weather","input":${nested(1500)}}`;
+    expect(body.length).toBeLessThan(12_000);
+    const arrays = `{"api":"@weather","operation":"current_weather","input":{"city":${'['.repeat(1500)}${']'.repeat(1500)}}}`;
+    expect(arrays.length).toBeLessThan(3_200);
+    expectDepthRefusal(await post('/v1/query', body));
+    expectDepthRefusal(await post('/v1/query', arrays));
+    expectDepthRefusal(await post('/v1/query', arrays, { 'content-type': 'application/json; charset=utf-8' }));
+  });
+
+  it('within the limit the request goes on to its ordinary answer; brackets inside strings do not count', async () => {
+    const deepInput = await post('/v1/query', `{"api":"@weather","operation":"current_weather","input":${nested(MAX_JSON_DEPTH - 2)}}`);
+    expect(deepInput.status, deepInput.text).toBe(422);
+    expect(deepInput.body.error.code).toBe('invalid_provider_input');
+    const brackets = await post('/v1/query', JSON.stringify({ prompt: '['.repeat(5_000) + '"{'.repeat(500) }));
+    expect(brackets.status, brackets.text).toBe(501);
+    expect(brackets.body.error.code).toBe('feature_unavailable');
+  });
+
+  it('prototype keys anywhere are a 400 envelope naming the key', async () => {
+    for (const [raw, key] of [
+      ['{"api":"@weather","operation":"current_weather","input":{"__proto__":{"city":"x"}}}', '__proto__'],
+      ['{"api":"@weather","operation":"current_weather","input":{"constructor":{"prototype":{"city":"x"}}}}', 'constructor.prototype'],
+    ] as const) {
+      const res = await post('/v1/query', raw);
+      expect(res.status, res.text).toBe(400);
+      expect(res.body.error.code).toBe('invalid_input');
+      expect(res.body.error.message).toContain(key);
+    }
+  });
+});
+
+describe('/mcp', () => {
+  it('a tools/call with a deeply nested input is a clean 400, never "Maximum call stack size exceeded"', async () => {
+    const rpc = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"svc_run_workflow","arguments":{"api":"@weather","operation":"current_weather","input":${nested(1500)}}}}`;
+    const res = await post('/mcp', rpc, { accept: 'application/json, text/event-stream' });
+    expectDepthRefusal(res);
+  });
+
+  it('a nested input within the limit reaches the tool and gets its ordinary error', async () => {
+    const client = new Client({ name: 'shaping-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${stack().baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${org.api_key}` } } }));
+    try {
+      let input: unknown = 'London';
+      for (let i = 0; i < MAX_JSON_DEPTH - 10; i++) input = { city: input };
+      const r = (await client.callTool({ name: 'svc_run_workflow', arguments: { api: '@weather', operation: 'current_weather', input } })) as CallToolResult;
+      expect(r.isError).toBe(true);
+      const text = (r.content[0] as { text: string }).text;
+      expect(text).not.toMatch(/Maximum call stack/i);
+      expect(JSON.parse(text).error.code).toBe('invalid_provider_input');
+    } finally {
+      await client.close();
+    }
+  });
+});
