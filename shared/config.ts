@@ -61,6 +61,22 @@ const ConfigSchema = z.object({
   /** Operations checked at once during a health check; low, as checks share browsers with queries. */
   HEALTH_CHECK_CONCURRENCY: int(2),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Maintenance: a Temporal Schedule (created by the worker, like the health checks) settles
+   *  unresolved requests from their workflow's real state and deletes expired retained results.
+   *  `false` leaves the Schedule alone (an existing one keeps running; pause it with the Temporal CLI). */
+  RECONCILE_ENABLED: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
+  /** Seconds between maintenance runs (the Schedule's interval). */
+  RECONCILE_INTERVAL_SECONDS: int(60),
+  /** An unresolved request is reconciled once it is older than QUERY_DEADLINE_MS plus this margin. */
+  RECONCILE_MARGIN_MS: int(60_000),
+  /** Unresolved requests examined per run, oldest first; and at most this many of one organization. */
+  RECONCILE_BATCH_SIZE: int(200),
+  RECONCILE_PER_ORG: int(50),
+  /** Expired retained results deleted per run (a backlog drains over several runs). */
+  RETENTION_BATCH_SIZE: int(5_000),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };
