@@ -2,7 +2,7 @@
 // settles requests left unresolved, retention deletes expired results. Each is one conditional
 // statement, so a row that got its envelope meanwhile, or a second run doing the same, changes
 // nothing. Meant to be folded into shared/db/requests.ts, the requests row's owner module.
-import type { Db } from './pool.ts';
+import type { Db, DbClient } from './pool.ts';
 
 /** Statuses of a request whose outcome is not known yet (they hold a running slot). */
 export const UNRESOLVED_STATUSES = ['reserving', 'processing', 'refund_pending'] as const;
@@ -21,7 +21,7 @@ export interface StaleRequest {
  * first, then the least recently looked at, oldest first; at most `perOrg` of one organization,
  * so one organization's backlog cannot take a whole batch.
  */
-export async function listStaleUnresolved(db: Db, o: { olderThanMs: number; limit: number; perOrg: number }): Promise<StaleRequest[]> {
+export async function listStaleUnresolved(db: Db | DbClient, o: { olderThanMs: number; limit: number; perOrg: number }): Promise<StaleRequest[]> {
   const r = await db.query(
     `SELECT id, org_id, workflow_id, status, created_at FROM (
        SELECT id, org_id, workflow_id, status, created_at, reconcile_checked_at,
