@@ -3,10 +3,13 @@
 // (released and `interrupted`, or the completed workflow's envelope written); running ones are left
 // alone; retained results are deleted after their retention and their key can run again.
 import { Client, Connection, ScheduleOverlapPolicy } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { maintenanceScheduleId } from '../apps/worker/maintenance-schedule.ts';
 import { envelopeOf, type ReconciledRequest } from '../activities/maintenance.ts';
-import type { MaintenanceSummary } from '../workflows/maintenance-workflow.ts';
+import type { MaintenanceSummary, maintenanceWorkflow } from '../workflows/maintenance-workflow.ts';
+import type { MaintenanceActivities } from '../activities/maintenance.ts';
 import { reserve } from '../shared/db/credits.ts';
 import { listStaleUnresolved } from '../shared/db/reconcile.ts';
 import { newRequestId, queryWorkflowId, sha256Hex } from '../shared/ids.ts';
@@ -127,6 +130,42 @@ describe('maintenance schedule', () => {
 });
 
 describe('reconciler', () => {
+  it('a running query terminated by an operator while no API waits: released once and interrupted', async () => {
+    // The site answers after 20 s (long enough to stop the run first; a pending reply keeps the
+    // demo server, and so the test run, from closing until then, so it runs early in the file).
+    const o = await org();
+    const ownApi = await pool.spawn('api');
+    await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: 20_000, times: 1 });
+    const pending = query(o.api_key, london, { 'idempotency-key': key() }, String(ownApi.started.url)).catch(() => null);
+    const r0 = await until(async () => {
+      const r = await db().query(`SELECT id, workflow_id FROM requests WHERE org_id = $1 AND status = 'processing'`, [o.org_id]);
+      return r.rows[0] as { id: string; workflow_id: string } | undefined;
+    });
+    // Nobody waits for it any more, then an operator stops the run.
+    await ownApi.kill('SIGKILL');
+    await pending;
+    await client.workflow.getHandle(r0.workflow_id).terminate('test: operator stopped the run');
+    expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 4, reserved: 1, charged: 0 });
+    // Within its deadline the reconciler does not touch it.
+    await nextRun();
+    expect((await row(r0.id)).status).toBe('processing');
+
+    await ageRequest(r0.id);
+    const e = await reportedFor(r0.id, 'interrupted');
+    expect(e).toMatchObject({ workflow: 'TERMINATED', released_credits: 1 });
+    const r = await row(r0.id);
+    expect([r.status, r.error_code, r.billing_status, Number(r.charged_credits)]).toEqual(['interrupted', 'request_interrupted', 'released', 0]);
+    expect(await ledgerOf(o.org_id)).toEqual([
+      { request_id: r0.id, kind: 'reserve', amount: 1 },
+      { request_id: r0.id, kind: 'release', amount: 1 },
+    ]);
+    expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+    // Later runs change nothing: released once.
+    await nextRun();
+    expect(await ledgerOf(o.org_id)).toHaveLength(2);
+    await demo('/__demo/reset');
+  });
+
   it('claims stuck in `reserving` with no workflow lock the organization out until they are interrupted; then it runs again', async () => {
     const o = await org();
     // The body's fingerprint, as the API stores it with a key.
@@ -166,40 +205,6 @@ describe('reconciler', () => {
     expect(again.status, again.text).toBe(200);
     expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 3, reserved: 0, charged: 2 });
     expect((await ledgerOf(o.org_id)).filter((l) => l.request_id === keyed.id || l.request_id === unkeyed.id)).toEqual([]);
-  });
-
-  it('a running query terminated by an operator while no API waits: released once and interrupted', async () => {
-    const o = await org();
-    const ownApi = await pool.spawn('api');
-    await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: 60_000, times: 1 });
-    const pending = query(o.api_key, london, { 'idempotency-key': key() }, String(ownApi.started.url)).catch(() => null);
-    const r0 = await until(async () => {
-      const r = await db().query(`SELECT id, workflow_id FROM requests WHERE org_id = $1 AND status = 'processing'`, [o.org_id]);
-      return r.rows[0] as { id: string; workflow_id: string } | undefined;
-    });
-    // Nobody waits for it any more, then an operator stops the run.
-    await ownApi.kill('SIGKILL');
-    await pending;
-    await client.workflow.getHandle(r0.workflow_id).terminate('test: operator stopped the run');
-    expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 4, reserved: 1, charged: 0 });
-    // Within its deadline the reconciler does not touch it.
-    await nextRun();
-    expect((await row(r0.id)).status).toBe('processing');
-
-    await ageRequest(r0.id);
-    const e = await reportedFor(r0.id, 'interrupted');
-    expect(e).toMatchObject({ workflow: 'TERMINATED', released_credits: 1 });
-    const r = await row(r0.id);
-    expect([r.status, r.error_code, r.billing_status, Number(r.charged_credits)]).toEqual(['interrupted', 'request_interrupted', 'released', 0]);
-    expect(await ledgerOf(o.org_id)).toEqual([
-      { request_id: r0.id, kind: 'reserve', amount: 1 },
-      { request_id: r0.id, kind: 'release', amount: 1 },
-    ]);
-    expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
-    // Later runs change nothing: released once.
-    await nextRun();
-    expect(await ledgerOf(o.org_id)).toHaveLength(2);
-    await demo('/__demo/reset');
   });
 
   it('a request whose workflow still runs is left alone (reservation kept); once it is stopped it is released', async () => {
@@ -352,6 +357,43 @@ describe('ledger after maintenance', () => {
     }
     const unresolved = await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = ANY($1) AND status IN ('reserving', 'processing', 'refund_pending')`, [orgs]);
     expect(unresolved.rows[0].n).toBe(0);
+  });
+});
+
+describe('maintenance workflow', () => {
+  it('a failing step is reported in the summary and does not stop the other', async () => {
+    // The real workflow bundle on the real server, with stub activities (one step failing for good).
+    const nc = await NativeConnection.connect({ address: pair.temporalAddress });
+    const taskQueue = `${pair.taskQueue}-stub`;
+    const activities: MaintenanceActivities = {
+      reconcileUnresolved: async () => {
+        throw ApplicationFailure.nonRetryable('database unreachable', 'db_down');
+      },
+      applyRetention: async () => ({ results_deleted: 3, run_events_deleted: 1 }),
+    };
+    try {
+      const worker = await Worker.create({ connection: nc, taskQueue, workflowBundle: { codePath: pair.workflowBundlePath }, activities });
+      const summary = await worker.runUntil(
+        client.workflow.execute<typeof maintenanceWorkflow>('maintenanceWorkflow', {
+          taskQueue,
+          workflowId: `maintenance-stub-${Date.now()}`,
+          args: [{ reconcileOlderThanMs: 1, overdueAfterMs: 1, batchSize: 1, perOrg: 1, resultRetentionMs: 1, retentionBatchSize: 1 }],
+        }),
+      );
+      expect(summary).toEqual({ reconcile: { failed: 'database unreachable' }, retention: { results_deleted: 3, run_events_deleted: 1 } });
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('the histories of the Schedule\'s runs replay on the current workflow code', async () => {
+    const actions = (await schedule().describe()).info.recentActions;
+    expect(actions.length).toBeGreaterThan(0);
+    for (const a of actions.slice(0, 3)) {
+      const h = client.workflow.getHandle(a.action.workflow.workflowId, a.action.workflow.firstExecutionRunId);
+      await h.result();
+      await Worker.runReplayHistory({ workflowBundle: { codePath: pair.workflowBundlePath } }, await h.fetchHistory(), a.action.workflow.workflowId);
+    }
   });
 });
 
