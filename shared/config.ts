@@ -71,6 +71,22 @@ const ConfigSchema = z.object({
    *  blob limit (2 MiB by default; gRPC messages 4 MiB) and would retry the run, and the output is
    *  carried again in the terminal envelope: so a safe share of that limit, failing at once beyond it. */
   EXECUTE_MAX_OUTPUT_BYTES: int(1_572_864),
+  /** Maintenance: a Temporal Schedule (created by the worker, like the health checks) settles
+   *  unresolved requests from their workflow's real state and deletes expired retained results.
+   *  `false` leaves the Schedule alone (an existing one keeps running; pause it with the Temporal CLI). */
+  RECONCILE_ENABLED: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
+  /** Seconds between maintenance runs (the Schedule's interval). */
+  RECONCILE_INTERVAL_SECONDS: int(60),
+  /** An unresolved request is reconciled once it is older than QUERY_DEADLINE_MS plus this margin. */
+  RECONCILE_MARGIN_MS: int(60_000),
+  /** Unresolved requests examined per run, oldest first; and at most this many of one organization. */
+  RECONCILE_BATCH_SIZE: int(200),
+  RECONCILE_PER_ORG: int(50),
+  /** Expired retained results deleted per run (a backlog drains over several runs). */
+  RETENTION_BATCH_SIZE: int(5_000),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };

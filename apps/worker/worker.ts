@@ -8,6 +8,8 @@ import { createRecipeRunner } from '../../activities/engines/index.ts';
 import type { Config } from '../../shared/config.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { ensureHealthScheduleAtStart } from './health-schedule.ts';
+import { createMaintenanceActivities } from '../../activities/maintenance.ts';
+import { ensureMaintenanceScheduleAtStart } from './maintenance-schedule.ts';
 
 const WORKFLOWS_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../workflows/index.ts');
 
@@ -51,12 +53,13 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     // A prebuilt bundle starts a worker in a second instead of bundling again.
     workflowBundle: config.WORKFLOW_BUNDLE_PATH ? { codePath: config.WORKFLOW_BUNDLE_PATH } : await workflowBundle(),
-    activities: createActivities({ db, runner, keyring: () => loadKeyring(config) }),
+    activities: { ...createActivities({ db, runner, keyring: () => loadKeyring(config) }), ...createMaintenanceActivities({ db, temporal: { address: config.TEMPORAL_ADDRESS, namespace: config.TEMPORAL_NAMESPACE } }) },
     shutdownGraceTime: '10 seconds',
   });
   // Health checks: create (or update to this config) the Schedule that runs the health-check
   // workflow on this task queue. Idempotent across workers and restarts; a failure only warns.
   await ensureHealthScheduleAtStart(config);
+  await ensureMaintenanceScheduleAtStart(config); // reconciler and retention (apps/worker/maintenance-schedule.ts)
   const done = worker.run().finally(async () => {
     await runner.close().catch(() => {});
     await connection.close().catch(() => {});

@@ -86,6 +86,7 @@ export function serviceEnv(o: ServicePairOptions): Record<string, string> {
     PORT: '0',
     // Pairs started by tests leave health checks to the shared stack (each would run every example).
     HEALTH_CHECKS_ENABLED: 'false',
+    RECONCILE_ENABLED: 'false', // the reconciler settles every organization's rows: only tests that ask for it run one
     ...(o.workflowBundlePath ? { WORKFLOW_BUNDLE_PATH: o.workflowBundlePath } : {}),
     ...o.env,
   };
