@@ -133,8 +133,8 @@ DATA_DIR=$data_dir npm run --silent admin -- credits grant --org "$org_id" --cre
 say "schemathesis $SCHEMATHESIS_VERSION: --checks all, seed $FUZZ_SEED, at most $FUZZ_MAX_EXAMPLES examples per operation and phase, at most ${FUZZ_MAX_TIME} s"
 st_log="$report_dir/schemathesis.log"
 st_code=0
-# No crash cache: it would replay earlier runs' failures first, so one seed would not mean one run.
-printf '[cache]\nenabled = false\n' >"$work/schemathesis.toml"
+# The service's rules JSON Schema cannot state, and no crash cache (scripts/fuzz.toml says why).
+cp scripts/fuzz.toml "$work/schemathesis.toml"
 # /mcp is excluded: JSON-RPC over Streamable HTTP cannot be described as one request schema (the
 # OpenAPI says only "an object"), so every check on it would test the fuzzer; test/mcp.test.ts covers it.
 # Run from $work: hypothesis keeps a .hypothesis folder in the current directory. In the

@@ -94,9 +94,11 @@ describe('GET /openapi.json', () => {
     const byEvent = Object.fromEntries(frames.map((f: any) => [f.properties.event.const ?? f.properties.event.enum?.[0], f]));
     expect(Object.keys(byEvent).sort()).toEqual(['error', 'progress', 'result']);
     for (const f of frames) expect(f.required).toEqual(['id', 'event', 'data']);
-    expect(byEvent.progress.properties.data).toEqual({ $ref: '#/components/schemas/StreamProgress' });
-    expect(byEvent.error.properties.data).toEqual({ $ref: '#/components/schemas/Error' });
-    expect(byEvent.result.properties.data.properties.data.properties.receipt).toBeDefined();
+    // `data` is JSON text; its shape is the embedded contentSchema (OpenAPI 3.2's way for SSE).
+    for (const f of frames) expect(f.properties.data).toMatchObject({ type: 'string', contentMediaType: 'application/json' });
+    expect(byEvent.progress.properties.data.contentSchema.properties.stage.enum).toEqual(['accepted', 'preparing', 'executing', 'formatting']);
+    expect(byEvent.error.properties.data.contentSchema.properties.error.required).toEqual(expect.arrayContaining(['code', 'status']));
+    expect(byEvent.result.properties.data.contentSchema.properties.data.properties.receipt).toBeDefined();
     expect(post.responses['501']).toEqual({ $ref: '#/components/responses/E501' });
     expect(doc.components.responses.E501.content['application/json'].examples.feature_unavailable).toBeDefined();
     expect(post.requestBody.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/QueryRequest' });

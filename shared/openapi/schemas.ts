@@ -137,14 +137,28 @@ export const StreamProgress = z
 
 /**
  * One server-sent event. On the wire each is `id: <n>\nevent: <name>\ndata: <one line of JSON>\n\n`,
- * with `: keep-alive` comments between; this schema describes a frame as an object for readers
- * and generators. `progress` events come first, then exactly one `result` (QueryResult) or
- * `error` (the Error envelope); the HTTP status stays 200.
+ * with `: keep-alive` comments between. As OpenAPI 3.2 describes event streams, a frame is an
+ * object of its fields, all text; `data` is JSON text whose shape `contentSchema` gives
+ * (`contentMediaType: application/json`). `progress` events come first, then exactly one `result`
+ * (QueryResult) or `error` (the Error envelope); the HTTP status stays 200.
  */
 export function streamFrameSchema(result: z.ZodType) {
-  const frame = <E extends string, D extends z.ZodType>(event: E, data: D) =>
-    z.strictObject({ id: z.string().regex(/^[0-9]+$/).describe('increasing from 1'), event: z.literal(event), data });
+  // contentSchema is embedded whole (no component references), so it resolves wherever it sits.
+  const inline = (schema: z.ZodType) => {
+    const js = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'output', unrepresentable: 'any', metadata: z.registry() }) as Record<string, unknown>;
+    delete js.$schema;
+    return js;
+  };
+  const frame = (event: string, data: z.ZodType) =>
+    z.strictObject({
+      id: z.string().regex(/^[0-9]+$/).describe('increasing from 1'),
+      event: z.literal(event),
+      data: z.string().meta({ contentMediaType: 'application/json', contentSchema: inline(data) }),
+    });
   return z
     .discriminatedUnion('event', [frame('progress', StreamProgress), frame('result', result), frame('error', ErrorEnvelope)])
     .meta({ id: 'StreamEvent', description: 'A server-sent event frame: `id`, `event` (progress | result | error), `data` (one line of JSON); `: keep-alive` comments every 10 s' });
 }
+
+/** The stream's `result` data as embedded in StreamEvent: `output` is any JSON value. */
+export const StreamResult = z.looseObject({ success: z.literal(true), data: z.looseObject({ output: z.unknown(), receipt: Receipt }) });

@@ -120,9 +120,14 @@ export const QueryRequest = z
   // offending field instead of one "matches neither" issue.
   .meta({
     oneOf: [
-      { title: 'Direct mode', required: ['api', 'operation', 'input'], not: { anyOf: [{ required: ['prompt'] }] } },
+      {
+        title: 'Direct mode',
+        required: ['api', 'operation', 'input'],
+        not: { anyOf: [{ required: ['prompt'] }, { required: ['allowed_apis'] }, { required: ['blocked_apis'] }, { required: ['attachments'] }] },
+      },
       { title: 'Prompt mode', required: ['prompt'], not: { anyOf: [{ required: ['operation'] }, { required: ['input'] }, { required: ['version'] }] } },
     ],
+    dependentRequired: { visibility: ['api'] },
   })
   .superRefine((q, ctx) => {
     const need = (field: keyof typeof q, why: string) => {

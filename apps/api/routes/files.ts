@@ -99,6 +99,9 @@ function cutOff(raw: IncomingMessage, payload: NodeJS.ReadableStream, declaredRe
 
 const FileNameHeader = z
   .string()
+  // For the document, what a header pattern can say (not blank, not . or .., no raw path
+  // separator); parseFileName enforces it and the rest on the decoded name.
+  .meta({ minLength: 1, pattern: '^(?![ \\t]*$)(?!\\.\\.?$)[^/\\\\]+$' })
   .superRefine((raw, ctx) => {
     const r = parseFileName(raw);
     if (!r.ok) ctx.addIssue({ code: 'custom', message: r.message });

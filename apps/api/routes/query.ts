@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { ERRORS, ServiceError, errorEnvelope } from '../../../shared/errors.ts';
 import { BEARER, bodyExamples, errors, named } from '../../../shared/openapi/document.ts';
-import { streamFrameSchema } from '../../../shared/openapi/schemas.ts';
+import { StreamResult, streamFrameSchema } from '../../../shared/openapi/schemas.ts';
 import { IdempotencyKeyHeader, QueryRequest, QueryResult } from '../../../shared/schemas/query.ts';
 import { documentOnly, plainSerializer } from '../plugins/errors.ts';
 import type { TerminalEnvelope } from '../../../shared/workflow-contract.ts';
@@ -91,7 +91,7 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
             headers: QUERY_HEADERS,
             content: {
               'application/json': { schema: named('QueryResult', QueryResult) },
-              'text/event-stream': { schema: streamFrameSchema(QueryResult) },
+              'text/event-stream': { schema: streamFrameSchema(StreamResult) },
             },
           },
         },
