@@ -34,10 +34,12 @@ const billing = proxyLocalActivities<BillingActivities>({
 
 // Reserving is bounded: a ledger that cannot be reached within a few seconds answers
 // billing_unavailable (nothing charged) instead of holding the caller until the deadline.
+// Attempts are counted, not only timed: each attempt's statements are cut off by the reserve
+// step's own statement timeout (a local activity's timeouts do not stop a query that hangs).
 const reserving = proxyLocalActivities<BillingActivities>({
-  scheduleToCloseTimeout: '8 seconds',
+  scheduleToCloseTimeout: '10 seconds',
   startToCloseTimeout: '4 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '2 seconds' },
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '1 second', maximumAttempts: 3 },
 });
 
 /** Codes a retry cannot fix: the execute activity fails at once on these. */

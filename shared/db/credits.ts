@@ -9,6 +9,9 @@ export async function grantCredits(c: Db | DbClient, orgId: string, amount: numb
   await c.query('UPDATE credit_balances SET granted = granted + $2, available = available + $2 WHERE org_id = $1', [orgId, amount]);
 }
 
+/** Longest any statement of one reservation attempt may take (lock waits included). */
+export const RESERVE_STATEMENT_TIMEOUT_MS = 2_000;
+
 export type ReserveResult =
   | { ok: true; reserved: number }
   | { ok: false; reason: 'insufficient_credits'; available: number }
@@ -32,6 +35,9 @@ export class LedgerStateError extends Error {
  */
 export async function reserve(db: Db, orgId: string, requestId: string, amount: number): Promise<ReserveResult> {
   return tx(db, async (c) => {
+    // A ledger that is locked or slow fails this attempt within seconds (the workflow counts attempts
+    // and then answers billing_unavailable) instead of holding the query until its deadline.
+    await c.query(`SET LOCAL statement_timeout = ${RESERVE_STATEMENT_TIMEOUT_MS}`);
     const row = await lockForUpdate(c, requestId);
     const prev = await c.query(`SELECT amount FROM credit_ledger WHERE request_id = $1 AND kind = 'reserve'`, [requestId]);
     if (prev.rowCount) return { ok: true, reserved: prev.rows[0].amount as number };
