@@ -136,9 +136,12 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     try {
       await billing.releaseCredits({ orgId: q.orgId, requestId: q.requestId });
     } catch (err) {
-      // Only a settled request refuses a release, and settlement comes after every step that fails here.
-      log.error('release refused', { requestId: q.requestId, failure: ledgerFailure(err) ?? String(err) });
-      throw err;
+      // Only a settled request refuses a release, and settlement comes after every step that can
+      // fail here: a bug to log, not a loop. The charge stands and the receipt says so.
+      if (ledgerFailure(err) !== 'already_settled') throw err;
+      log.error('release refused: the request was already settled', { requestId: q.requestId, code: f.code });
+      const charged = Math.min(q.costCredits, reserved);
+      return finish(errorOf(f, 'settled', charged), 'failed', f.code, 'settled');
     }
     return finish(errorOf(f, 'released'), 'failed', f.code, 'released');
   };
@@ -231,6 +234,12 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
       // interrupted and uncharged, whatever the site did.
       log.error('settlement found the reservation released', { requestId: q.requestId });
       return interrupted('released');
+    }
+    if (kind === 'no_reservation') {
+      // The reservation this run made is not in the ledger: a bug to log; nothing can be charged.
+      log.error('settlement found no reservation', { requestId: q.requestId });
+      reserved = 0;
+      return finish(errorOf({ code: 'internal_error' }, 'not_started'), 'failed', 'internal_error', 'not_started');
     }
     throw err;
   }

@@ -86,7 +86,10 @@ export class RunWatch {
         requestId,
         receipt,
         baseUrl: this.deps.baseUrl(),
-        message: 'The run stopped unfinished (terminated or timed out) and will not run again; its reservation was given back',
+        message:
+          row?.billing_status === 'settled'
+            ? 'The run stopped unfinished (terminated or timed out) after it was charged; it will not run again'
+            : 'The run stopped unfinished (terminated or timed out) and will not run again; nothing was charged',
       }),
     };
   }
