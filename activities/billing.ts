@@ -1,28 +1,33 @@
 // Billing and request-record activities: short, idempotent database steps (run as local activities).
+// Ledger states a retry cannot change become non-retryable ApplicationFailures with an explicit type.
+import { ApplicationFailure } from '@temporalio/activity';
 import type { Db } from '../shared/db/pool.ts';
-import { release, reserve, settle } from '../shared/db/credits.ts';
-import type { BillingActivities } from './types.ts';
+import { LedgerStateError, release, reserve, settle, settleAndFinalize } from '../shared/db/credits.ts';
+import { finalize, transition, type Moved } from '../shared/db/requests.ts';
+import type { BillingActivities, WriteOutcome } from './types.ts';
+
+async function ledgerStep<T>(step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (err) {
+    if (err instanceof LedgerStateError) throw ApplicationFailure.create({ type: err.kind, message: err.message, nonRetryable: true });
+    throw err;
+  }
+}
+
+const outcome = (m: Moved): WriteOutcome => ({ moved: m.moved, status: m.moved ? m.row.status : (m.current?.status ?? 'missing') });
 
 export function createBillingActivities(db: Db): BillingActivities {
   return {
     reserveCredits: ({ orgId, requestId, amount }) => reserve(db, orgId, requestId, amount),
-    settleCredits: ({ orgId, requestId, amount }) => settle(db, orgId, requestId, amount),
-    releaseCredits: ({ orgId, requestId }) => release(db, orgId, requestId),
-    async markRefundPending({ requestId }) {
-      await db.query(`UPDATE requests SET status = 'refund_pending', updated_at = now() WHERE id = $1 AND status IN ('reserving', 'processing')`, [
-        requestId,
-      ]);
+    settleCredits: ({ orgId, requestId, amount }) => ledgerStep(() => settle(db, orgId, requestId, amount)),
+    async settleAndFinalize({ orgId, amount, finalize: f }) {
+      const r = await ledgerStep(() => settleAndFinalize(db, orgId, amount, f));
+      return { charged: r.charged, finalized: outcome(r.finalized) };
     },
-    async finalizeRequest({ requestId, status, envelope, errorCode, retentionMs }) {
-      // The terminal envelope is written once; a re-run of this step after a crash changes nothing.
-      await db.query(
-        `UPDATE requests
-            SET status = $2, response_status = $3, result = $4, error_code = $5,
-                result_expires_at = now() + ($6::bigint * interval '1 millisecond'),
-                completed_at = now(), updated_at = now()
-          WHERE id = $1 AND result IS NULL`,
-        [requestId, status, envelope.status, JSON.stringify(envelope.body), errorCode, retentionMs],
-      );
-    },
+    releaseCredits: ({ orgId, requestId }) => ledgerStep(() => release(db, orgId, requestId)),
+    markRefundPending: async ({ requestId }) => outcome(await transition(db, requestId, 'refund_pending')),
+    // The terminal envelope is written once; a re-run of this step after a crash changes nothing.
+    finalizeRequest: async (f) => outcome(await finalize(db, f)),
   };
 }

@@ -2,20 +2,43 @@
 import type { RequestStatusValue } from '../shared/schemas/query.ts';
 import type { TerminalEnvelope } from '../shared/workflow-contract.ts';
 
-export type ReserveOutcome = { ok: true; reserved: number } | { ok: false; reason: 'insufficient_credits'; available: number };
+export type ReserveOutcome =
+  | { ok: true; reserved: number }
+  | { ok: false; reason: 'insufficient_credits'; available: number }
+  /** The request left `reserving` (interrupted by the API, or rejected): the run must stop unpaid. */
+  | { ok: false; reason: 'request_closed'; status: string };
+
+/** Did a conditional write move the row; `status` is the row's status afterwards. */
+export interface WriteOutcome {
+  moved: boolean;
+  status: string;
+}
+
+/**
+ * ApplicationFailure types of ledger steps that can never succeed (non-retryable): the workflow
+ * handles each instead of retrying for ever.
+ */
+export const LEDGER_FAILURES = ['no_reservation', 'already_released', 'already_settled'] as const;
+export type LedgerFailure = (typeof LEDGER_FAILURES)[number];
+
+export interface Finalize {
+  requestId: string;
+  status: Extract<RequestStatusValue, 'succeeded' | 'rejected' | 'failed'>;
+  envelope: TerminalEnvelope;
+  errorCode: string | null;
+  retentionMs: number;
+}
 
 export interface BillingActivities {
+  /** Reserves once, and only while the request is `reserving`. */
   reserveCredits(a: { orgId: string; requestId: string; amount: number }): Promise<ReserveOutcome>;
   settleCredits(a: { orgId: string; requestId: string; amount: number }): Promise<{ charged: number }>;
+  /** Settle, then write the terminal envelope, in one transaction. */
+  settleAndFinalize(a: { orgId: string; amount: number; finalize: Finalize }): Promise<{ charged: number; finalized: WriteOutcome }>;
   releaseCredits(a: { orgId: string; requestId: string }): Promise<{ released: number }>;
-  markRefundPending(a: { requestId: string }): Promise<void>;
-  finalizeRequest(a: {
-    requestId: string;
-    status: RequestStatusValue;
-    envelope: TerminalEnvelope;
-    errorCode: string | null;
-    retentionMs: number;
-  }): Promise<void>;
+  markRefundPending(a: { requestId: string }): Promise<WriteOutcome>;
+  /** Writes the terminal envelope once; never over an interrupted request. */
+  finalizeRequest(a: Finalize): Promise<WriteOutcome>;
 }
 
 export interface ExecuteActivities {

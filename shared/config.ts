@@ -60,6 +60,16 @@ const ConfigSchema = z.object({
   HEALTH_CHECK_EXAMPLE_TIMEOUT_MS: int(60_000),
   /** Operations checked at once during a health check; low, as checks share browsers with queries. */
   HEALTH_CHECK_CONCURRENCY: int(2),
+  /** Retention of terminal envelopes in milliseconds; when set it overrides RESULT_RETENTION_HOURS (tests). */
+  RESULT_RETENTION_MS: z.coerce.number().int().positive().optional(),
+  /** Largest serialized workflow input (bytes) a query may dispatch; below Temporal's 2 MiB payload limit. */
+  MAX_WORKFLOW_INPUT_BYTES: int(1_800_000),
+  /** gRPC deadline of one workflow start; a start cut off by it is ambiguous (it may have been accepted). */
+  TEMPORAL_START_TIMEOUT_MS: int(10_000),
+  /** PostgreSQL statement_timeout of every pooled connection: a stuck statement fails instead of holding a slot. */
+  DB_STATEMENT_TIMEOUT_MS: int(30_000),
+  /** PostgreSQL idle_in_transaction_session_timeout: a transaction left open by a stuck process is ended. */
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: int(60_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** `npm start` only: serve the embedded Temporal dev server's Web UI on a free port (its address
    *  is in the banner and runtime.json). `false` saves a port and a little start-up time. */
@@ -90,6 +100,10 @@ const ConfigSchema = z.object({
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };
+
+/** How long terminal envelopes are retained, in milliseconds. */
+export const resultRetentionMs = (c: Pick<Config, 'RESULT_RETENTION_MS' | 'RESULT_RETENTION_HOURS'>) =>
+  c.RESULT_RETENTION_MS ?? c.RESULT_RETENTION_HOURS * 3_600_000;
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = ConfigSchema.safeParse(env);

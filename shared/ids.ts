@@ -24,10 +24,12 @@ export const sha256Hex = (s: string | Uint8Array) => createHash('sha256').update
 
 /**
  * Temporal workflow ID of a query. With an Idempotency-Key it is derived from the organization
- * and a hash of the key (never the raw key), so one key can never start two workflows.
+ * and a hash of the key (never the raw key) plus the claim's request id: the database claim is what
+ * stops one key from running twice, and the id names exactly one claim, so a key reused after its
+ * retention never finds (or is mistaken for) the previous claim's run.
  */
 export function queryWorkflowId(orgId: string, requestId: string, idempotencyKeyHash?: string | null): string {
-  return idempotencyKeyHash ? `query-${orgId}-key-${idempotencyKeyHash}` : `query-${orgId}-${requestId}`;
+  return idempotencyKeyHash ? `query-${orgId}-key-${idempotencyKeyHash.slice(0, 32)}-${requestId}` : `query-${orgId}-${requestId}`;
 }
 
 /** Stable JSON: object keys sorted, so equal bodies fingerprint equally. */

@@ -1,6 +1,7 @@
 // What the API, the worker and the workflow agree on. Workflow-safe: no Node built-ins.
 import { defineQuery } from '@temporalio/workflow';
 import type { ResponseSpec } from './schemas/query.ts';
+import type { ErrorEnvelope } from './errors.ts';
 
 export const QUERY_WORKFLOW_TYPE = 'queryWorkflow';
 
@@ -46,10 +47,26 @@ export interface Progress {
   terminal?: TerminalEnvelope;
 }
 
+export type ReceiptBillingStatus = 'not_started' | 'pending' | 'settled' | 'released';
+
+/** What a query cost: in every result and in every error after the request was accepted. */
+export interface Receipt {
+  request_id: string;
+  api: string;
+  operation: string;
+  billing: { status: ReceiptBillingStatus; reserved_credits: number; charged_credits: number | null };
+}
+
+/** The body of a successful query (spec: QueryResult). */
+export interface QueryResult {
+  success: true;
+  data: { output: unknown; receipt: Receipt };
+}
+
 /** The HTTP answer of a finished query: what is retained and replayed. */
 export interface TerminalEnvelope {
   status: number;
-  body: Record<string, unknown>;
+  body: QueryResult | ErrorEnvelope;
 }
 
 export const progressQuery = defineQuery<Progress>('progress');

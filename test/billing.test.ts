@@ -1,6 +1,8 @@
 // Receipts, billing states, the ledger and its invariant, on the real stack.
 import { afterAll, describe, expect, it } from 'vitest';
 import { balanceOf, call, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
+import { LedgerStateError, release, reserve, settle } from '../shared/db/credits.ts';
+import { transition } from '../shared/db/requests.ts';
 
 afterAll(closeDb);
 
@@ -101,6 +103,58 @@ describe('billing', () => {
     expect(b.status).toBe(200);
     expect(a.body.data.receipt.request_id).not.toBe(b.body.data.receipt.request_id);
     expect((await balanceOf(org.org_id)).charged).toBe(2);
+  });
+});
+
+describe('ledger steps', () => {
+  /** A request row of `orgId` in `reserving`, as the API claims it. */
+  async function claim(orgId: string) {
+    const id = `req_ledger${Date.now()}${Math.random().toString(36).slice(2, 8)}`;
+    await db().query(`INSERT INTO requests (id, org_id, workflow_id, status) VALUES ($1, $2, $3, 'reserving')`, [id, orgId, `test-${id}`]);
+    return id;
+  }
+
+  it('an interrupted request never reserves; a repeated reserve returns the first outcome', async () => {
+    const org = await newOrg(5);
+    const stopped = await claim(org.org_id);
+    expect(await transition(db(), stopped, 'interrupted', { error_code: 'request_interrupted' }, ['reserving'])).toMatchObject({ moved: true });
+    expect(await reserve(db(), org.org_id, stopped, 1)).toEqual({ ok: false, reason: 'request_closed', status: 'interrupted' });
+    const running = await claim(org.org_id);
+    expect(await reserve(db(), org.org_id, running, 2)).toEqual({ ok: true, reserved: 2 });
+    expect(await reserve(db(), org.org_id, running, 2)).toEqual({ ok: true, reserved: 2 });
+    // Once reserved it is processing: an ambiguous start's interruption (only from reserving) does not move it.
+    expect(await transition(db(), running, 'interrupted', {}, ['reserving'])).toMatchObject({ moved: false, current: { status: 'processing' } });
+    expect(await ledgerOf(org.org_id)).toEqual([{ request_id: running, kind: 'reserve', amount: 2 }]);
+    await release(db(), org.org_id, running);
+    expect(await invariantHolds(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+  });
+
+  it('settle after release and release after settle are explicit dead ends, not retryable errors', async () => {
+    const org = await newOrg(5);
+    const released = await claim(org.org_id);
+    await reserve(db(), org.org_id, released, 1);
+    expect(await release(db(), org.org_id, released)).toEqual({ released: 1 });
+    expect(await release(db(), org.org_id, released)).toEqual({ released: 1 }); // idempotent
+    await expect(settle(db(), org.org_id, released, 1)).rejects.toMatchObject({ name: 'LedgerStateError', kind: 'already_released' });
+    const settled = await claim(org.org_id);
+    await reserve(db(), org.org_id, settled, 1);
+    expect(await settle(db(), org.org_id, settled, 1)).toEqual({ charged: 1 });
+    expect(await settle(db(), org.org_id, settled, 1)).toEqual({ charged: 1 }); // idempotent
+    await expect(release(db(), org.org_id, settled)).rejects.toMatchObject({ kind: 'already_settled' });
+    const never = await claim(org.org_id);
+    const err = await settle(db(), org.org_id, never, 1).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LedgerStateError);
+    expect(err).toMatchObject({ kind: 'no_reservation' });
+    expect(await invariantHolds(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 0, charged: 1 });
+  });
+
+  it('ledger rows reference an existing request; only grants have none', async () => {
+    const org = await newOrg(5);
+    await expect(
+      db().query(`INSERT INTO credit_ledger (org_id, request_id, kind, amount) VALUES ($1, 'req_doesnotexist000', 'reserve', 1)`, [org.org_id]),
+    ).rejects.toThrow(/credit_ledger_request_fk/);
+    await expect(db().query(`INSERT INTO credit_ledger (org_id, kind, amount) VALUES ($1, 'reserve', 1)`, [org.org_id])).rejects.toThrow(/credit_ledger_request_kind/);
+    expect(await invariantHolds(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
   });
 });
 

@@ -120,7 +120,12 @@ describe('idempotency', () => {
     } finally {
       await connection.close();
     }
-    await original; // the waiting client learns the result was not delivered
+    // The waiting client learns the run stopped unfinished; its reservation went back.
+    const stopped = await original;
+    expect(stopped.status, stopped.text).toBe(409);
+    expect(stopped.body.error.code).toBe('request_interrupted');
+    expect(stopped.body.error.request_id).toBe(row.id);
+    expect(stopped.body.error.receipt.billing).toEqual({ status: 'released', reserved_credits: 1, charged_credits: 0 });
     for (let i = 0; i < 2; i++) {
       const retry = await query(org.api_key, london, { 'idempotency-key': k });
       expect(retry.status).toBe(409);

@@ -1,23 +1,45 @@
-// One query, as a saga: reserve → execute on the site → format → settle.
-// Any failure after the reservation runs the compensating release; the terminal envelope
-// (HTTP status + body) is written to PostgreSQL so replays never depend on Temporal's history.
+// One query, as a saga: reserve → execute on the site → format → settle (+ finalize).
+// Any failure after the reservation and before settlement runs the compensating release; the
+// terminal envelope (HTTP status + body) is written to PostgreSQL so replays never depend on
+// Temporal's history. Every request-row write is conditional: an interrupted request never
+// reserves, runs or gets an envelope written over it.
 import {
   ActivityFailure,
   ApplicationFailure,
   TimeoutFailure,
+  log,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
 } from '@temporalio/workflow';
-import type { BillingActivities, ExecuteActivities } from '../activities/types.ts';
+import { LEDGER_FAILURES, type BillingActivities, type ExecuteActivities, type Finalize, type WriteOutcome } from '../activities/types.ts';
 import { shapeOutput } from '../shared/format/shape.ts';
 import { ERRORS, errorEnvelope, isErrorCode, type ErrorCode } from '../shared/errors.ts';
-import { progressQuery, type Progress, type QueryWorkflowInput, type Stage, type TerminalEnvelope } from '../shared/workflow-contract.ts';
+import {
+  progressQuery,
+  type Progress,
+  type QueryWorkflowInput,
+  type Receipt,
+  type ReceiptBillingStatus,
+  type Stage,
+  type TerminalEnvelope,
+} from '../shared/workflow-contract.ts';
 
-// Short database steps are local activities: no task-queue round trip, retried until they succeed.
+// Short database steps are local activities: no task-queue round trip, retried until they succeed
+// (the envelope must land), except ledger states no retry can change.
 const billing = proxyLocalActivities<BillingActivities>({
   startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds' },
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: [...LEDGER_FAILURES] },
+});
+
+// Reserving is bounded: a ledger that cannot be reached within a few seconds answers
+// billing_unavailable (nothing charged) instead of holding the caller until the deadline.
+// Attempts are counted, not only timed: each attempt's statements are cut off by the reserve
+// step's own statement timeout (a local activity's timeouts do not stop a query that hangs).
+const reserving = proxyLocalActivities<BillingActivities>({
+  scheduleToCloseTimeout: '10 seconds',
+  startToCloseTimeout: '4 seconds',
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '1 second', maximumAttempts: 3 },
 });
 
 /** Codes a retry cannot fix: the execute activity fails at once on these. */
@@ -49,6 +71,12 @@ function toFailure(err: unknown, performsActions: boolean): Failure {
   return { code: 'internal_error' };
 }
 
+/** The ApplicationFailure type of a failed ledger step, when it is one of the explicit ledger states. */
+function ledgerFailure(err: unknown): string | undefined {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  return cause instanceof ApplicationFailure && (LEDGER_FAILURES as readonly string[]).includes(cause.type ?? '') ? (cause.type ?? undefined) : undefined;
+}
+
 export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnvelope> {
   const progress: Progress = { seq: 0, stage: 'accepted', message: 'Query accepted' };
   const advance = (stage: Stage, message: string, withRef = false) => {
@@ -60,19 +88,18 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
   setHandler(progressQuery, () => progress);
 
   let reserved = 0;
-  const receipt = (status: 'not_started' | 'pending' | 'settled' | 'released', charged: number | null) => ({
+  const receipt = (status: ReceiptBillingStatus, charged: number | null): Receipt => ({
     request_id: q.requestId,
     api: q.api,
     operation: q.operation,
     billing: { status, reserved_credits: reserved, charged_credits: charged },
   });
+  const errorOf = (f: Failure, billingStatus: ReceiptBillingStatus, charged = 0): TerminalEnvelope => ({
+    status: ERRORS[f.code].status,
+    body: errorEnvelope(f.code, { message: f.message, details: f.details, requestId: q.requestId, receipt: receipt(billingStatus, charged), baseUrl: q.baseUrl }),
+  });
 
-  const finish = async (
-    envelope: TerminalEnvelope,
-    status: 'succeeded' | 'rejected' | 'failed',
-    errorCode: string | null,
-  ): Promise<TerminalEnvelope> => {
-    await billing.finalizeRequest({ requestId: q.requestId, status, envelope, errorCode, retentionMs: q.retentionMs });
+  const done = (envelope: TerminalEnvelope, errorCode: string | null): TerminalEnvelope => {
     progress.seq += 1;
     progress.stage = 'done';
     progress.message = errorCode ? `Failed: ${errorCode}` : 'Completed';
@@ -81,30 +108,73 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     return envelope;
   };
 
-  const fail = (f: Failure, billingStatus: 'not_started' | 'released') => {
-    const env = errorEnvelope(f.code, {
-      message: f.message,
-      details: f.details,
-      requestId: q.requestId,
-      receipt: receipt(billingStatus, 0),
-      baseUrl: q.baseUrl,
-    });
-    return finish({ status: ERRORS[f.code].status, body: env as unknown as Record<string, unknown> }, billingStatus === 'not_started' ? 'rejected' : 'failed', f.code);
+  /** The request was interrupted (by an ambiguous start or a stale-claim check): it stops unpaid, its row untouched. */
+  const interrupted = (billingStatus: ReceiptBillingStatus) =>
+    done(
+      errorOf({ code: 'request_interrupted', message: 'The request was interrupted before it could run; nothing was charged' }, billingStatus),
+      'request_interrupted',
+    );
+
+  /** What the written (or not written) envelope means for the answer. */
+  const settled = (w: WriteOutcome, f: Finalize, billingStatus: ReceiptBillingStatus): TerminalEnvelope => {
+    if (w.moved || w.status === f.status) return done(f.envelope, f.errorCode);
+    if (w.status === 'interrupted') return interrupted(billingStatus);
+    log.error('terminal envelope not written', { requestId: q.requestId, status: w.status, wanted: f.status });
+    return done(f.envelope, f.errorCode);
+  };
+
+  const finish = async (envelope: TerminalEnvelope, status: Finalize['status'], errorCode: string | null, billingStatus: ReceiptBillingStatus) => {
+    const f: Finalize = { requestId: q.requestId, status, envelope, errorCode, retentionMs: q.retentionMs };
+    return settled(await billing.finalizeRequest(f), f, billingStatus);
+  };
+
+  const reject = (f: Failure) => finish(errorOf(f, 'not_started'), 'rejected', f.code, 'not_started');
+
+  /** Compensation: the reservation goes back whatever failed; its own errors never hide the original. */
+  const compensate = async (f: Failure) => {
+    await billing.markRefundPending({ requestId: q.requestId });
+    try {
+      await billing.releaseCredits({ orgId: q.orgId, requestId: q.requestId });
+    } catch (err) {
+      // Only a settled request refuses a release, and settlement comes after every step that can
+      // fail here: a bug to log, not a loop. The charge stands and the receipt says so.
+      if (ledgerFailure(err) !== 'already_settled') throw err;
+      log.error('release refused: the request was already settled', { requestId: q.requestId, code: f.code });
+      const charged = Math.min(q.costCredits, reserved);
+      return finish(errorOf(f, 'settled', charged), 'failed', f.code, 'settled');
+    }
+    return finish(errorOf(f, 'released'), 'failed', f.code, 'released');
   };
 
   // A query that waited past its deadline before any worker picked it up never reserves.
-  if (Date.now() >= q.deadlineAt) return fail({ code: 'execution_timeout', message: 'The query could not start within its deadline' }, 'not_started');
+  if (Date.now() >= q.deadlineAt) return reject({ code: 'execution_timeout', message: 'The query could not start within its deadline' });
 
   advance('preparing', 'Reserving credits');
-  const r = await billing.reserveCredits({ orgId: q.orgId, requestId: q.requestId, amount: q.costCredits });
+  let r;
+  try {
+    r = await reserving.reserveCredits({ orgId: q.orgId, requestId: q.requestId, amount: q.costCredits });
+  } catch {
+    // The ledger could not be reached in time. The reservation may still have committed with its
+    // answer lost: rejecting is conditional on `reserving`, and a request found `processing` is released.
+    const f: Failure = { code: 'billing_unavailable', message: 'Credits cannot be reserved right now; nothing was charged' };
+    const env = errorOf(f, 'not_started');
+    const fin: Finalize = { requestId: q.requestId, status: 'rejected', envelope: env, errorCode: f.code, retentionMs: q.retentionMs };
+    const w = await billing.finalizeRequest(fin);
+    if (w.status !== 'processing') return settled(w, fin, 'not_started');
+    reserved = q.costCredits;
+    return compensate(f);
+  }
+  if (!r.ok && r.reason === 'request_closed') return interrupted('not_started');
   if (!r.ok) {
-    return fail(
-      { code: 'insufficient_credits', message: `This query costs ${q.costCredits} credits; ${r.available} are available`, details: { required: q.costCredits, available: r.available } },
-      'not_started',
-    );
+    return reject({
+      code: 'insufficient_credits',
+      message: `This query costs ${q.costCredits} credits; ${r.available} are available`,
+      details: { required: q.costCredits, available: r.available },
+    });
   }
   reserved = r.reserved;
 
+  let output: unknown;
   try {
     const remainingMs = Math.max(1, q.deadlineAt - Date.now());
     const site = proxyActivities<ExecuteActivities>({
@@ -118,7 +188,7 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
         : { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
     });
     advance('executing', `Running ${q.api} ${q.operation}`, true);
-    const output = await site.executeOperation({
+    output = await site.executeOperation({
       requestId: q.requestId,
       orgId: q.orgId,
       operationId: q.operationId,
@@ -126,16 +196,51 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
       input: q.input,
       deadlineAt: q.deadlineAt,
     });
-    advance('formatting', 'Formatting the output', true);
-    const shaped = q.response ? shapeOutput(output, q.response) : output;
-    advance('settling', 'Settling credits');
-    const { charged } = await billing.settleCredits({ orgId: q.orgId, requestId: q.requestId, amount: q.costCredits });
-    return finish({ status: 200, body: { success: true, data: { output: shaped, receipt: receipt('settled', charged) } } }, 'succeeded', null);
   } catch (err) {
-    const failure = toFailure(err, q.performsActions);
-    // Compensation: the reservation goes back whatever failed; its own errors never hide the original.
-    await billing.markRefundPending({ requestId: q.requestId });
-    await billing.releaseCredits({ orgId: q.orgId, requestId: q.requestId });
-    return fail(failure, 'released');
+    return compensate(toFailure(err, q.performsActions));
+  }
+
+  // The site ran: from here the query is charged whatever happens. Shaping is validated before
+  // dispatch and should never fail; if it does, the caller gets a non-retryable error carrying the
+  // settled receipt (not the unshaped output, which may hold fields the caller excluded), never a
+  // free retryable failure that invites running the work again.
+  advance('formatting', 'Formatting the output', true);
+  let shaped: { ok: true; output: unknown } | { ok: false };
+  try {
+    shaped = { ok: true, output: q.response ? shapeOutput(output, q.response) : output };
+  } catch (err) {
+    log.error('shaping failed after the site ran', { requestId: q.requestId, error: String(err) });
+    shaped = { ok: false };
+  }
+
+  advance('settling', 'Settling credits');
+  const charge = Math.min(q.costCredits, reserved);
+  const f: Finalize = shaped.ok
+    ? { requestId: q.requestId, status: 'succeeded', errorCode: null, retentionMs: q.retentionMs, envelope: { status: 200, body: { success: true, data: { output: shaped.output, receipt: receipt('settled', charge) } } } }
+    : {
+        requestId: q.requestId,
+        status: 'failed',
+        errorCode: 'response_delivery_failed',
+        retentionMs: q.retentionMs,
+        envelope: errorOf({ code: 'response_delivery_failed', message: 'The workflow ran and was charged, but its output could not be formatted; do not retry blindly' }, 'settled', charge),
+      };
+  try {
+    const s = await billing.settleAndFinalize({ orgId: q.orgId, amount: q.costCredits, finalize: f });
+    return settled(s.finalized, f, 'settled');
+  } catch (err) {
+    const kind = ledgerFailure(err);
+    if (kind === 'already_released') {
+      // Someone gave the reservation back while the site ran (a stale-claim check): the request is
+      // interrupted and uncharged, whatever the site did.
+      log.error('settlement found the reservation released', { requestId: q.requestId });
+      return interrupted('released');
+    }
+    if (kind === 'no_reservation') {
+      // The reservation this run made is not in the ledger: a bug to log; nothing can be charged.
+      log.error('settlement found no reservation', { requestId: q.requestId });
+      reserved = 0;
+      return finish(errorOf({ code: 'internal_error' }, 'not_started'), 'failed', 'internal_error', 'not_started');
+    }
+    throw err;
   }
 }

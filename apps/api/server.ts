@@ -2,7 +2,7 @@
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../shared/config.ts';
-import { createPool } from '../../shared/db/pool.ts';
+import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
 import { buildApp } from './app.ts';
 
 export interface RunningApi {
@@ -12,7 +12,7 @@ export interface RunningApi {
 }
 
 export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningApi> {
-  const db = createPool(config.DATABASE_URL, 20);
+  const db = createPool(config.DATABASE_URL, 20, poolTimeouts(config));
   let connection: Promise<Connection> | undefined;
   const connect = () => {
     connection ??= Connection.connect({ address: config.TEMPORAL_ADDRESS, connectTimeout: '5 seconds' }).catch((err) => {

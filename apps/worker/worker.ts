@@ -6,7 +6,7 @@ import { createActivities } from '../../activities/index.ts';
 import { loadKeyring } from '../../shared/db/connections.ts';
 import { createRecipeRunner } from '../../activities/engines/index.ts';
 import type { Config } from '../../shared/config.ts';
-import { createPool } from '../../shared/db/pool.ts';
+import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
 import { ensureHealthScheduleAtStart } from './health-schedule.ts';
 import { createMaintenanceActivities } from '../../activities/maintenance.ts';
 import { ensureMaintenanceScheduleAtStart } from './maintenance-schedule.ts';
@@ -40,7 +40,7 @@ export interface RunningWorker {
 }
 
 export async function startWorker(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningWorker> {
-  const db = createPool(config.DATABASE_URL, 8);
+  const db = createPool(config.DATABASE_URL, 8, poolTimeouts(config));
   const runner = createRecipeRunner({
     hostMap: config.siteHostMap,
     chromiumPath: config.CHROMIUM_PATH,

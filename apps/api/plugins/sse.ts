@@ -181,7 +181,7 @@ function engineUnavailable(requestId: string, baseUrl: string): TerminalEnvelope
     baseUrl,
     message: 'The run cannot be followed right now; it may still finish. Check GET /v1/query/requests/{request_id} before retrying',
   });
-  return { status: ERRORS.engine_unavailable.status, body: body as unknown as Record<string, unknown> };
+  return { status: ERRORS.engine_unavailable.status, body };
 }
 
 /** Headers of a stream whose outcome is not known yet: identity and rate, no billing figures. */

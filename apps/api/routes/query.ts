@@ -10,7 +10,7 @@ import type { TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import { rateHeaders, type QueryService, type Submission } from '../services/query-service.ts';
 
 /** Headers every query answer carries, derived from its envelope. */
-export function envelopeHeaders(sub: Submission, env: TerminalEnvelope, replayed: boolean): Record<string, string> {
+export function envelopeHeaders(sub: Submission, env: { status: number; body: unknown }, replayed: boolean): Record<string, string> {
   const h: Record<string, string> = {
     'x-request-id': sub.request.id,
     location: `/v1/query/requests/${sub.request.id}`,
@@ -22,6 +22,7 @@ export function envelopeHeaders(sub: Submission, env: TerminalEnvelope, replayed
   const billing = data?.receipt?.billing ?? (env.body as { error?: { receipt?: { billing?: { status: string; charged_credits: number | null } } } }).error?.receipt?.billing;
   if (billing && (billing.status === 'settled' || billing.status === 'pending')) h['x-svc-billing-status'] = billing.status;
   h['x-svc-cost-credits'] = String(billing?.charged_credits ?? 0);
+  if (env.status === 503) h['retry-after'] = '5'; // billing_unavailable, engine_unavailable: the run did not happen
   return h;
 }
 
@@ -36,7 +37,7 @@ export function deadlineEnvelope(requestId: string, baseUrl: string): TerminalEn
     baseUrl,
     message: 'The query did not finish within 170 seconds; check GET /v1/query/requests/{request_id} before retrying',
   });
-  return { status: ERRORS.execution_timeout.status, body: body as unknown as Record<string, unknown> };
+  return { status: ERRORS.execution_timeout.status, body };
 }
 
 const header = (description: string) => ({ type: 'string', description });

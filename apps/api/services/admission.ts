@@ -1,0 +1,90 @@
+// Plan limits, decided atomically per organization: the counts and the new claim happen in one
+// transaction holding the organization's admission lock, so a burst can never overshoot the plan's
+// concurrency, per-minute or unresolved-key limits. The lock is per organization: one organization
+// never waits for another.
+import { ServiceError } from '../../../shared/errors.ts';
+import { tx, type Db, type DbClient } from '../../../shared/db/pool.ts';
+import { admissionCounts, insertClaim, type ClaimFields, type RequestRow } from '../../../shared/db/requests.ts';
+import type { Config } from '../../../shared/config.ts';
+
+export interface RateInfo {
+  limit: number;
+  remaining: number;
+  reset: number;
+}
+
+export function rateHeaders(rate: RateInfo): Record<string, string> {
+  return {
+    'x-ratelimit-limit': String(rate.limit),
+    'x-ratelimit-remaining': String(rate.remaining),
+    'x-ratelimit-reset': String(rate.reset),
+  };
+}
+
+/** Namespace of the admission advisory locks (first key of the two-key form). */
+const ADMISSION_LOCK_CLASS = 600;
+
+type Limits = Pick<Config, 'PLAN_CONCURRENCY' | 'PLAN_UNRESOLVED_KEYED' | 'PLAN_REQUESTS_PER_MINUTE'>;
+
+export class Admission {
+  constructor(private readonly deps: { db: Db; config: Limits }) {}
+
+  /** The rate headers without admitting anything (replays, which are not new work). */
+  async peek(orgId: string): Promise<RateInfo> {
+    return this.guard(async () => this.check(this.deps.db, orgId, false, false));
+  }
+
+  /** Admit without claiming (today's `admit(orgId, keyed, enforce)`): counts only, not atomic with any insert. */
+  async admit(orgId: string, keyed: boolean, enforce = true): Promise<RateInfo> {
+    return this.guard(async () => this.check(this.deps.db, orgId, keyed, enforce));
+  }
+
+  /**
+   * Count and claim as one step under the organization's lock. `request` is undefined when the
+   * organization already holds the claim's Idempotency-Key (a concurrent identical request won).
+   */
+  async admitAndClaim(fields: ClaimFields): Promise<{ rate: RateInfo; request: RequestRow | undefined }> {
+    return this.guard(() =>
+      tx(this.deps.db, async (c) => {
+        await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ADMISSION_LOCK_CLASS, fields.orgId]);
+        const rate = await this.check(c, fields.orgId, fields.keyHash !== null, true);
+        return { rate, request: await insertClaim(c, fields) };
+      }),
+    );
+  }
+
+  /** A database failure is admission_unavailable; a limit is its own catalog error. */
+  private async guard<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof ServiceError) throw err;
+      throw new ServiceError('admission_unavailable', 'Requests cannot be admitted right now', { headers: { 'retry-after': '5' } });
+    }
+  }
+
+  private async check(c: Db | DbClient, orgId: string, keyed: boolean, enforce: boolean): Promise<RateInfo> {
+    const { PLAN_CONCURRENCY, PLAN_UNRESOLVED_KEYED, PLAN_REQUESTS_PER_MINUTE } = this.deps.config;
+    const n = await admissionCounts(c, orgId);
+    const reset = Math.ceil(((n.oldest ? n.oldest.getTime() : Date.now()) + 60_000) / 1000);
+    const rate: RateInfo = { limit: PLAN_REQUESTS_PER_MINUTE, remaining: Math.max(0, PLAN_REQUESTS_PER_MINUTE - n.lastMinute - 1), reset };
+    if (!enforce) return rate;
+    const headers = rateHeaders(rate);
+    if (n.lastMinute >= PLAN_REQUESTS_PER_MINUTE) {
+      throw new ServiceError('rate_limited', `The plan allows ${PLAN_REQUESTS_PER_MINUTE} requests per minute`, {
+        headers: { ...headers, 'x-ratelimit-remaining': '0', 'retry-after': String(Math.max(1, reset - Math.floor(Date.now() / 1000))) },
+      });
+    }
+    if (n.running >= PLAN_CONCURRENCY) {
+      throw new ServiceError('organization_concurrency_limit', `The plan allows ${PLAN_CONCURRENCY} requests running at once`, {
+        headers: { ...headers, 'retry-after': '1' },
+      });
+    }
+    if (keyed && n.unresolved >= PLAN_UNRESOLVED_KEYED) {
+      throw new ServiceError('unresolved_query_limit', `${n.unresolved} keyed requests are unresolved; check them with GET /v1/query/requests/{request_id} first`, {
+        headers,
+      });
+    }
+    return rate;
+  }
+}

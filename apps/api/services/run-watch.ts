@@ -1,0 +1,112 @@
+// Watching one run: its state, its progress, and its terminal envelope. Two different troubles are
+// told apart: a run that closed without an envelope (terminated, timed out) is interrupted and its
+// reservation goes back; Temporal that cannot be reached says nothing about the run, which may still
+// finish, so the caller hears 503 engine_unavailable and the request status tells the rest.
+import { WorkflowFailedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { ServiceError, errorEnvelope } from '../../../shared/errors.ts';
+import { LedgerStateError, release } from '../../../shared/db/credits.ts';
+import { findById, transition, type RequestRow } from '../../../shared/db/requests.ts';
+import type { Db } from '../../../shared/db/pool.ts';
+import { progressQuery, type Progress, type Receipt, type TerminalEnvelope } from '../../../shared/workflow-contract.ts';
+import type { queryWorkflow } from '../../../workflows/query-workflow.ts';
+
+export type RunState = 'running' | 'closed' | 'missing';
+
+export class RunWatch {
+  constructor(private readonly deps: { db: Db; temporal: () => Promise<Client>; baseUrl: () => string }) {}
+
+  /** The state of exactly this run (workflow ids name one claim each); throws engine_unavailable. */
+  async state(workflowId: string): Promise<RunState> {
+    try {
+      const client = await this.deps.temporal();
+      const d = await client.workflow.getHandle(workflowId).describe();
+      return d.status.name === 'RUNNING' ? 'running' : 'closed';
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return 'missing';
+      throw engineUnavailable(undefined, 'The state of the original request cannot be checked right now');
+    }
+  }
+
+  /**
+   * Record a run that closed (or vanished) without an envelope: its reservation goes back, then the
+   * request is interrupted. Only call it when no workflow can act on the request any more.
+   */
+  async interruptClosed(row: Pick<RequestRow, 'id' | 'org_id'>): Promise<RequestRow | undefined> {
+    try {
+      await release(this.deps.db, row.org_id, row.id);
+    } catch (err) {
+      // Settled but not finalized: the charge stands and the receipt will say so.
+      if (!(err instanceof LedgerStateError)) throw err;
+    }
+    const m = await transition(this.deps.db, row.id, 'interrupted', { error_code: 'request_interrupted' });
+    return m.moved ? m.row : m.current;
+  }
+
+  /**
+   * Wait for the terminal envelope; null when it is not there within `timeoutMs`. Temporal
+   * unreachable: throws ServiceError engine_unavailable (503, Retry-After).
+   */
+  async awaitResult(workflowId: string, requestId: string, timeoutMs: number): Promise<TerminalEnvelope | null> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), timeoutMs);
+    });
+    try {
+      const client = await this.deps.temporal().catch(() => {
+        throw engineUnavailable(requestId);
+      });
+      const handle = client.workflow.getHandle<typeof queryWorkflow>(workflowId);
+      return await Promise.race([handle.result(), timeout]);
+    } catch (err) {
+      if (err instanceof ServiceError) throw err;
+      if (err instanceof WorkflowFailedError || err instanceof WorkflowNotFoundError) return this.closedWithoutEnvelope(requestId);
+      throw engineUnavailable(requestId);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The run closed but returned no envelope: the record may have it; otherwise the request is interrupted. */
+  private async closedWithoutEnvelope(requestId: string): Promise<TerminalEnvelope> {
+    let row = await findById(this.deps.db, requestId);
+    if (row?.result) return { status: row.response_status ?? 200, body: row.result };
+    if (row) row = await this.interruptClosed(row);
+    if (row?.result) return { status: row.response_status ?? 200, body: row.result };
+    const receipt: Receipt | undefined = row?.api && row.operation
+      ? {
+          request_id: requestId,
+          api: row.api,
+          operation: row.operation,
+          billing: { status: row.billing_status, reserved_credits: row.reserved_credits, charged_credits: row.charged_credits ?? 0 },
+        }
+      : undefined;
+    return {
+      status: 409,
+      body: errorEnvelope('request_interrupted', {
+        requestId,
+        receipt,
+        baseUrl: this.deps.baseUrl(),
+        message:
+          row?.billing_status === 'settled'
+            ? 'The run stopped unfinished (terminated or timed out) after it was charged; it will not run again'
+            : 'The run stopped unfinished (terminated or timed out) and will not run again; nothing was charged',
+      }),
+    };
+  }
+
+  async progress(workflowId: string): Promise<Progress | null> {
+    try {
+      const client = await this.deps.temporal();
+      return await client.workflow.getHandle<typeof queryWorkflow>(workflowId).query(progressQuery);
+    } catch {
+      return null;
+    }
+  }
+}
+
+export function engineUnavailable(requestId: string | undefined, message = 'The run cannot be followed right now; it may still finish. Check GET /v1/query/requests/{request_id} before retrying'): ServiceError {
+  return new ServiceError('engine_unavailable', message, {
+    requestId,
+    headers: { 'retry-after': '5', ...(requestId ? { location: `/v1/query/requests/${requestId}`, 'x-request-id': requestId } : {}) },
+  });
+}

@@ -1,0 +1,183 @@
+// The one owner of the `requests` row: claims, status transitions, the terminal envelope, reads.
+// Every status move is a conditional UPDATE from its allowed sources, so two actors (the workflow,
+// an API's stale-claim check, an ambiguous start) can never both win: the loser learns it did not move.
+import type { Db, DbClient } from './pool.ts';
+import type { ErrorEnvelope } from '../errors.ts';
+import type { QueryResult } from '../workflow-contract.ts';
+
+export type RequestStatus = 'reserving' | 'processing' | 'succeeded' | 'rejected' | 'refund_pending' | 'failed' | 'interrupted';
+export type BillingStatus = 'not_started' | 'pending' | 'settled' | 'released';
+
+export interface RequestRow {
+  id: string;
+  org_id: string;
+  idempotency_key_hash: string | null;
+  fingerprint: string | null;
+  workflow_id: string;
+  api: string | null;
+  operation: string | null;
+  status: RequestStatus;
+  billing_status: BillingStatus;
+  reserved_credits: number;
+  charged_credits: number | null;
+  response_status: number | null;
+  /** The retained terminal envelope's body. */
+  result: QueryResult | ErrorEnvelope | null;
+  result_expires_at: Date | null;
+  error_code: string | null;
+  feedback: number | null;
+  performs_actions: boolean;
+  is_public_api: boolean;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+/** Allowed source states of each target state. */
+export const TRANSITIONS = {
+  processing: ['reserving'],
+  refund_pending: ['processing'],
+  succeeded: ['processing'],
+  failed: ['processing', 'refund_pending'],
+  rejected: ['reserving'],
+  // refund_pending too: a run stopped mid-compensation must not stay open for ever.
+  interrupted: ['reserving', 'processing', 'refund_pending'],
+} as const satisfies Record<string, readonly RequestStatus[]>;
+
+export type Target = keyof typeof TRANSITIONS;
+
+/** Did the row move? When not, `current` is the row as it is (undefined: no such row). */
+export type Moved = { moved: true; row: RequestRow } | { moved: false; current: RequestRow | undefined };
+
+type Q = Db | DbClient;
+
+/** States in which a request holds a running slot (plan concurrency). */
+export const OPEN_STATES: readonly RequestStatus[] = ['reserving', 'processing', 'refund_pending'];
+
+export interface ClaimFields {
+  id: string;
+  orgId: string;
+  keyHash: string | null;
+  fingerprint: string | null;
+  workflowId: string;
+  api: string;
+  operation: string;
+  operationId: number;
+  version: number;
+  performsActions: boolean;
+  isPublicApi: boolean;
+}
+
+/** Insert a fresh claim in `reserving`; undefined when the organization already holds the key. */
+export async function insertClaim(c: Q, f: ClaimFields): Promise<RequestRow | undefined> {
+  const r = await c.query(
+    `INSERT INTO requests (id, org_id, idempotency_key_hash, fingerprint, workflow_id, api, operation, operation_id, version,
+                           performs_actions, is_public_api, status)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'reserving')
+     ON CONFLICT DO NOTHING RETURNING *`,
+    [f.id, f.orgId, f.keyHash, f.fingerprint, f.workflowId, f.api, f.operation, f.operationId, f.version, f.performsActions, f.isPublicApi],
+  );
+  return r.rows[0] as RequestRow | undefined;
+}
+
+/** What admission counts for one organization (call it under the organization's admission lock). */
+export async function admissionCounts(c: Q, orgId: string): Promise<{ running: number; unresolved: number; lastMinute: number; oldest: Date | null }> {
+  const r = await c.query(
+    `SELECT count(*) FILTER (WHERE status = ANY($2))::int AS running,
+            count(*) FILTER (WHERE status = ANY($2) AND idempotency_key_hash IS NOT NULL)::int AS unresolved,
+            count(*) FILTER (WHERE created_at > now() - interval '60 seconds')::int AS last_minute,
+            min(created_at) FILTER (WHERE created_at > now() - interval '60 seconds') AS oldest
+       FROM requests
+      WHERE org_id = $1 AND (status = ANY($2) OR created_at > now() - interval '60 seconds')`,
+    [orgId, OPEN_STATES],
+  );
+  const row = r.rows[0];
+  return { running: row.running, unresolved: row.unresolved, lastMinute: row.last_minute, oldest: row.oldest };
+}
+
+export async function findByKey(c: Q, orgId: string, keyHash: string): Promise<RequestRow | undefined> {
+  const r = await c.query('SELECT * FROM requests WHERE org_id = $1 AND idempotency_key_hash = $2', [orgId, keyHash]);
+  return r.rows[0] as RequestRow | undefined;
+}
+
+/** One request of one organization (never another organization's). */
+export async function findForOrg(c: Q, orgId: string, requestId: string): Promise<RequestRow | undefined> {
+  const r = await c.query('SELECT * FROM requests WHERE id = $1 AND org_id = $2', [requestId, orgId]);
+  return r.rows[0] as RequestRow | undefined;
+}
+
+export async function findById(c: Q, requestId: string): Promise<RequestRow | undefined> {
+  const r = await c.query('SELECT * FROM requests WHERE id = $1', [requestId]);
+  return r.rows[0] as RequestRow | undefined;
+}
+
+/** The row, locked until the transaction ends: the reserve step decides on a status nobody can move meanwhile. */
+export async function lockForUpdate(c: DbClient, requestId: string): Promise<RequestRow | undefined> {
+  const r = await c.query('SELECT * FROM requests WHERE id = $1 FOR UPDATE', [requestId]);
+  return r.rows[0] as RequestRow | undefined;
+}
+
+/** Columns a transition may set besides the status. */
+export interface TransitionSet {
+  billing_status?: BillingStatus;
+  reserved_credits?: number;
+  charged_credits?: number;
+  error_code?: string | null;
+}
+
+/**
+ * Move `requestId` to `to` if it is in one of `to`'s allowed sources (or the narrower `from`) and
+ * has no terminal envelope yet.
+ */
+export async function transition<T extends Target>(
+  c: Q,
+  requestId: string,
+  to: T,
+  set: TransitionSet = {},
+  from: readonly (typeof TRANSITIONS)[T][number][] = TRANSITIONS[to],
+): Promise<Moved> {
+  const cols = Object.entries(set).filter(([, v]) => v !== undefined);
+  const assign = cols.map(([k], i) => `, ${k} = $${i + 4}`).join('');
+  const r = await c.query(
+    `UPDATE requests SET status = $2, updated_at = now()${assign}
+      WHERE id = $1 AND status = ANY($3) AND result IS NULL RETURNING *`,
+    [requestId, to, from, ...cols.map(([, v]) => v)],
+  );
+  if (r.rowCount) return { moved: true, row: r.rows[0] as RequestRow };
+  return { moved: false, current: await findById(c, requestId) };
+}
+
+/** Billing columns only (settlement, release): no status change. */
+export async function recordBilling(c: Q, requestId: string, billing: BillingStatus, chargedCredits: number): Promise<void> {
+  await c.query('UPDATE requests SET billing_status = $2, charged_credits = $3, updated_at = now() WHERE id = $1', [requestId, billing, chargedCredits]);
+}
+
+export interface Finalization {
+  requestId: string;
+  status: 'succeeded' | 'rejected' | 'failed';
+  envelope: { status: number; body: unknown };
+  errorCode: string | null;
+  retentionMs: number;
+}
+
+/**
+ * Write the terminal envelope, once, with the terminal status (a conditional transition).
+ * A re-run after a crash finds the envelope already there and does nothing; an interrupted
+ * request is never finalized over.
+ */
+export async function finalize(c: Q, f: Finalization): Promise<Moved> {
+  const r = await c.query(
+    `UPDATE requests
+        SET status = $2, response_status = $3, result = $4, error_code = $5,
+            result_expires_at = now() + ($6::bigint * interval '1 millisecond'),
+            completed_at = now(), updated_at = now()
+      WHERE id = $1 AND result IS NULL AND status = ANY($7) RETURNING *`,
+    [f.requestId, f.status, f.envelope.status, JSON.stringify(f.envelope.body), f.errorCode, f.retentionMs, TRANSITIONS[f.status]],
+  );
+  if (r.rowCount) return { moved: true, row: r.rows[0] as RequestRow };
+  return { moved: false, current: await findById(c, f.requestId) };
+}
+
+/** A retained result past its retention frees its key, so the key may run anew (as a new request). */
+export async function releaseKey(c: Q, requestId: string): Promise<void> {
+  await c.query('UPDATE requests SET idempotency_key_hash = NULL, updated_at = now() WHERE id = $1', [requestId]);
+}

@@ -1,0 +1,293 @@
+// The request's life under pressure, on API/worker pairs of this file's own: atomic admission,
+// key reuse after retention, starts that may or may not have happened, a ledger that cannot be
+// reached, Temporal unreachable while waiting, and inputs too large for Temporal.
+import net from 'node:net';
+import { Client, Connection } from '@temporalio/client';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { balanceOf, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, sleep, stack, until } from './helpers/stack.ts';
+import { processPool } from './helpers/processes.ts';
+import { resolveOperation } from '../shared/db/catalog.ts';
+import { queryWorkflowId, sha256Hex } from '../shared/ids.ts';
+import type { QueryWorkflowInput, TerminalEnvelope } from '../shared/workflow-contract.ts';
+
+const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
+const slowWeather = (ms: number, times = 1) => demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: ms, times });
+const key = () => `life-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+
+let pair: ReturnType<typeof ownPair>;
+const pool = processPool(() => pair);
+
+beforeAll(() => {
+  pair = ownPair('lifecycle', {
+    PLAN_CONCURRENCY: '3',
+    RESULT_RETENTION_MS: '3000',
+    // A statement waiting on a lock fails fast, so a locked ledger is "unreachable" within seconds.
+    DB_STATEMENT_TIMEOUT_MS: '1000',
+  });
+});
+beforeEach(async () => {
+  await demo('/__demo/reset');
+});
+afterEach(() => pool.killAll());
+afterAll(closeDb);
+
+/** The ledger identity, and nothing left reserved. */
+async function ledgerSettled(orgId: string) {
+  const b = await until(async () => {
+    const v = await balanceOf(orgId);
+    return v.reserved === 0 ? v : undefined;
+  }, 60_000);
+  expect(b.granted).toBe(b.available + b.reserved + b.charged);
+  return b;
+}
+
+async function withTemporal<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+  const connection = await Connection.connect({ address: stack().temporalAddress });
+  try {
+    return await fn(new Client({ connection }));
+  } finally {
+    await connection.close();
+  }
+}
+
+describe('request lifecycle', () => {
+  it('a burst of 30 against a concurrency of 3: never more than 3 run at once, the rest get 429 with Retry-After and rate headers', async () => {
+    const [api] = await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
+    const org = await newOrg(100);
+    await slowWeather(3000, 30);
+    const other = await newOrg(5);
+    // Another organization's query during the burst is admitted: the admission lock is per organization.
+    const [otherRes, ...results] = await Promise.all([
+      query(other.api_key, london, {}, String(api.started.url)),
+      ...Array.from({ length: 30 }, () => query(org.api_key, london, {}, String(api.started.url))),
+    ]);
+    expect(otherRes!.status, otherRes!.text).toBe(200);
+    const ok = results.filter((r) => r.status === 200);
+    const limited = results.filter((r) => r.status === 429);
+    expect(ok.length + limited.length, results.map((r) => r.status).join(',')).toBe(30);
+    expect(ok.length).toBeGreaterThanOrEqual(1);
+    expect(ok.length).toBeLessThanOrEqual(3);
+    for (const r of limited) {
+      expect(r.body.error.code).toBe('organization_concurrency_limit');
+      expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
+      for (const h of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']) expect(r.headers.get(h)).toMatch(/^\d+$/);
+    }
+    // Request rows: only the admitted ones exist, and no moment had more than 3 open.
+    const rows = await db().query(`SELECT id, created_at, completed_at FROM requests WHERE org_id = $1`, [org.org_id]);
+    expect(rows.rowCount).toBe(ok.length);
+    const events = rows.rows.flatMap((r) => [
+      { t: (r.created_at as Date).getTime(), d: 1 },
+      { t: (r.completed_at as Date).getTime(), d: -1 },
+    ]);
+    events.sort((a, b) => a.t - b.t || a.d - b.d);
+    let open = 0;
+    let peak = 0;
+    for (const e of events) peak = Math.max(peak, (open += e.d));
+    expect(peak).toBeLessThanOrEqual(3);
+    expect((await ledgerOf(org.org_id)).filter((l) => l.kind === 'reserve')).toHaveLength(ok.length);
+    expect(await ledgerSettled(org.org_id)).toEqual({ granted: 100, available: 100 - ok.length, reserved: 0, charged: ok.length });
+  });
+
+  it('a key reused after its retention runs as a new claim with its own workflow id; a retry meanwhile is request_in_progress', async () => {
+    const [api] = await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
+    const url = String(api.started.url);
+    const org = await newOrg(5);
+    const k = key();
+    const first = await query(org.api_key, london, { 'idempotency-key': k }, url);
+    expect(first.status).toBe(200);
+    const firstId = first.body.data.receipt.request_id as string;
+    const replay = await query(org.api_key, london, { 'idempotency-key': k }, url);
+    expect(replay.headers.get('idempotency-replayed')).toBe('true');
+    await sleep(3500); // RESULT_RETENTION_MS=3000
+    await slowWeather(4000);
+    const second = query(org.api_key, london, { 'idempotency-key': k }, url);
+    const row = await until(async () => {
+      const r = await db().query(`SELECT id, workflow_id, status FROM requests WHERE org_id = $1 AND id <> $2`, [org.org_id, firstId]);
+      return r.rows[0] as { id: string; workflow_id: string; status: string } | undefined;
+    });
+    const during = await query(org.api_key, london, { 'idempotency-key': k }, url);
+    expect(during.status, during.text).toBe(409);
+    expect(during.body.error.code).toBe('request_in_progress');
+    expect(during.body.error.request_id).toBe(row.id);
+    const done = await second;
+    expect(done.status, done.text).toBe(200);
+    expect(done.headers.get('idempotency-replayed')).toBe('false');
+    expect(done.body.data.receipt.request_id).toBe(row.id);
+    const both = await db().query(`SELECT id, workflow_id, status FROM requests WHERE org_id = $1 ORDER BY created_at`, [org.org_id]);
+    expect(both.rows.map((r) => r.status)).toEqual(['succeeded', 'succeeded']);
+    // Each claim has its own run: derived from org + key hash, told apart by the request id.
+    const hash = sha256Hex(k);
+    expect(both.rows[0].workflow_id).not.toBe(both.rows[1].workflow_id);
+    for (const r of both.rows) expect(r.workflow_id).toBe(queryWorkflowId(org.org_id, r.id, hash));
+    expect(await ledgerOf(org.org_id)).toEqual([
+      { request_id: firstId, kind: 'reserve', amount: 1 },
+      { request_id: firstId, kind: 'settle', amount: 1 },
+      { request_id: row.id, kind: 'reserve', amount: 1 },
+      { request_id: row.id, kind: 'settle', amount: 1 },
+    ]);
+    expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 3, reserved: 0, charged: 2 });
+  });
+
+  it('a run that starts after its claim was interrupted refuses to reserve: nothing charged, the record untouched', async () => {
+    const org = await newOrg(5);
+    const resolved = await resolveOperation(db(), org.org_id, { api: '@weather', operation: 'current_weather' });
+    if (!resolved.ok) throw new Error('weather not resolvable');
+    const op = resolved.op;
+    const id = `req_late${Date.now()}${Math.random().toString(36).slice(2, 8)}`;
+    const workflowId = queryWorkflowId(org.org_id, id, sha256Hex(id));
+    // The state an ambiguous start leaves: the API gave up and interrupted the claim while `reserving`.
+    await db().query(
+      `INSERT INTO requests (id, org_id, workflow_id, api, operation, operation_id, version, status, error_code)
+       VALUES ($1, $2, $3, '@weather', 'current_weather', $4, $5, 'interrupted', 'engine_unavailable')`,
+      [id, org.org_id, workflowId, op.operationId, op.version],
+    );
+    const input: QueryWorkflowInput = {
+      requestId: id,
+      orgId: org.org_id,
+      api: '@weather',
+      operation: 'current_weather',
+      operationId: op.operationId,
+      version: op.version,
+      input: { city: 'London' },
+      costCredits: op.costCredits,
+      performsActions: false,
+      actionsReplaySafe: false,
+      apiReference: { api: '@weather', name: op.apiName, logo_url: null, category: op.category },
+      deadlineAt: Date.now() + 60_000,
+      retentionMs: 60_000,
+      heartbeatTimeoutMs: 10_000,
+      baseUrl: stack().baseUrl,
+    };
+    // The start lands late, on the shared worker.
+    const env = await withTemporal(async (c) => {
+      const h = await c.workflow.start('queryWorkflow', { taskQueue: stack().taskQueue, workflowId, args: [input] });
+      return (await h.result()) as TerminalEnvelope;
+    });
+    expect(env.status).toBe(409);
+    expect(env.body.success).toBe(false);
+    if (!env.body.success) expect(env.body.error.code).toBe('request_interrupted');
+    expect(await ledgerOf(org.org_id)).toEqual([]);
+    const row = await db().query('SELECT status, result, billing_status FROM requests WHERE id = $1', [id]);
+    expect(row.rows[0]).toEqual({ status: 'interrupted', result: null, billing_status: 'not_started' });
+    expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+  });
+
+  it('a start cut off by its deadline never deletes the claim: the run is watched, or the claim is interrupted and the key is free', async () => {
+    const [api] = await Promise.all([pool.spawn('api', { ...pair, env: { ...pair.env, TEMPORAL_START_TIMEOUT_MS: '1' } }), pool.spawn('worker')]);
+    const url = String(api.started.url);
+    const org = await newOrg(5);
+    const k = key();
+    const res = await query(org.api_key, london, { 'idempotency-key': k }, url);
+    expect([200, 503], res.text).toContain(res.status);
+    const rows = await db().query(`SELECT id, status, error_code, idempotency_key_hash, workflow_id FROM requests WHERE org_id = $1`, [org.org_id]);
+    expect(rows.rowCount).toBe(1);
+    const row = rows.rows[0];
+    if (res.status === 503) {
+      expect(res.body.error.code).toBe('engine_unavailable');
+      expect(res.body.error.retryable).toBe(true);
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(res.body.error.request_id).toBe(row.id);
+      expect(row).toMatchObject({ status: 'interrupted', error_code: 'engine_unavailable', idempotency_key_hash: null });
+      // Whether or not the start reached Temporal, the run can never reserve: nothing charged.
+      await sleep(3000);
+      expect(await ledgerOf(org.org_id)).toEqual([]);
+    } else {
+      expect(row.status).toBe('succeeded');
+    }
+    // A retry with the same key (on an API with a sane deadline) runs or replays; never two charges.
+    const [api2] = await Promise.all([pool.spawn('api')]);
+    const again = await query(org.api_key, london, { 'idempotency-key': k }, String(api2.started.url));
+    expect(again.status, again.text).toBe(200);
+    expect((await balanceOf(org.org_id)).charged).toBe(1);
+    expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 0, charged: 1 });
+  });
+
+  it('a ledger that cannot be reached answers 503 billing_unavailable with Retry-After; nothing charged', async () => {
+    const [api] = await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
+    const org = await newOrg(5);
+    // Hold the organization's balance row: every reservation waits on it and times out (1 s statements).
+    const holder = await db().connect();
+    let res;
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM credit_balances WHERE org_id = $1 FOR UPDATE', [org.org_id]);
+      res = await query(org.api_key, london, {}, String(api.started.url));
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+    }
+    expect(res.status, res.text).toBe(503);
+    expect(res.body.error.code).toBe('billing_unavailable');
+    expect(res.body.error.retryable).toBe(true);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(res.body.error.receipt.billing).toEqual({ status: 'not_started', reserved_credits: 0, charged_credits: 0 });
+    const row = await db().query('SELECT status, error_code FROM requests WHERE id = $1', [res.body.error.request_id]);
+    expect(row.rows[0]).toEqual({ status: 'rejected', error_code: 'billing_unavailable' });
+    expect(await ledgerOf(org.org_id)).toEqual([]);
+    expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+    // With the ledger back, the next query is charged normally.
+    const next = await query(org.api_key, london, {}, String(api.started.url));
+    expect(next.status, next.text).toBe(200);
+  });
+
+  it('Temporal unreachable while waiting is 503 engine_unavailable with Retry-After; the run still finishes', async () => {
+    // The API reaches Temporal through a proxy this test cuts; the worker reaches it directly.
+    const [host, port] = stack().temporalAddress.split(':') as [string, string];
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(Number(port), host);
+      sockets.add(client).add(upstream);
+      client.pipe(upstream).pipe(client);
+      const drop = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('error', drop).on('close', drop);
+      upstream.on('error', drop).on('close', drop);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const proxyAddress = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+    try {
+      const [api] = await Promise.all([pool.spawn('api', { ...pair, temporalAddress: proxyAddress }), pool.spawn('worker')]);
+      const org = await newOrg(5);
+      await slowWeather(6000);
+      const pending = query(org.api_key, london, {}, String(api.started.url));
+      const row = await until(async () => {
+        const r = await db().query(`SELECT id FROM requests WHERE org_id = $1 AND status = 'processing'`, [org.org_id]);
+        return r.rows[0] as { id: string } | undefined;
+      });
+      proxy.close();
+      for (const s of sockets) s.destroy();
+      const res = await pending;
+      expect(res.status, res.text).toBe(503);
+      expect(res.body.error.code).toBe('engine_unavailable');
+      expect(res.body.error.retryable).toBe(true);
+      expect(res.body.error.request_id).toBe(row.id);
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+      // The run was never in danger: it finishes and its status says so.
+      await until(async () => {
+        const r = await db().query('SELECT status FROM requests WHERE id = $1', [row.id]);
+        return r.rows[0]?.status === 'succeeded';
+      }, 60_000);
+      expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 0, charged: 1 });
+    } finally {
+      proxy.close();
+      for (const s of sockets) s.destroy();
+    }
+  });
+
+  it('a workflow input above the safe bound is 413 payload_too_large before anything is claimed or charged', async () => {
+    const [api] = await Promise.all([pool.spawn('api', { ...pair, env: { ...pair.env, MAX_WORKFLOW_INPUT_BYTES: '200' } })]);
+    const org = await newOrg(5);
+    const res = await query(org.api_key, london, { 'idempotency-key': key() }, String(api.started.url));
+    expect(res.status, res.text).toBe(413);
+    expect(res.body.error.code).toBe('payload_too_large');
+    expect(res.body.error.retryable).toBe(false);
+    expect(res.body.error.param).toBe('input');
+    expect(res.body.error.details.max_bytes).toBe(200);
+    expect(res.body.error.details.bytes).toBeGreaterThan(200);
+    const rows = await db().query('SELECT count(*)::int AS n FROM requests WHERE org_id = $1', [org.org_id]);
+    expect(rows.rows[0].n).toBe(0);
+    expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+  });
+});
