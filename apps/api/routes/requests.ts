@@ -31,7 +31,8 @@ export function requestStatusOf(r: RequestRow, orgId: string, rating: RatingCont
   return {
     request_id: r.id,
     status: r.status as RequestStatusValue,
-    result: retained ? r.result : null,
+    // A copy: the retained envelope as the plain JSON object the response schema describes.
+    result: retained && r.result ? { ...r.result } : null,
     response_status: retained ? r.response_status : null,
     result_expires_at: retained && r.result_expires_at ? r.result_expires_at.toISOString() : null,
     error_code: r.error_code,
