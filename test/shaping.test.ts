@@ -152,9 +152,14 @@ describe('the QueryRequest JSON Schema', () => {
   it('states the two modes as a oneOf while validation keeps per-field messages', () => {
     const doc = z.toJSONSchema(QueryRequest, { target: 'draft-2020-12', io: 'input' }) as Record<string, any>;
     expect(doc.oneOf).toEqual([
-      { title: 'Direct mode', required: ['api', 'operation', 'input'], not: { anyOf: [{ required: ['prompt'] }] } },
+      {
+        title: 'Direct mode',
+        required: ['api', 'operation', 'input'],
+        not: { anyOf: [{ required: ['prompt'] }, { required: ['allowed_apis'] }, { required: ['blocked_apis'] }, { required: ['attachments'] }] },
+      },
       { title: 'Prompt mode', required: ['prompt'], not: { anyOf: [{ required: ['operation'] }, { required: ['input'] }, { required: ['version'] }] } },
     ]);
+    expect(doc.dependentRequired).toEqual({ visibility: ['api'] });
     expect(doc.properties.response.properties.mapping.items.properties.target.pattern).toBe('^(?:\\/(?:[^~/]|~[01])*)*$');
     const r = QueryRequest.safeParse({ prompt: 'x', input: {}, version: 1 });
     expect(r.success ? [] : r.error.issues.map((i) => i.path.join('.'))).toEqual(['input', 'version']);
