@@ -13,6 +13,8 @@ import type { Driver, HttpRequestSpec, HttpResponseData, PageSnapshot, UrlCheck 
 
 export const MAX_BODY_BYTES = 5 * 1024 * 1024;
 export const MAX_REDIRECTS = 5;
+/** The only recipe headers a redirect to another origin keeps: none of them can carry a secret. */
+const SAFE_ACROSS_ORIGINS = new Set(['accept', 'accept-language', 'content-language', 'content-type', 'user-agent']);
 
 export interface HttpDispatcherOptions {
   hostMap?: HostMap;
@@ -130,9 +132,10 @@ export class HttpDriver implements Driver {
           body = undefined;
           delete headers['content-type'];
         }
-        if (next.host !== url.host) {
-          delete headers.authorization;
-          delete headers.cookie;
+        // Another origin (scheme, host or port) never sees what the recipe sent the first one:
+        // credentials, cookies and any custom header that may carry a secret stay behind.
+        if (next.origin !== url.origin) {
+          for (const name of Object.keys(headers)) if (!SAFE_ACROSS_ORIGINS.has(name.toLowerCase())) delete headers[name];
         }
         url = next;
         continue;
