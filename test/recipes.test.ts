@@ -3,7 +3,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { RecipeValidationError, parseRecipe, safeParseRecipe, recipePerformsActions } from '../shared/recipes/schema.ts';
 import { TemplateError, renderUrl, renderValue, renderHeader, type TemplateScope } from '../shared/recipes/template.ts';
 import { parseDate, parseDateTime, parseInteger, parseNumber } from '../activities/engines/extract.ts';
-import { isPrivateAddress } from '../activities/engines/net-guard.ts';
+import { guardedLookup, isPrivateAddress } from '../activities/engines/net-guard.ts';
+import { proxyTarget } from '../activities/engines/guarded-proxy.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { recipeActions, validateOperationVersion } from '../shared/catalog/validate.ts';
 import { publishApi } from '../shared/db/catalog.ts';
@@ -159,3 +160,16 @@ describe('performs_actions is derived from the recipe', () => {
 });
 
 afterAll(() => closeDb());
+
+describe('the browser proxy decides each connection', () => {
+  const opts = { hostMap: { 'books.example.test': '127.0.0.1:4100' }, allowPrivateNetwork: false, allowedHosts: new Set(['books.example.test', 'api.example.com', '10.0.0.7']) };
+  it('maps demo hosts, pins other names to the checked lookup, refuses private and undeclared destinations', () => {
+    expect(proxyTarget(opts, 'books.example.test', 80)).toEqual({ host: '127.0.0.1', port: 4100 });
+    // a public name is connected through the lookup that checks the address it connects to
+    expect(proxyTarget(opts, 'API.example.com.', 443)).toMatchObject({ host: 'api.example.com', port: 443, lookup: guardedLookup });
+    expect(proxyTarget(opts, '10.0.0.7', 80)).toEqual({ host: '10.0.0.7', reason: 'destination_refused' });
+    expect(proxyTarget(opts, '[::ffff:127.0.0.1]', 80)).toEqual({ host: '::ffff:127.0.0.1', reason: 'destination_refused' });
+    expect(proxyTarget(opts, 'localhost', 80)).toEqual({ host: 'localhost', reason: 'destination_refused' });
+    expect(proxyTarget(opts, 'news.example.test', 80)).toEqual({ host: 'news.example.test', reason: 'host_not_allowed' });
+  });
+});
