@@ -2,8 +2,10 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
+import net from 'node:net';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, stack } from './helpers/stack.ts';
+import { processPool } from './helpers/processes.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 const order = { api: '@shop', operation: 'place_order', input: { sku: 'NW-MUG-STL', quantity: 1 } };
@@ -274,5 +276,137 @@ describe('MCP per-workflow endpoint', () => {
     const missing = await call('POST', '/mcp/workflows/no-such-workflow', { key: org.api_key, body: {} });
     expect(missing.status).toBe(404);
     expect(missing.body.error.code).toBe('unknown_api_slug');
+  });
+});
+
+describe('MCP answers keep their bounds', () => {
+  const within = (r: { text: string; sc: unknown }, max: number) => {
+    expect(r.text.length).toBeLessThanOrEqual(max);
+    // the text is the structured content, not a different rendering of it
+    if (r.sc !== undefined) expect(JSON.parse(r.text)).toEqual(r.sc);
+  };
+
+  it('max_chars bounds every tool that takes it, marked truncated with a hint', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const full = await callTool(client, 'svc_search_workflows', {});
+    expect(full.text.length).toBeGreaterThan(1000);
+    const search = await callTool(client, 'svc_search_workflows', { max_chars: 1000 });
+    within(search, 1000);
+    expect(search.isError).toBeFalsy();
+    expect(search.sc.truncated).toBe(true);
+    expect(search.sc.workflows.length).toBeGreaterThan(0);
+    expect(search.sc.message).toMatch(/query/);
+
+    const list = await callTool(client, 'svc_get_workflow', { api: '@weather', max_chars: 1000 });
+    within(list, 1000);
+    expect(list.sc.truncated).toBe(true);
+    const one = await callTool(client, 'svc_get_workflow', { api: '@books', operation: 'search_books', max_chars: 1000 });
+    within(one, 1000);
+    expect(one.sc).toMatchObject({ truncated: true, operation: { operation: 'search_books' } });
+    expect(one.sc.message).toMatch(/max_chars/);
+    const roomy = await callTool(client, 'svc_get_workflow', { api: '@books', operation: 'search_books', max_chars: 150_000 });
+    expect(roomy.sc.truncated).toBeUndefined();
+    expect(roomy.sc.operation.examples.length).toBeGreaterThan(0);
+
+    const args = { api: '@books', operation: 'search_books', input: { query: 'the', max_results: 10 }, max_chars: 1000 };
+    const run = await callTool(client, 'svc_run_workflow', args);
+    within(run, 1000);
+    expect(run.sc).toMatchObject({ status: 'succeeded', truncated: true });
+    expect(run.sc.receipt.billing.status).toBe('settled');
+    const again = await callTool(client, 'svc_get_run', { request_id: run.sc.request_id, max_chars: 1000 });
+    within(again, 1000);
+    expect(again.sc).toMatchObject({ status: 'succeeded', truncated: true, request_id: run.sc.request_id });
+
+    const action = await callTool(client, 'svc_run_action', { ...order, max_chars: 1000 });
+    within(action, 1000);
+  });
+
+  it('arguments nested too deep are a clean invalid_input, never an internal error text', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const nest = (depth: number) => {
+      let v: unknown = 'x';
+      for (let i = 0; i < depth; i++) v = { a: v };
+      return v as Record<string, unknown>;
+    };
+    const deep = await callTool(client, 'svc_run_workflow', { ...london, input: nest(80) });
+    expect(deep.isError).toBe(true);
+    expect(deep.sc).toMatchObject({ status: 'failed', error: { code: 'invalid_input', param: 'input' } });
+    const viaClient = await callTool(client, 'svc_run_workflow', { ...london, input: nest(1500) });
+    expect(viaClient.isError).toBe(true);
+    expect(viaClient.text).not.toMatch(/call stack|RangeError|at .*\.ts:/);
+    // Deeper than a client can even serialize: the raw JSON-RPC body. A refusal by the HTTP body
+    // parser's own depth limit is as good as a tool error; the internal text is never an answer.
+    for (const depth of [1500, 20_000]) {
+      const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"svc_run_workflow","arguments":{"api":"@weather","operation":"current_weather","input":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}}}`;
+      const res = await fetch(`${stack().baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${org.api_key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body,
+      });
+      const text = await res.text();
+      expect(res.status, text).toBeLessThan(500);
+      expect(text).not.toMatch(/call stack|RangeError|at .*\.ts:/);
+      if (res.status === 200) expect(text).toMatch(/invalid_input/);
+    }
+    expect(await requestCount(org.org_id)).toBe(0);
+    expect((await balanceOf(org.org_id)).charged ?? 0).toBe(0);
+  });
+
+  describe('with a database that goes away', () => {
+    // A TCP relay to PostgreSQL that cuts any connection carrying a query on `requests` once armed:
+    // key checks still pass, reading the run record fails the way a lost database does.
+    let relay: net.Server;
+    let armed = false;
+    const pool = processPool(() => ownPair('mcp-db'));
+    beforeAll(async () => {
+      const target = new URL(stack().databaseUrl);
+      relay = net.createServer((client) => {
+        const upstream = net.connect(Number(target.port), target.hostname);
+        client.on('data', (chunk) => {
+          if (armed && chunk.toString('latin1').includes('FROM requests')) {
+            client.destroy();
+            upstream.destroy();
+            return;
+          }
+          upstream.write(chunk);
+        });
+        upstream.on('data', (chunk) => client.write(chunk));
+        for (const s of [client, upstream]) s.on('error', () => undefined);
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+      });
+      await new Promise<void>((r) => relay.listen(0, '127.0.0.1', () => r()));
+    });
+    afterAll(async () => {
+      await pool.killAll();
+      await new Promise<void>((r) => relay.close(() => r()));
+    });
+
+    it('svc_get_run answers a retryable 503 code with a retry hint, no database text', async () => {
+      const org = await newOrg(5);
+      const rest = await query(org.api_key, london);
+      expect(rest.status).toBe(200);
+      const requestId = rest.headers.get('x-request-id')!;
+      const target = new URL(stack().databaseUrl);
+      target.host = `127.0.0.1:${(relay.address() as net.AddressInfo).port}`;
+      const api = await pool.spawn('api', { ...ownPair('mcp-db'), databaseUrl: target.toString() });
+      const client = new Client({ name: 'mcp-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${String(api.started.url)}/mcp`), { requestInit: { headers: { authorization: `Bearer ${org.api_key}` } } }));
+      clients.push(client);
+      const ok = await callTool(client, 'svc_get_run', { request_id: requestId });
+      expect(ok.sc.status).toBe('succeeded');
+      armed = true;
+      try {
+        const r = await callTool(client, 'svc_get_run', { request_id: requestId });
+        expect(r.isError).toBe(true);
+        expect(r.sc).toMatchObject({ status: 'failed', error: { code: 'engine_unavailable', status: 503, retryable: true } });
+        expect(r.sc.message).toMatch(/retry after \d+ s/);
+        expect(r.text).not.toMatch(/Connection terminated|ECONNRESET|postgres|SELECT/i);
+      } finally {
+        armed = false;
+      }
+    });
   });
 });
