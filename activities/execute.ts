@@ -9,7 +9,7 @@ import { ERRORS, ServiceError, type ErrorCode } from '../shared/errors.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { loadSecrets, type AccessItem, type Keyring } from '../shared/db/connections.ts';
 import type { RecipeRunner } from './engines/index.ts';
-import { redact } from './engines/errors.ts';
+import { isFinalRefusal, redact } from './engines/errors.ts';
 import type { ExecuteActivities } from './types.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
@@ -94,7 +94,7 @@ export function createExecuteActivities(deps: { db: Db; runner: RecipeRunner; ke
         return redact(output, secretValues);
       } catch (err) {
         if (err instanceof ApplicationFailure) throw err;
-        if (err instanceof ServiceError) throw toApplicationFailure(err.code, redact(err.message, secretValues), redact(err.details, secretValues));
+        if (err instanceof ServiceError) throw toApplicationFailure(err.code, redact(err.message, secretValues), redact(err.details, secretValues), isFinalRefusal(err) || undefined);
         if (ctx.cancellationSignal.aborted) throw toApplicationFailure('execution_timeout', 'The workflow did not finish within its time limit');
         ctx.log.error('unexpected execution error', { operationId, version, error: redact(String(err), secretValues) });
         throw toApplicationFailure('internal_error', 'Unexpected error while running the workflow');
