@@ -122,6 +122,8 @@ export async function startGuardedProxy(opts: GuardedProxyOptions): Promise<Guar
       if (!res.headersSent) res.writeHead(e instanceof DestinationRefusedError ? 403 : 502, { connection: 'close' });
       res.end();
     });
+    // The browser gave up on it (a closed page, an aborted fetch): so does the upstream request.
+    res.on('close', () => upstream.destroy());
     req.pipe(upstream);
   });
 
