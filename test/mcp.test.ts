@@ -6,6 +6,8 @@ import net from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, stack } from './helpers/stack.ts';
 import { processPool } from './helpers/processes.ts';
+import { boundRun, boundSearch, boundWorkflow } from '../apps/api/mcp/bound.ts';
+import { RunOutputSchema, type RunResult } from '../apps/api/mcp/schemas.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 const order = { api: '@shop', operation: 'place_order', input: { sku: 'NW-MUG-STL', quantity: 1 } };
@@ -408,5 +410,59 @@ describe('MCP answers keep their bounds', () => {
         armed = false;
       }
     });
+  });
+});
+
+describe('bounding answers (pure)', () => {
+  const run = (output: unknown, extra: Record<string, unknown> = {}) =>
+    ({ status: 'succeeded', request_id: 'req_0123456789abcdef', api: '@x', operation: 'y', truncated: false, output, ...extra }) as RunResult;
+
+  it.each([
+    ['a long list', { items: Array.from({ length: 500 }, (_, i) => ({ i, name: `item ${i}` })) }],
+    ['one huge string', 'x'.repeat(50_000)],
+    ['a string of quotes (escaping grows it)', '"'.repeat(5_000)],
+    ['deeply keyed objects', Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`key_${i}`, { v: 'y'.repeat(30) }]))],
+  ])('a run with %s fits and stays a valid run answer', (_name, output) => {
+    for (const max of [1000, 1500, 5000]) {
+      const b = boundRun(run(output), max);
+      expect(JSON.stringify(b).length).toBeLessThanOrEqual(max);
+      expect(b.truncated).toBe(true);
+      expect(b.message).toMatch(/include or exclude/);
+      expect(RunOutputSchema.safeParse(b).success).toBe(true);
+    }
+  });
+
+  it('a failure with many issue details fits, keeping its code', () => {
+    const issues = Array.from({ length: 300 }, (_, i) => ({ path: `input.f${i}`, message: 'must be a string of at most 100 characters' }));
+    const failed = { status: 'failed', request_id: null, api: '@x', operation: 'y', truncated: false, error: { type: 'validation_error', code: 'invalid_provider_input', message: 'bad input', status: 422, details: { issues } } } as RunResult;
+    const b = boundRun(failed, 1000);
+    expect(JSON.stringify(b).length).toBeLessThanOrEqual(1000);
+    expect(b.error).toMatchObject({ code: 'invalid_provider_input', status: 422 });
+  });
+
+  it('svc_get_workflow leaves out the input schema only when nothing else is left', () => {
+    const big = { type: 'object', properties: Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`field_${i}`, { type: 'string', description: 'z'.repeat(40) }])) };
+    const answer = {
+      api: '@x',
+      name: 'X',
+      visibility: 'public' as const,
+      operation: { operation: 'y', description: 'd', input_schema: { type: 'object' }, output_schema: big, selectable_fields: ['a', 'b'], examples: [{ input: {}, output: big }] },
+    };
+    const small = boundWorkflow(answer, 1000);
+    expect(JSON.stringify(small).length).toBeLessThanOrEqual(1000);
+    expect(small.operation!.input_schema).toEqual({ type: 'object' });
+    expect(small.message).toMatch(/examples left out.*output_schema left out/);
+    const huge = boundWorkflow({ ...answer, operation: { ...answer.operation, input_schema: big } }, 1000);
+    expect(JSON.stringify(huge).length).toBeLessThanOrEqual(1000);
+    expect(huge.message).toMatch(/input_schema left out/);
+  });
+
+  it('search keeps whole workflows while they fit and says how to narrow', () => {
+    const workflows = Array.from({ length: 30 }, (_, i) => ({ api: `@w${i}`, name: `W${i}`, operations: [{ operation: 'op', description: 'd'.repeat(100) }] }));
+    const b = boundSearch({ workflows, truncated: false }, 1000);
+    expect(JSON.stringify(b).length).toBeLessThanOrEqual(1000);
+    expect(b.workflows.length).toBeGreaterThan(0);
+    expect(b.workflows.length).toBeLessThan(30);
+    expect(b.message).toMatch(/of 30 workflows/);
   });
 });

@@ -58,7 +58,7 @@ interface SearchResult {
 }
 
 /** svc_search_workflows within maxChars: whole workflows are dropped from the end, then operations. */
-export function boundSearch<T extends SearchResult>(result: T, maxChars: number = MAX_CHARS.default): T {
+export function boundSearch<T extends SearchResult>(result: T, maxChars: number = MAX_CHARS.default): T & { message?: string } {
   if (size(result) <= maxChars) return result;
   const total = result.workflows.length;
   const workflows = result.workflows.map((w) => ({ ...w, operations: [...w.operations] }));
@@ -92,7 +92,7 @@ interface WorkflowResult {
  * svc_get_workflow within maxChars: examples go first, then operations of the list, selectable
  * fields, the output schema and at last the input schema (each replaced by a note).
  */
-export function boundWorkflow<T extends WorkflowResult>(result: T, maxChars: number = MAX_CHARS.default): T {
+export function boundWorkflow<T extends WorkflowResult>(result: T, maxChars: number = MAX_CHARS.default): T & { truncated?: boolean; message?: string } {
   if (size(result) <= maxChars) return result;
   const out = { ...result, truncated: true } as T;
   const dropped: string[] = [];
