@@ -138,7 +138,7 @@ export class BrowserPool {
     }
     let context: BrowserContext | null = null;
     let proxy: GuardedProxy | null = null;
-    const refusals: ProxyRefusal[] = [];
+    const refusals = new Refusals();
     let closing: Promise<void> | null = null;
     const closeContext = (): Promise<void> => {
       const c = context as BrowserContext | null;
@@ -155,7 +155,7 @@ export class BrowserPool {
             hostMap: this.opts.hostMap,
             allowPrivateNetwork: this.opts.allowPrivateNetwork,
             allowedHosts: new Set(recipe.hosts.map((h) => h.toLowerCase())),
-            onRefused: (r) => refusals.push(r),
+            onRefused: (r) => refusals.add(r),
           });
           const options = { ...contextOptions(), proxy: { server: proxy.server } };
           let browser = await this.getBrowser();
@@ -241,6 +241,25 @@ function contextOptions() {
   };
 }
 
+/** What the run's proxy refused, kept small however many requests a page makes. */
+export class Refusals {
+  count = 0;
+  firstPrivate: ProxyRefusal | null = null;
+  private readonly recent: Array<{ n: number; r: ProxyRefusal }> = [];
+
+  add(r: ProxyRefusal): void {
+    this.count++;
+    if (r.reason === 'destination_refused') this.firstPrivate ??= r;
+    this.recent.push({ n: this.count, r });
+    if (this.recent.length > 20) this.recent.shift();
+  }
+
+  /** The first refusal after `mark` (a count read earlier) that is still remembered. */
+  since(mark: number): ProxyRefusal | undefined {
+    return this.recent.find((x) => x.n > mark)?.r;
+  }
+}
+
 export class BrowserDriver implements Driver {
   readonly engine = 'browser' as const;
   private lastStatus: number | null = null;
@@ -251,13 +270,13 @@ export class BrowserDriver implements Driver {
     private readonly page: Page,
     private readonly checkUrl: UrlCheck,
     /** Filled by the run's proxy as it refuses connections. */
-    private readonly refusals: readonly ProxyRefusal[],
+    private readonly refusals: Refusals,
     private readonly http: HttpDriver,
   ) {}
 
   /** A private destination anywhere in the run (a page's script, a redirect, a WebSocket) fails it. */
   assertNoPrivateRefusal(): void {
-    const r = this.refusals.find((x) => x.reason === 'destination_refused');
+    const r = this.refusals.firstPrivate;
     if (r) throw refused(r.host, this.currentStep);
   }
 
@@ -270,7 +289,7 @@ export class BrowserDriver implements Driver {
 
   private async pw<T>(step: string, what: string, fn: () => Promise<T>): Promise<T> {
     this.currentStep = step;
-    const mark = this.refusals.length;
+    const mark = this.refusals.count;
     let result: T;
     try {
       result = await fn();
@@ -280,7 +299,7 @@ export class BrowserDriver implements Driver {
       const msg = String((e as Error)?.message ?? e);
       const net = NET_ERROR_RE.exec(msg)?.[1];
       // A connection the proxy refused during this step explains a network error.
-      const mine = this.refusals.slice(mark)[0];
+      const mine = this.refusals.since(mark);
       if (mine && net) throw refusalError(mine, step);
       if (e instanceof pwErrors.TimeoutError)
         throw new ServiceError('workflow_execution_failed', `The website did not respond in time: ${what}`, { details: { step, reason: 'browser_timeout' } });
