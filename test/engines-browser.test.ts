@@ -209,6 +209,13 @@ describe.skipIf(!existsSync(CHROMIUM))('browser engine', () => {
       expect(seen).toBe(0);
     });
 
+    it('an action click whose next page is refused is action_unconfirmed (the click reached the website)', async () => {
+      const to = `http://books.example.test/__probe/redirect?to=${encodeURIComponent(`http://127.0.0.1:${insidePort}/`)}`;
+      const e = await runError(books([{ type: 'navigate', url: probe({ link: to }) }, { type: 'click', selector: '#next', wait_for_navigation: true, action: true }, read]));
+      expect(e.code).toBe('action_unconfirmed');
+      expect(seen).toBe(0);
+    });
+
     it('the same probe page without outbound calls runs (so the refusals above are about the destinations)', async () => {
       expect(await runner.run(books([{ type: 'navigate', url: probe({}) }, { type: 'wait', selector: '#done', state: 'attached' }, read]), {}, ctx())).toBe('Probe');
       const ok = await runner.run(books([{ type: 'navigate', url: probe({ fetch: 'http://books.example.test/__probe/headers' }) }, { type: 'wait', selector: '#done', state: 'attached' }, read]), {}, ctx());

@@ -233,6 +233,19 @@ describe('destinations', () => {
     }
   });
 
+  it('an action whose answer redirects to a refused destination is action_unconfirmed, never "not sent"', async () => {
+    for (const to of ['http://127.0.0.1:1/done', 'http://news.example.test/done']) {
+      const recipe: Recipe = {
+        engine: 'http',
+        hosts: ['books.example.test'],
+        steps: [{ type: 'request', method: 'POST', url: `http://books.example.test/__probe/redirect?status=303&to=${encodeURIComponent(to)}`, json: { order: 1 }, action: true }],
+        output: null,
+      };
+      const e = await runError(recipe);
+      expect(e.code, to).toBe('action_unconfirmed');
+    }
+  });
+
   it('allows private destinations only when configured to', async () => {
     const open = createRecipeRunner({ allowPrivateNetwork: true });
     try {

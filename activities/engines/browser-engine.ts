@@ -11,7 +11,7 @@ import { chromium, errors as pwErrors, type Browser, type BrowserContext, type P
 import type { Agent } from 'undici';
 import { ServiceError } from '../../shared/errors.ts';
 import type { ClickStep, LoadState, Recipe, WaitStep } from '../../shared/recipes/schema.ts';
-import { notSent } from './errors.ts';
+import { afterSending, notSent } from './errors.ts';
 import { HttpDriver, createHttpDispatcher } from './http-engine.ts';
 import { Interpreter, makeUrlCheck, type Driver, type HttpRequestSpec, type HttpResponseData, type PageSnapshot, type RunContext, type UrlCheck } from './interpreter.ts';
 import { startGuardedProxy, type GuardedProxy, type ProxyRefusal } from './guarded-proxy.ts';
@@ -284,7 +284,11 @@ export class BrowserDriver implements Driver {
   private assertPageAllowed(step: string): void {
     const raw = this.page.url();
     if (!/^https?:/i.test(raw)) return;
-    this.checkUrl(new URL(raw), step);
+    try {
+      this.checkUrl(new URL(raw), step);
+    } catch (e) {
+      throw afterSending(e); // the page got there after the step's request was sent
+    }
   }
 
   private async pw<T>(step: string, what: string, fn: () => Promise<T>): Promise<T> {
@@ -405,14 +409,13 @@ function refusalError(r: ProxyRefusal, step: string): ServiceError {
     r.reason === 'scheme_not_allowed'
       ? new ServiceError('workflow_execution_failed', 'Refused to open a URL that is not http or https', { details: { step, reason: r.reason } })
       : new ServiceError('workflow_execution_failed', `Refused to reach ${r.host}: the operation may not reach it`, { details: { step, host: r.host, reason: r.reason } });
-  notSent.add(err);
   return err;
 }
 
+// Browser refusals are never "not sent": the proxy may refuse a redirect hop or a request of the
+// next page after the step's own request reached the website (an action's outcome is then unknown).
 function refused(host: string, step: string): ServiceError {
-  const err = new ServiceError('workflow_execution_failed', `Refused to connect to ${host}: private, loopback and link-local destinations are not allowed`, {
+  return new ServiceError('workflow_execution_failed', `Refused to connect to ${host}: private, loopback and link-local destinations are not allowed`, {
     details: { step, host, reason: 'destination_refused' },
   });
-  notSent.add(err);
-  return err;
 }

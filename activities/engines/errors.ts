@@ -146,3 +146,12 @@ export function isFinalRefusal(e: ServiceError): boolean {
   const reason = (e.details as { reason?: unknown } | undefined)?.reason;
   return e.code === 'workflow_execution_failed' && typeof reason === 'string' && FINAL_REASONS.has(reason);
 }
+
+/**
+ * The same error, no longer "not sent": a refusal on a redirect hop comes after the request itself
+ * reached the website (a POST answered 303 to a refused host may still have placed the order).
+ */
+export function afterSending(e: unknown): unknown {
+  if (!(e instanceof ServiceError) || !notSent.has(e)) return e;
+  return new ServiceError(e.code, e.message, { param: e.param, details: e.details, headers: e.headers });
+}

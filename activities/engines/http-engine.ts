@@ -7,7 +7,7 @@ import { isIP } from 'node:net';
 import { Agent, buildConnector, request } from 'undici';
 import type { LoadState } from '../../shared/recipes/schema.ts';
 import { ServiceError } from '../../shared/errors.ts';
-import { isAbortError, networkError } from './errors.ts';
+import { afterSending, isAbortError, networkError } from './errors.ts';
 import { DestinationRefusedError, guardedLookup, isPrivateAddress, mappedTarget, type HostMap } from './net-guard.ts';
 import type { Driver, HttpRequestSpec, HttpResponseData, PageSnapshot, UrlCheck } from './interpreter.ts';
 
@@ -117,7 +117,8 @@ export class HttpDriver implements Driver {
         res = await request(url, { method, headers: sendHeaders, body, dispatcher: this.dispatcher, signal });
       } catch (e) {
         if (signal.aborted || isAbortError(e)) throw e;
-        throw networkError(e, host, spec.step);
+        const err = networkError(e, host, spec.step);
+        throw hop > 0 ? afterSending(err) : err;
       }
       this.cookies.store(host, res.headers['set-cookie']);
       const location = res.headers.location;
@@ -126,7 +127,11 @@ export class HttpDriver implements Driver {
         if (hop >= MAX_REDIRECTS)
           throw new ServiceError('upstream_http_error', `The website ${host} redirected more than ${MAX_REDIRECTS} times`, { details: { step: spec.step, host, reason: 'too_many_redirects' } });
         const next = new URL(Array.isArray(location) ? location[0]! : location, url);
-        this.checkUrl(next, spec.step);
+        try {
+          this.checkUrl(next, spec.step);
+        } catch (e) {
+          throw afterSending(e);
+        }
         if (res.statusCode === 303 || ((res.statusCode === 301 || res.statusCode === 302) && method !== 'GET')) {
           method = 'GET';
           body = undefined;
