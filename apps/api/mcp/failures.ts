@@ -3,16 +3,20 @@
 // error's own text (a PostgreSQL message, "Maximum call stack size exceeded") stays in the log.
 import { ServiceError } from '../../../shared/errors.ts';
 
-/** SQLSTATE classes of an unreachable, shutting-down or overloaded database, and socket errors. */
-const DB_DOWN_SQLSTATE = /^(08|53|57)/;
-const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH']);
-const POOL_MESSAGES = /Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect|Cannot use a pool after calling end/i;
+// The same rule as the HTTP error handler's (apps/api/plugins/errors.ts on the routes branch):
+// socket errors, SQLSTATE 57014 / 57P01-57P05 / class 08 / class 53, node-postgres' own messages,
+// also inside `cause` and AggregateError `errors`.
+const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+const SQLSTATE_UNAVAILABLE = /^(57014|57P0[1-5]|08...|53...)$/;
+const PG_MESSAGES = /timeout exceeded when trying to connect|Connection terminated|connection timeout|Client has encountered a connection error|Cannot use a pool after calling end/i;
 
-export function isDatabaseUnavailable(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string' && (SOCKET_CODES.has(code) || (code.length === 5 && DB_DOWN_SQLSTATE.test(code)))) return true;
-  return POOL_MESSAGES.test(err.message);
+export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
+  if (!err || typeof err !== 'object' || depth > 4) return false;
+  const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof e.code === 'string' && (SOCKET_CODES.has(e.code) || SQLSTATE_UNAVAILABLE.test(e.code))) return true;
+  if (typeof e.message === 'string' && PG_MESSAGES.test(e.message)) return true;
+  if (Array.isArray(e.errors) && e.errors.some((x) => isDatabaseUnavailable(x, depth + 1))) return true;
+  return isDatabaseUnavailable(e.cause, depth + 1);
 }
 
 export const GENERIC_MESSAGE = 'An unexpected error occurred. Retry shortly; before repeating an action, check its result with svc_get_run.';
