@@ -9,7 +9,7 @@ import { ERRORS, ServiceError, type ErrorCode } from '../shared/errors.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { loadSecrets, type AccessItem, type Keyring } from '../shared/db/connections.ts';
 import type { RecipeRunner } from './engines/index.ts';
-import { redact } from './engines/errors.ts';
+import { isFinalRefusal, redact } from './engines/errors.ts';
 import type { ExecuteActivities } from './types.ts';
 import { loadConfig } from '../shared/config.ts';
 
@@ -133,7 +133,7 @@ export function createExecuteActivities(deps: {
         return result;
       } catch (err) {
         if (err instanceof ApplicationFailure) throw err;
-        if (err instanceof ServiceError) throw toApplicationFailure(err.code, redact(err.message, secretValues), redact(err.details, secretValues));
+        if (err instanceof ServiceError) throw toApplicationFailure(err.code, redact(err.message, secretValues), redact(err.details, secretValues), isFinalRefusal(err) || undefined);
         if (ctx.cancellationSignal.aborted) throw toApplicationFailure('execution_timeout', 'The workflow did not finish within its time limit');
         ctx.log.error('unexpected execution error', { operationId, version, error: redact(String(err), secretValues) });
         throw toApplicationFailure('internal_error', 'Unexpected error while running the workflow');

@@ -1,6 +1,8 @@
 // The browser engine (playwright-core + Debian Chromium) against the demo sites: every example of
 // every browser demo operation, destination checks, actions, aborts, concurrency and relaunch.
 import { existsSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startDemoSites, type DemoSites } from '../apps/demo-sites/server.ts';
 import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
@@ -148,6 +150,77 @@ describe.skipIf(!existsSync(CHROMIUM))('browser engine', () => {
     const e = await runError(sneaky, { next: 'http://news.example.test/' });
     expect(e.details).toMatchObject({ reason: 'host_not_allowed' });
     expect((await demo('/__demo/state')).requests['news.example.test'] ?? 0).toBe(before);
+  });
+
+  describe('every hop and every connection is checked', () => {
+    // A loopback server outside the host map: the "internal service" a hostile page points at.
+    let inside: http.Server;
+    let insidePort = 0;
+    let seen = 0;
+    beforeAll(async () => {
+      inside = http.createServer((_req, res) => res.end('internal'));
+      inside.on('connection', () => seen++);
+      await new Promise<void>((r) => inside.listen(0, '127.0.0.1', () => r()));
+      insidePort = (inside.address() as AddressInfo).port;
+    });
+    afterAll(async () => {
+      inside.closeAllConnections();
+      await new Promise<void>((r) => inside.close(() => r()));
+    });
+    beforeEach(() => {
+      seen = 0;
+    });
+
+    const books = (steps: unknown[]): Recipe => ({ engine: 'browser', hosts: ['books.example.test'], steps, output: '{{vars.r.t}}' } as Recipe);
+    const read = { type: 'extract', fields: { t: { type: 'text', selector: 'h1' } }, save_as: 'r' };
+    const probe = (q: Record<string, string>) => `http://books.example.test/__probe/page?${new URLSearchParams(q)}`;
+
+    it('a redirect to a loopback port, a metadata address or localhost is refused', async () => {
+      for (const to of [`http://127.0.0.1:${insidePort}/admin`, 'http://169.254.169.254/latest/meta-data/', `http://localhost:${insidePort}/`, `http://[::1]:${insidePort}/`]) {
+        const e = await runError(books([{ type: 'navigate', url: `http://books.example.test/__probe/redirect?to=${encodeURIComponent(to)}` }, read]));
+        expect(e.code, to).toBe('workflow_execution_failed');
+        expect(e.details, to).toMatchObject({ reason: 'destination_refused' });
+      }
+      expect(seen).toBe(0);
+    });
+
+    it('a redirect to an undeclared public host is refused and never reaches it', async () => {
+      const before = (await demo('/__demo/state')).requests['news.example.test'] ?? 0;
+      const e = await runError(books([{ type: 'navigate', url: `http://books.example.test/__probe/redirect?to=${encodeURIComponent('http://news.example.test/')}` }, read]));
+      expect(e.details).toMatchObject({ reason: 'host_not_allowed', host: 'news.example.test' });
+      expect((await demo('/__demo/state')).requests['news.example.test'] ?? 0).toBe(before);
+    });
+
+    it('a link the page offers to a loopback port is refused when followed', async () => {
+      const e = await runError(books([{ type: 'navigate', url: probe({ link: `http://127.0.0.1:${insidePort}/` }) }, { type: 'click', selector: '#next', wait_for_navigation: true }, read]));
+      expect(e.details).toMatchObject({ reason: 'destination_refused' });
+      expect(seen).toBe(0);
+    });
+
+    it.each([
+      ['fetch', (p: number) => ({ fetch: `http://127.0.0.1:${p}/secret` })],
+      ['WebSocket', (p: number) => ({ ws: `ws://127.0.0.1:${p}/socket` })],
+      ['EventSource', (p: number) => ({ sse: `http://127.0.0.1:${p}/events` })],
+      ['fetch to link-local', () => ({ fetch: 'http://169.254.169.254/latest/meta-data/' })],
+    ])('a %s from the page to a private address fails the run and reaches nothing', async (_kind, q) => {
+      const e = await runError(books([{ type: 'navigate', url: probe(q(insidePort)) }, { type: 'wait', selector: '#done', state: 'attached' }, read]));
+      expect(e.code).toBe('workflow_execution_failed');
+      expect(e.details).toMatchObject({ reason: 'destination_refused' });
+      expect(seen).toBe(0);
+    });
+
+    it('an action click whose next page is refused is action_unconfirmed (the click reached the website)', async () => {
+      const to = `http://books.example.test/__probe/redirect?to=${encodeURIComponent(`http://127.0.0.1:${insidePort}/`)}`;
+      const e = await runError(books([{ type: 'navigate', url: probe({ link: to }) }, { type: 'click', selector: '#next', wait_for_navigation: true, action: true }, read]));
+      expect(e.code).toBe('action_unconfirmed');
+      expect(seen).toBe(0);
+    });
+
+    it('the same probe page without outbound calls runs (so the refusals above are about the destinations)', async () => {
+      expect(await runner.run(books([{ type: 'navigate', url: probe({}) }, { type: 'wait', selector: '#done', state: 'attached' }, read]), {}, ctx())).toBe('Probe');
+      const ok = await runner.run(books([{ type: 'navigate', url: probe({ fetch: 'http://books.example.test/__probe/headers' }) }, { type: 'wait', selector: '#done', state: 'attached' }, read]), {}, ctx());
+      expect(ok).toBe('Probe');
+    });
   });
 
   it('an abort closes the page quickly and is execution_timeout', async () => {

@@ -210,6 +210,42 @@ describe('destinations', () => {
     expect(e.details).toMatchObject({ reason: 'destination_refused' });
   });
 
+  it('secret headers stay with their origin: a redirect to another host receives none of them', async () => {
+    const headers = { 'x-api-key': '{{secrets.KEY}}', authorization: 'Bearer {{secrets.KEY}}', 'proxy-authorization': 'Basic {{secrets.KEY}}', cookie: 'sid={{secrets.KEY}}', accept: 'application/json' };
+    const via = (to: string): Recipe => ({
+      engine: 'http',
+      hosts: ['books.example.test', 'news.example.test'],
+      secrets: ['KEY'],
+      steps: [{ type: 'request', url: `http://books.example.test/__probe/redirect?to=${encodeURIComponent(to)}`, headers, parse: 'json', save_as: 'r' }],
+      output: '{{vars.r.headers}}',
+    });
+    const c = () => ctx({ secrets: { KEY: 'sk_live_probe_secret' } });
+    // same origin: the headers follow (so the probe can see them at all)
+    const same = (await runner.run(via('http://books.example.test/__probe/headers'), {}, c())) as Record<string, string>;
+    expect(same['x-api-key']).toBe('sk_live_probe_secret');
+    expect(same.authorization).toBe('Bearer sk_live_probe_secret');
+    // another host, and the same host on another port: only the harmless ones survive
+    for (const to of ['http://news.example.test/__probe/headers', 'http://books.example.test:8080/__probe/headers']) {
+      const got = (await runner.run(via(to), {}, c())) as Record<string, string>;
+      expect(got.accept, to).toBe('application/json');
+      expect(JSON.stringify(got), to).not.toContain('sk_live_probe_secret');
+      for (const h of ['x-api-key', 'authorization', 'proxy-authorization', 'cookie']) expect(got[h], `${to} ${h}`).toBeUndefined();
+    }
+  });
+
+  it('an action whose answer redirects to a refused destination is action_unconfirmed, never "not sent"', async () => {
+    for (const to of ['http://127.0.0.1:1/done', 'http://news.example.test/done']) {
+      const recipe: Recipe = {
+        engine: 'http',
+        hosts: ['books.example.test'],
+        steps: [{ type: 'request', method: 'POST', url: `http://books.example.test/__probe/redirect?status=303&to=${encodeURIComponent(to)}`, json: { order: 1 }, action: true }],
+        output: null,
+      };
+      const e = await runError(recipe);
+      expect(e.code, to).toBe('action_unconfirmed');
+    }
+  });
+
   it('allows private destinations only when configured to', async () => {
     const open = createRecipeRunner({ allowPrivateNetwork: true });
     try {

@@ -2,8 +2,12 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
+import net from 'node:net';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, stack } from './helpers/stack.ts';
+import { processPool } from './helpers/processes.ts';
+import { boundRun, boundSearch, boundWorkflow } from '../apps/api/mcp/bound.ts';
+import { RunOutputSchema, type RunResult } from '../apps/api/mcp/schemas.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 const order = { api: '@shop', operation: 'place_order', input: { sku: 'NW-MUG-STL', quantity: 1 } };
@@ -274,5 +278,191 @@ describe('MCP per-workflow endpoint', () => {
     const missing = await call('POST', '/mcp/workflows/no-such-workflow', { key: org.api_key, body: {} });
     expect(missing.status).toBe(404);
     expect(missing.body.error.code).toBe('unknown_api_slug');
+  });
+});
+
+describe('MCP answers keep their bounds', () => {
+  const within = (r: { text: string; sc: unknown }, max: number) => {
+    expect(r.text.length).toBeLessThanOrEqual(max);
+    // the text is the structured content, not a different rendering of it
+    if (r.sc !== undefined) expect(JSON.parse(r.text)).toEqual(r.sc);
+  };
+
+  it('max_chars bounds every tool that takes it, marked truncated with a hint', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const full = await callTool(client, 'svc_search_workflows', {});
+    expect(full.text.length).toBeGreaterThan(1000);
+    const search = await callTool(client, 'svc_search_workflows', { max_chars: 1000 });
+    within(search, 1000);
+    expect(search.isError).toBeFalsy();
+    expect(search.sc.truncated).toBe(true);
+    expect(search.sc.workflows.length).toBeGreaterThan(0);
+    expect(search.sc.message).toMatch(/query/);
+
+    const list = await callTool(client, 'svc_get_workflow', { api: '@weather', max_chars: 1000 });
+    within(list, 1000);
+    expect(list.sc.truncated).toBe(true);
+    const one = await callTool(client, 'svc_get_workflow', { api: '@books', operation: 'search_books', max_chars: 1000 });
+    within(one, 1000);
+    expect(one.sc).toMatchObject({ truncated: true, operation: { operation: 'search_books' } });
+    expect(one.sc.message).toMatch(/max_chars/);
+    const roomy = await callTool(client, 'svc_get_workflow', { api: '@books', operation: 'search_books', max_chars: 150_000 });
+    expect(roomy.sc.truncated).toBeUndefined();
+    expect(roomy.sc.operation.examples.length).toBeGreaterThan(0);
+
+    const args = { api: '@books', operation: 'search_books', input: { query: 'the', max_results: 10 }, max_chars: 1000 };
+    const run = await callTool(client, 'svc_run_workflow', args);
+    within(run, 1000);
+    expect(run.sc).toMatchObject({ status: 'succeeded', truncated: true });
+    expect(run.sc.receipt.billing.status).toBe('settled');
+    const again = await callTool(client, 'svc_get_run', { request_id: run.sc.request_id, max_chars: 1000 });
+    within(again, 1000);
+    expect(again.sc).toMatchObject({ status: 'succeeded', truncated: true, request_id: run.sc.request_id });
+
+    const action = await callTool(client, 'svc_run_action', { ...order, max_chars: 1000 });
+    within(action, 1000);
+  });
+
+  it('arguments nested too deep are a clean invalid_input, never an internal error text', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const nest = (depth: number) => {
+      let v: unknown = 'x';
+      for (let i = 0; i < depth; i++) v = { a: v };
+      return v as Record<string, unknown>;
+    };
+    const deep = await callTool(client, 'svc_run_workflow', { ...london, input: nest(80) });
+    expect(deep.isError).toBe(true);
+    expect(deep.sc).toMatchObject({ status: 'failed', error: { code: 'invalid_input', param: 'input' } });
+    const viaClient = await callTool(client, 'svc_run_workflow', { ...london, input: nest(1500) });
+    expect(viaClient.isError).toBe(true);
+    expect(viaClient.text).not.toMatch(/call stack|RangeError|at .*\.ts:/);
+    // Deeper than a client can even serialize: the raw JSON-RPC body. A refusal by the HTTP body
+    // parser's own depth limit is as good as a tool error; the internal text is never an answer.
+    for (const depth of [1500, 20_000]) {
+      const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"svc_run_workflow","arguments":{"api":"@weather","operation":"current_weather","input":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}}}`;
+      const res = await fetch(`${stack().baseUrl}/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${org.api_key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body,
+      });
+      const text = await res.text();
+      expect(res.status, text).toBeLessThan(500);
+      expect(text).not.toMatch(/call stack|RangeError|at .*\.ts:/);
+      if (res.status === 200) expect(text).toMatch(/invalid_input/);
+    }
+    expect(await requestCount(org.org_id)).toBe(0);
+    expect((await balanceOf(org.org_id)).charged ?? 0).toBe(0);
+  });
+
+  describe('with a database that goes away', () => {
+    // A TCP relay to PostgreSQL that cuts any connection carrying a query on `requests` once armed:
+    // key checks still pass, reading the run record fails the way a lost database does.
+    let relay: net.Server;
+    let armed = false;
+    const pool = processPool(() => ownPair('mcp-db'));
+    beforeAll(async () => {
+      const target = new URL(stack().databaseUrl);
+      relay = net.createServer((client) => {
+        const upstream = net.connect(Number(target.port), target.hostname);
+        client.on('data', (chunk) => {
+          if (armed && chunk.toString('latin1').includes('FROM requests')) {
+            client.destroy();
+            upstream.destroy();
+            return;
+          }
+          upstream.write(chunk);
+        });
+        upstream.on('data', (chunk) => client.write(chunk));
+        for (const s of [client, upstream]) s.on('error', () => undefined);
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+      });
+      await new Promise<void>((r) => relay.listen(0, '127.0.0.1', () => r()));
+    });
+    afterAll(async () => {
+      await pool.killAll();
+      await new Promise<void>((r) => relay.close(() => r()));
+    });
+
+    it('svc_get_run answers a retryable 503 code with a retry hint, no database text', async () => {
+      const org = await newOrg(5);
+      const rest = await query(org.api_key, london);
+      expect(rest.status).toBe(200);
+      const requestId = rest.headers.get('x-request-id')!;
+      const target = new URL(stack().databaseUrl);
+      target.host = `127.0.0.1:${(relay.address() as net.AddressInfo).port}`;
+      const api = await pool.spawn('api', { ...ownPair('mcp-db'), databaseUrl: target.toString() });
+      const client = new Client({ name: 'mcp-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${String(api.started.url)}/mcp`), { requestInit: { headers: { authorization: `Bearer ${org.api_key}` } } }));
+      clients.push(client);
+      const ok = await callTool(client, 'svc_get_run', { request_id: requestId });
+      expect(ok.sc.status).toBe('succeeded');
+      armed = true;
+      try {
+        const r = await callTool(client, 'svc_get_run', { request_id: requestId });
+        expect(r.isError).toBe(true);
+        expect(r.sc).toMatchObject({ status: 'failed', error: { code: 'engine_unavailable', status: 503, retryable: true } });
+        expect(r.sc.message).toMatch(/retry after \d+ s/);
+        expect(r.text).not.toMatch(/Connection terminated|ECONNRESET|postgres|SELECT/i);
+      } finally {
+        armed = false;
+      }
+    });
+  });
+});
+
+describe('bounding answers (pure)', () => {
+  const run = (output: unknown, extra: Record<string, unknown> = {}) =>
+    ({ status: 'succeeded', request_id: 'req_0123456789abcdef', api: '@x', operation: 'y', truncated: false, output, ...extra }) as RunResult;
+
+  it.each([
+    ['a long list', { items: Array.from({ length: 500 }, (_, i) => ({ i, name: `item ${i}` })) }],
+    ['one huge string', 'x'.repeat(50_000)],
+    ['a string of quotes (escaping grows it)', '"'.repeat(5_000)],
+    ['deeply keyed objects', Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`key_${i}`, { v: 'y'.repeat(30) }]))],
+  ])('a run with %s fits and stays a valid run answer', (_name, output) => {
+    for (const max of [1000, 1500, 5000]) {
+      const b = boundRun(run(output), max);
+      expect(JSON.stringify(b).length).toBeLessThanOrEqual(max);
+      expect(b.truncated).toBe(true);
+      expect(b.message).toMatch(/include or exclude/);
+      expect(RunOutputSchema.safeParse(b).success).toBe(true);
+    }
+  });
+
+  it('a failure with many issue details fits, keeping its code', () => {
+    const issues = Array.from({ length: 300 }, (_, i) => ({ path: `input.f${i}`, message: 'must be a string of at most 100 characters' }));
+    const failed = { status: 'failed', request_id: null, api: '@x', operation: 'y', truncated: false, error: { type: 'validation_error', code: 'invalid_provider_input', message: 'bad input', status: 422, details: { issues } } } as RunResult;
+    const b = boundRun(failed, 1000);
+    expect(JSON.stringify(b).length).toBeLessThanOrEqual(1000);
+    expect(b.error).toMatchObject({ code: 'invalid_provider_input', status: 422 });
+  });
+
+  it('svc_get_workflow leaves out the input schema only when nothing else is left', () => {
+    const big = { type: 'object', properties: Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`field_${i}`, { type: 'string', description: 'z'.repeat(40) }])) };
+    const answer = {
+      api: '@x',
+      name: 'X',
+      visibility: 'public' as const,
+      operation: { operation: 'y', description: 'd', input_schema: { type: 'object' }, output_schema: big, selectable_fields: ['a', 'b'], examples: [{ input: {}, output: big }] },
+    };
+    const small = boundWorkflow(answer, 1000);
+    expect(JSON.stringify(small).length).toBeLessThanOrEqual(1000);
+    expect(small.operation!.input_schema).toEqual({ type: 'object' });
+    expect(small.message).toMatch(/examples left out.*output_schema left out/);
+    const huge = boundWorkflow({ ...answer, operation: { ...answer.operation, input_schema: big } }, 1000);
+    expect(JSON.stringify(huge).length).toBeLessThanOrEqual(1000);
+    expect(huge.message).toMatch(/input_schema left out/);
+  });
+
+  it('search keeps whole workflows while they fit and says how to narrow', () => {
+    const workflows = Array.from({ length: 30 }, (_, i) => ({ api: `@w${i}`, name: `W${i}`, operations: [{ operation: 'op', description: 'd'.repeat(100) }] }));
+    const b = boundSearch({ workflows, truncated: false }, 1000);
+    expect(JSON.stringify(b).length).toBeLessThanOrEqual(1000);
+    expect(b.workflows.length).toBeGreaterThan(0);
+    expect(b.workflows.length).toBeLessThan(30);
+    expect(b.message).toMatch(/of 30 workflows/);
   });
 });

@@ -1,10 +1,14 @@
 // Unit tests of the recipe language: validation with precise issues, templates and value parsing.
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { RecipeValidationError, parseRecipe, safeParseRecipe, recipePerformsActions } from '../shared/recipes/schema.ts';
 import { TemplateError, renderUrl, renderValue, renderHeader, type TemplateScope } from '../shared/recipes/template.ts';
 import { parseDate, parseDateTime, parseInteger, parseNumber } from '../activities/engines/extract.ts';
-import { isPrivateAddress } from '../activities/engines/net-guard.ts';
+import { guardedLookup, isPrivateAddress } from '../activities/engines/net-guard.ts';
+import { proxyTarget } from '../activities/engines/guarded-proxy.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
+import { recipeActions, validateOperationVersion } from '../shared/catalog/validate.ts';
+import { publishApi } from '../shared/db/catalog.ts';
+import { closeDb, db } from './helpers/stack.ts';
 
 const ok = {
   engine: 'http',
@@ -101,5 +105,71 @@ describe('value parsing', () => {
     for (const ip of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1'])
       expect(isPrivateAddress(ip), ip).toBe(true);
     for (const ip of ['93.184.216.34', '8.8.8.8', '2606:4700::1111']) expect(isPrivateAddress(ip), ip).toBe(false);
+  });
+});
+
+describe('performs_actions is derived from the recipe', () => {
+  const base = { engine: 'http', hosts: ['shop.example.test'], output: null } as const;
+  const nav = { type: 'navigate', url: 'http://shop.example.test/' } as const;
+
+  it('is true exactly when a step (also inside paginate) is marked action', () => {
+    expect(recipeActions(parseRecipe({ ...base, steps: [nav] })).performsActions).toBe(false);
+    expect(recipeActions(parseRecipe({ ...base, steps: [nav, { type: 'request', method: 'POST', url: 'http://shop.example.test/o', action: true }] })).performsActions).toBe(true);
+    const nested = { type: 'paginate', collect: 'p.items', save_as: 'all', limit: 10, max_pages: 2, next: { kind: 'counter' }, steps: [{ ...nav, action: true }] };
+    expect(recipeActions(parseRecipe({ ...base, steps: [nested] })).performsActions).toBe(true);
+  });
+
+  it('agrees with every demo operation, and the seed validator accepts the demo catalog', () => {
+    for (const api of demoCatalog)
+      for (const op of api.operations) for (const v of op.versions) expect(() => validateOperationVersion(v.recipe, op), `${api.handle} ${op.name}`).not.toThrow();
+  });
+
+  it('refuses a declared flag that disagrees with the recipe, both ways', () => {
+    const shop = demoCatalog.find((a) => a.handle === '@shop')!;
+    const order = shop.operations.find((o) => o.performs_actions)!;
+    const lying = { ...order, performs_actions: false };
+    expect(() => validateOperationVersion(order.versions[0]!.recipe, lying)).toThrow(RecipeValidationError);
+    const reader = shop.operations.find((o) => !o.performs_actions)!;
+    const overclaiming = { ...reader, performs_actions: true };
+    try {
+      validateOperationVersion(reader.versions[0]!.recipe, overclaiming);
+      throw new Error('expected a refusal');
+    } catch (e) {
+      expect(e).toBeInstanceOf(RecipeValidationError);
+      expect((e as RecipeValidationError).issues[0]).toMatchObject({ path: 'performs_actions' });
+    }
+  });
+
+  it('refuses an unmarked PUT, PATCH or DELETE request', () => {
+    const r = { ...base, steps: [{ type: 'request', method: 'DELETE', url: 'http://shop.example.test/cart' }] };
+    expect(() => validateOperationVersion(r)).toThrow(/mark it `action: true`/);
+    expect(() => validateOperationVersion({ ...r, steps: [{ ...r.steps[0], action: true }] })).not.toThrow();
+  });
+
+  it('the seed path refuses a demo API whose flag is wrong and writes nothing', async () => {
+    const shop = demoCatalog.find((a) => a.handle === '@shop')!;
+    const handle = `@wrong-flag-${Math.random().toString(36).slice(2, 8)}`;
+    const wrong = { ...shop, handle, operations: shop.operations.map((o) => ({ ...o, performs_actions: false })) };
+    await expect(publishApi(db(), wrong, { validateRecipe: validateOperationVersion })).rejects.toThrow(/performs_actions/);
+    const rows = await db().query('SELECT 1 FROM apis WHERE handle = $1', [handle]);
+    expect(rows.rowCount).toBe(0);
+    // the same API with its true flags is accepted (so the refusal above is about the flag)
+    await publishApi(db(), { ...shop, handle }, { validateRecipe: validateOperationVersion });
+    expect((await db().query('SELECT 1 FROM apis WHERE handle = $1', [handle])).rowCount).toBe(1);
+  });
+});
+
+afterAll(() => closeDb());
+
+describe('the browser proxy decides each connection', () => {
+  const opts = { hostMap: { 'books.example.test': '127.0.0.1:4100' }, allowPrivateNetwork: false, allowedHosts: new Set(['books.example.test', 'api.example.com', '10.0.0.7']) };
+  it('maps demo hosts, pins other names to the checked lookup, refuses private and undeclared destinations', () => {
+    expect(proxyTarget(opts, 'books.example.test', 80)).toEqual({ host: '127.0.0.1', port: 4100 });
+    // a public name is connected through the lookup that checks the address it connects to
+    expect(proxyTarget(opts, 'API.example.com.', 443)).toMatchObject({ host: 'api.example.com', port: 443, lookup: guardedLookup });
+    expect(proxyTarget(opts, '10.0.0.7', 80)).toEqual({ host: '10.0.0.7', reason: 'destination_refused' });
+    expect(proxyTarget(opts, '[::ffff:127.0.0.1]', 80)).toEqual({ host: '::ffff:127.0.0.1', reason: 'destination_refused' });
+    expect(proxyTarget(opts, 'localhost', 80)).toEqual({ host: 'localhost', reason: 'destination_refused' });
+    expect(proxyTarget(opts, 'news.example.test', 80)).toEqual({ host: 'news.example.test', reason: 'host_not_allowed' });
   });
 });

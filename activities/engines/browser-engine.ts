@@ -1,20 +1,27 @@
 // The browser engine: playwright-core driving Debian's Chromium (never a downloaded browser).
 // One warm browser per runner, launched lazily and relaunched after a crash or disconnect; a fresh
-// context per run, always closed; concurrency bounded by a semaphore. Mapped hosts reach the demo
-// sites through Chromium's --host-resolver-rules (the URL and Host header stay real-looking);
-// every request is routed through a check that allows only the recipe's hosts and refuses private,
-// loopback and link-local destinations for unmapped ones.
+// context per run, always closed; concurrency bounded by a semaphore. Every connection of a run's
+// context goes through the run's guarded proxy (guarded-proxy.ts): only the recipe's hosts, no
+// private, loopback or link-local destination on any hop (redirects, subresources, fetch,
+// EventSource, WebSockets), connected to the address that was checked; mapped hosts reach the demo
+// sites there (the URL and Host header stay real-looking). A private destination anywhere in the
+// run fails it; an undeclared public host fails it when the page itself goes there.
 
 import { chromium, errors as pwErrors, type Browser, type BrowserContext, type Page, type Response } from 'playwright-core';
 import type { Agent } from 'undici';
 import { ServiceError } from '../../shared/errors.ts';
 import type { ClickStep, LoadState, Recipe, WaitStep } from '../../shared/recipes/schema.ts';
-import { notSent } from './errors.ts';
+import { afterSending, notSent } from './errors.ts';
 import { HttpDriver, createHttpDispatcher } from './http-engine.ts';
 import { Interpreter, makeUrlCheck, type Driver, type HttpRequestSpec, type HttpResponseData, type PageSnapshot, type RunContext, type UrlCheck } from './interpreter.ts';
-import { DestinationRefusedError, assertPublicHost, mappedTarget } from './net-guard.ts';
+import { startGuardedProxy, type GuardedProxy, type ProxyRefusal } from './guarded-proxy.ts';
+import { mappedTarget } from './net-guard.ts';
 
-export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  // WebRTC may not open UDP past the proxy (STUN/TURN to private addresses); QUIC (and so
+  // WebTransport) is off above, so every connection is TCP through the run's proxy.
+  '--force-webrtc-ip-handling-policy=disable_non_proxied_udp',
+];
 
 const ACTION_TIMEOUT_MS = 15_000;
 const NAVIGATION_TIMEOUT_MS = 30_000;
@@ -101,8 +108,6 @@ export class BrowserPool {
     if (this.browser?.isConnected()) return this.browser;
     if (!this.launching) {
       const args = [...CHROMIUM_ARGS];
-      const rules = hostResolverRules(this.opts.hostMap);
-      if (rules) args.push(`--host-resolver-rules=${rules}`);
       this.launching = chromium
         .launch({ executablePath: this.opts.chromiumPath ?? process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args, headless: true })
         .then((b) => {
@@ -132,6 +137,8 @@ export class BrowserPool {
       throw new ServiceError('execution_timeout', 'The website task did not start within its time limit (all browsers busy)');
     }
     let context: BrowserContext | null = null;
+    let proxy: GuardedProxy | null = null;
+    const refusals = new Refusals();
     let closing: Promise<void> | null = null;
     const closeContext = (): Promise<void> => {
       const c = context as BrowserContext | null;
@@ -144,22 +151,27 @@ export class BrowserPool {
       let driver: BrowserDriver;
       try {
         driver = await untilAborted(signal, async () => {
+          proxy = await startGuardedProxy({
+            hostMap: this.opts.hostMap,
+            allowPrivateNetwork: this.opts.allowPrivateNetwork,
+            allowedHosts: new Set(recipe.hosts.map((h) => h.toLowerCase())),
+            onRefused: (r) => refusals.add(r),
+          });
+          const options = { ...contextOptions(), proxy: { server: proxy.server } };
           let browser = await this.getBrowser();
           try {
-            context = await browser.newContext(contextOptions());
+            context = await browser.newContext(options);
           } catch {
             // the browser died between runs: relaunch once
             if (this.browser === browser) this.browser = null;
             browser = await this.getBrowser();
-            context = await browser.newContext(contextOptions());
+            context = await browser.newContext(options);
           }
           if (signal.aborted) void closeContext();
           context.setDefaultTimeout(ACTION_TIMEOUT_MS);
           context.setDefaultNavigationTimeout(NAVIGATION_TIMEOUT_MS);
           const checkUrl = makeUrlCheck(recipe.hosts);
-          const d = new BrowserDriver(context, await context.newPage(), checkUrl, this.opts, new HttpDriver(this.dispatcher, checkUrl));
-          await d.install();
-          return d;
+          return new BrowserDriver(context, await context.newPage(), checkUrl, refusals, new HttpDriver(this.dispatcher, checkUrl));
         });
       } catch (e) {
         if (e instanceof ServiceError) throw e;
@@ -168,11 +180,14 @@ export class BrowserPool {
       }
       signal.addEventListener('abort', onAbort, { once: true });
       if (signal.aborted) onAbort();
-      return await new Interpreter(recipe, driver, input, ctx, signal).run();
+      const output = await new Interpreter(recipe, driver, input, ctx, signal).run();
+      driver.assertNoPrivateRefusal();
+      return output;
     } finally {
       signal.removeEventListener('abort', onAbort);
       // A context that will not close within a few seconds means a stuck browser: drop it.
       const closed = await Promise.race([closeContext().then(() => true), sleep(5_000).then(() => false)]);
+      await (proxy as GuardedProxy | null)?.close();
       if (!closed) {
         const b = this.browser;
         this.browser = null;
@@ -226,71 +241,72 @@ function contextOptions() {
   };
 }
 
+/** What the run's proxy refused, kept small however many requests a page makes. */
+export class Refusals {
+  count = 0;
+  firstPrivate: ProxyRefusal | null = null;
+  private readonly recent: Array<{ n: number; r: ProxyRefusal }> = [];
+
+  add(r: ProxyRefusal): void {
+    this.count++;
+    if (r.reason === 'destination_refused') this.firstPrivate ??= r;
+    this.recent.push({ n: this.count, r });
+    if (this.recent.length > 20) this.recent.shift();
+  }
+
+  /** The first refusal after `mark` (a count read earlier) that is still remembered. */
+  since(mark: number): ProxyRefusal | undefined {
+    return this.recent.find((x) => x.n > mark)?.r;
+  }
+}
+
 export class BrowserDriver implements Driver {
   readonly engine = 'browser' as const;
   private lastStatus: number | null = null;
-  private lastRefusal: ServiceError | null = null;
-  private readonly publicHosts = new Map<string, Promise<void>>();
   private currentStep = '';
 
   constructor(
     private readonly context: BrowserContext,
     private readonly page: Page,
     private readonly checkUrl: UrlCheck,
-    private readonly opts: BrowserPoolOptions,
+    /** Filled by the run's proxy as it refuses connections. */
+    private readonly refusals: Refusals,
     private readonly http: HttpDriver,
   ) {}
 
-  /** Routes every request of the context through the destination checks. */
-  async install(): Promise<void> {
-    await this.context.route('**/*', async (route) => {
-      const raw = route.request().url();
-      let url: URL;
-      try {
-        url = new URL(raw);
-      } catch {
-        return route.abort('blockedbyclient');
-      }
-      if (url.protocol === 'data:' || url.protocol === 'blob:' || url.protocol === 'about:') return route.continue();
-      try {
-        this.checkUrl(url, this.currentStep);
-        const host = url.hostname.toLowerCase();
-        if (!mappedTarget(this.opts.hostMap, host) && !this.opts.allowPrivateNetwork) {
-          let check = this.publicHosts.get(host);
-          if (!check) this.publicHosts.set(host, (check = assertPublicHost(host)));
-          await check;
-        }
-      } catch (e) {
-        if (route.request().isNavigationRequest() && route.request().frame() === this.page.mainFrame()) {
-          this.lastRefusal =
-            e instanceof ServiceError
-              ? e
-              : e instanceof DestinationRefusedError
-                ? refused(url.hostname, this.currentStep)
-                : new ServiceError('workflow_execution_failed', `The website ${url.hostname} could not be reached`, { details: { step: this.currentStep, host: url.hostname, reason: 'dns' } });
-        }
-        return route.abort('blockedbyclient');
-      }
-      return route.continue();
-    });
+  /** A private destination anywhere in the run (a page's script, a redirect, a WebSocket) fails it. */
+  assertNoPrivateRefusal(): void {
+    const r = this.refusals.firstPrivate;
+    if (r) throw refused(r.host, this.currentStep);
+  }
+
+  /** The page itself may only be on a declared host (a redirect elsewhere was refused by the proxy). */
+  private assertPageAllowed(step: string): void {
+    const raw = this.page.url();
+    if (!/^https?:/i.test(raw)) return;
+    try {
+      this.checkUrl(new URL(raw), step);
+    } catch (e) {
+      throw afterSending(e); // the page got there after the step's request was sent
+    }
   }
 
   private async pw<T>(step: string, what: string, fn: () => Promise<T>): Promise<T> {
     this.currentStep = step;
-    this.lastRefusal = null;
+    const mark = this.refusals.count;
+    let result: T;
     try {
-      return await fn();
+      result = await fn();
     } catch (e) {
-      if (this.lastRefusal) {
-        const r = this.lastRefusal;
-        this.lastRefusal = null;
-        throw r;
-      }
+      this.assertNoPrivateRefusal();
       if (e instanceof ServiceError) throw e;
-      if (e instanceof pwErrors.TimeoutError)
-        throw new ServiceError('workflow_execution_failed', `The website did not respond in time: ${what}`, { details: { step, reason: 'browser_timeout' } });
       const msg = String((e as Error)?.message ?? e);
       const net = NET_ERROR_RE.exec(msg)?.[1];
+      // A connection the proxy refused during this step explains a network error.
+      const mine = this.refusals.since(mark);
+      if (mine && net) throw refusalError(mine, step);
+      if (e instanceof pwErrors.TimeoutError)
+        throw new ServiceError('workflow_execution_failed', `The website did not respond in time: ${what}`, { details: { step, reason: 'browser_timeout' } });
       if (net) {
         const err = new ServiceError('workflow_execution_failed', `The website could not be reached (${net})`, { details: { step, reason: net } });
         if (NOT_SENT_NET.has(net)) notSent.add(err);
@@ -298,6 +314,9 @@ export class BrowserDriver implements Driver {
       }
       throw e;
     }
+    this.assertNoPrivateRefusal();
+    this.assertPageAllowed(step);
+    return result;
   }
 
   private result(resp: Response | null): { status: number | null; url: string; retryAfter?: string | null } {
@@ -384,10 +403,19 @@ export class BrowserDriver implements Driver {
   }
 }
 
+function refusalError(r: ProxyRefusal, step: string): ServiceError {
+  if (r.reason === 'destination_refused') return refused(r.host, step);
+  const err =
+    r.reason === 'scheme_not_allowed'
+      ? new ServiceError('workflow_execution_failed', 'Refused to open a URL that is not http or https', { details: { step, reason: r.reason } })
+      : new ServiceError('workflow_execution_failed', `Refused to reach ${r.host}: the operation may not reach it`, { details: { step, host: r.host, reason: r.reason } });
+  return err;
+}
+
+// Browser refusals are never "not sent": the proxy may refuse a redirect hop or a request of the
+// next page after the step's own request reached the website (an action's outcome is then unknown).
 function refused(host: string, step: string): ServiceError {
-  const err = new ServiceError('workflow_execution_failed', `Refused to connect to ${host}: private, loopback and link-local destinations are not allowed`, {
+  return new ServiceError('workflow_execution_failed', `Refused to connect to ${host}: private, loopback and link-local destinations are not allowed`, {
     details: { step, host, reason: 'destination_refused' },
   });
-  notSent.add(err);
-  return err;
 }

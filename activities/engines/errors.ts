@@ -133,3 +133,25 @@ export function redactError(e: ServiceError, secrets: string[]): ServiceError {
   if (notSent.has(e)) notSent.add(out);
   return out;
 }
+
+/** Reasons a destination was refused: the same recipe on the same page is refused again. */
+const FINAL_REASONS = new Set(['destination_refused', 'host_not_allowed', 'scheme_not_allowed', 'userinfo_not_allowed']);
+
+/**
+ * A refused destination is final: retrying the run cannot change the answer, so the execute
+ * activity fails at once instead of retrying until the deadline (the caller still sees
+ * `workflow_execution_failed` with `details.reason`).
+ */
+export function isFinalRefusal(e: ServiceError): boolean {
+  const reason = (e.details as { reason?: unknown } | undefined)?.reason;
+  return e.code === 'workflow_execution_failed' && typeof reason === 'string' && FINAL_REASONS.has(reason);
+}
+
+/**
+ * The same error, no longer "not sent": a refusal on a redirect hop comes after the request itself
+ * reached the website (a POST answered 303 to a refused host may still have placed the order).
+ */
+export function afterSending(e: unknown): unknown {
+  if (!(e instanceof ServiceError) || !notSent.has(e)) return e;
+  return new ServiceError(e.code, e.message, { param: e.param, details: e.details, headers: e.headers });
+}

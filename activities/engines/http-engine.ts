@@ -7,12 +7,14 @@ import { isIP } from 'node:net';
 import { Agent, buildConnector, request } from 'undici';
 import type { LoadState } from '../../shared/recipes/schema.ts';
 import { ServiceError } from '../../shared/errors.ts';
-import { isAbortError, networkError } from './errors.ts';
+import { afterSending, isAbortError, networkError } from './errors.ts';
 import { DestinationRefusedError, guardedLookup, isPrivateAddress, mappedTarget, type HostMap } from './net-guard.ts';
 import type { Driver, HttpRequestSpec, HttpResponseData, PageSnapshot, UrlCheck } from './interpreter.ts';
 
 export const MAX_BODY_BYTES = 5 * 1024 * 1024;
 export const MAX_REDIRECTS = 5;
+/** The only recipe headers a redirect to another origin keeps: none of them can carry a secret. */
+const SAFE_ACROSS_ORIGINS = new Set(['accept', 'accept-language', 'content-language', 'content-type', 'user-agent']);
 
 export interface HttpDispatcherOptions {
   hostMap?: HostMap;
@@ -115,7 +117,8 @@ export class HttpDriver implements Driver {
         res = await request(url, { method, headers: sendHeaders, body, dispatcher: this.dispatcher, signal });
       } catch (e) {
         if (signal.aborted || isAbortError(e)) throw e;
-        throw networkError(e, host, spec.step);
+        const err = networkError(e, host, spec.step);
+        throw hop > 0 ? afterSending(err) : err;
       }
       this.cookies.store(host, res.headers['set-cookie']);
       const location = res.headers.location;
@@ -124,15 +127,20 @@ export class HttpDriver implements Driver {
         if (hop >= MAX_REDIRECTS)
           throw new ServiceError('upstream_http_error', `The website ${host} redirected more than ${MAX_REDIRECTS} times`, { details: { step: spec.step, host, reason: 'too_many_redirects' } });
         const next = new URL(Array.isArray(location) ? location[0]! : location, url);
-        this.checkUrl(next, spec.step);
+        try {
+          this.checkUrl(next, spec.step);
+        } catch (e) {
+          throw afterSending(e);
+        }
         if (res.statusCode === 303 || ((res.statusCode === 301 || res.statusCode === 302) && method !== 'GET')) {
           method = 'GET';
           body = undefined;
           delete headers['content-type'];
         }
-        if (next.host !== url.host) {
-          delete headers.authorization;
-          delete headers.cookie;
+        // Another origin (scheme, host or port) never sees what the recipe sent the first one:
+        // credentials, cookies and any custom header that may carry a secret stay behind.
+        if (next.origin !== url.origin) {
+          for (const name of Object.keys(headers)) if (!SAFE_ACROSS_ORIGINS.has(name.toLowerCase())) delete headers[name];
         }
         url = next;
         continue;

@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { esc, json, parseCookies, text, type DemoRequest, type Reply, type Site } from './lib/http.ts';
 import { FaultStore } from './lib/faults.ts';
+import { probeReply } from './lib/probe.ts';
 import { demoSiteIcons } from './icons.ts';
 import { createSites } from './sites/index.ts';
 
@@ -170,6 +171,8 @@ export async function startDemoSites(opts: { port?: number; host?: string } = {}
         return write(req, res, text(502, `Bad gateway: unknown host "${host}" (not a demo site)\n`));
       }
       inst.requestCounts[host] = (inst.requestCounts[host] ?? 0) + 1;
+      const probe = probeReply(path, url.searchParams, req.headers);
+      if (probe) return write(req, res, probe);
 
       const fault = inst.faults.take(host, method, path);
       if (fault?.status !== undefined) {

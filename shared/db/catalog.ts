@@ -1,6 +1,6 @@
 // Publishing workflows into PostgreSQL and resolving what a query names.
 import { sha256Hex } from '../ids.ts';
-import type { AccessRequirement, ApiDefinition, JsonSchema, VerifiedExample } from '../catalog/types.ts';
+import type { AccessRequirement, ApiDefinition, JsonSchema, OperationDefinition, VerifiedExample } from '../catalog/types.ts';
 import { tx, type Db, type DbClient } from './pool.ts';
 import { PLATFORM_ORG_ID } from './orgs.ts';
 
@@ -23,11 +23,11 @@ async function putIcon(c: DbClient, icon: { content_type: string; bytes: Uint8Ar
 export async function publishApi(
   db: Db,
   def: ApiDefinition,
-  opts: { ownerOrgId?: string; validateRecipe?: (recipe: unknown) => void } = {},
+  opts: { ownerOrgId?: string; validateRecipe?: (recipe: unknown, op: OperationDefinition) => void } = {},
 ): Promise<{ api_id: number }> {
   const visibility = opts.ownerOrgId ? 'private' : (def.visibility ?? 'public');
   if (visibility === 'private' && !opts.ownerOrgId) throw new Error(`${def.handle}: a private API needs an owner organization`);
-  for (const op of def.operations) for (const v of op.versions) opts.validateRecipe?.(v.recipe);
+  for (const op of def.operations) for (const v of op.versions) opts.validateRecipe?.(v.recipe, op);
   return tx(db, async (c) => {
     const logo = await putIcon(c, def.sites[0]?.icon);
     const existing = await c.query(

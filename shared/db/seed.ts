@@ -2,7 +2,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { demoCatalog } from '../catalog/demo/index.ts';
-import { parseRecipe } from '../recipes/schema.ts';
+import { validateOperationVersion } from '../catalog/validate.ts';
 import { migrate } from './migrate.ts';
 import { publishApi } from './catalog.ts';
 import { checkApiKey, createKey, createOrg, ensurePlatformOrg } from './orgs.ts';
@@ -13,11 +13,11 @@ export const DEV_ORG_CREDITS = 1000;
 
 /**
  * Publish every demo API, owned by the platform organization; recipes are validated by their
- * schema before anything is written.
+ * schema, and performs_actions against the recipe's action steps, before anything is written.
  */
 export async function seedDemoCatalog(db: Db): Promise<number> {
   await ensurePlatformOrg(db);
-  for (const def of demoCatalog) await publishApi(db, def, { validateRecipe: (r) => void parseRecipe(r) });
+  for (const def of demoCatalog) await publishApi(db, def, { validateRecipe: validateOperationVersion });
   return demoCatalog.length;
 }
 

@@ -5,8 +5,9 @@ import { resolveOperation } from '../../../shared/db/catalog.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import type { QueryService, RequestRow } from '../services/query-service.ts';
-import { MAX_CHARS, WAIT_SECONDS, type RunResult } from './schemas.ts';
-import { shorten } from './shorten.ts';
+import { WAIT_SECONDS, type RunResult } from './schemas.ts';
+import { boundRun } from './bound.ts';
+import { toolFailure } from './failures.ts';
 
 export interface McpContext {
   db: Db;
@@ -43,6 +44,11 @@ export interface ToolAnswer {
 const RUNNING_STATES = new Set(['reserving', 'processing', 'refund_pending']);
 
 export async function runOperation(ctx: McpContext, args: RunArgs, kind: RunKind, onStage?: OnStage): Promise<ToolAnswer> {
+  const a = await runUnbounded(ctx, args, kind, onStage);
+  return { ...a, result: boundRun(a.result, args.max_chars) };
+}
+
+async function runUnbounded(ctx: McpContext, args: RunArgs, kind: RunKind, onStage?: OnStage): Promise<ToolAnswer> {
   const svc = ctx.queries;
   const none = { request_id: null, api: args.api, operation: args.operation, truncated: false };
   try {
@@ -66,11 +72,11 @@ export async function runOperation(ctx: McpContext, args: RunArgs, kind: RunKind
     if (refusal) return { isError: true, result: { ...none, status: 'refused', message: refusal } };
 
     const sub = await svc.submit(ctx.orgId, q, op, key);
-    if (sub.kind === 'replay') return fromEnvelope(sub.request, sub.envelope, args.max_chars, true);
+    if (sub.kind === 'replay') return fromEnvelope(sub.request, sub.envelope, true);
     const waitMs = (args.wait_seconds ?? WAIT_SECONDS.default) * 1000;
     const env = await waitWithProgress(svc, sub.workflowId, sub.request.id, Math.min(waitMs, svc.remainingMs(sub.request.created_at) + 5_000), onStage);
     if (!env) return running(sub.request);
-    return fromEnvelope(sub.request, env, args.max_chars, false);
+    return fromEnvelope(sub.request, env, false);
   } catch (err) {
     return fromError(err, ctx.baseUrl, none);
   }
@@ -82,6 +88,11 @@ export async function getRun(
   args: { request_id: string; wait_seconds?: number; max_chars?: number },
   onStage?: OnStage,
 ): Promise<ToolAnswer> {
+  const a = await getRunUnbounded(ctx, args, onStage);
+  return { ...a, result: boundRun(a.result, args.max_chars) };
+}
+
+async function getRunUnbounded(ctx: McpContext, args: { request_id: string; wait_seconds?: number }, onStage?: OnStage): Promise<ToolAnswer> {
   const none = { request_id: args.request_id, api: null, operation: null, truncated: false };
   try {
     const r = await ctx.db.query('SELECT * FROM requests WHERE id = $1 AND org_id = $2', [args.request_id, ctx.orgId]);
@@ -92,14 +103,14 @@ export async function getRun(
       if (row.result_expires_at && row.result_expires_at.getTime() <= Date.now()) {
         throw new ServiceError('request_not_found', `The result of ${row.id} was kept for 24 hours and has been deleted`, { param: 'request_id' });
       }
-      return fromEnvelope(row, { status: row.response_status ?? 200, body: row.result }, args.max_chars, false);
+      return fromEnvelope(row, { status: row.response_status ?? 200, body: row.result }, false);
     }
     if (!RUNNING_STATES.has(row.status)) {
       throw new ServiceError('request_interrupted', `Request ${row.id} stopped unfinished (${row.status}); nothing more will come`, { requestId: row.id });
     }
     const waitMs = (args.wait_seconds ?? WAIT_SECONDS.default) * 1000;
     const env = await waitWithProgress(ctx.queries, row.workflow_id, row.id, waitMs, onStage);
-    return env ? fromEnvelope(row, env, args.max_chars, false) : running(row);
+    return env ? fromEnvelope(row, env, false) : running(row);
   } catch (err) {
     return fromError(err, ctx.baseUrl, none);
   }
@@ -153,16 +164,12 @@ function running(row: RequestRow): ToolAnswer {
   };
 }
 
-function fromEnvelope(row: RequestRow, env: TerminalEnvelope, maxChars: number | undefined, replayed: boolean): ToolAnswer {
+/** The run's full answer; `boundRun` fits it into max_chars afterwards. */
+function fromEnvelope(row: RequestRow, env: TerminalEnvelope, replayed: boolean): ToolAnswer {
   const body = env.body as { success?: boolean; data?: { output?: unknown; receipt?: RunResult['receipt'] }; error?: ErrorBody };
   const base = { request_id: row.id, api: row.api, operation: row.operation, ...(replayed ? { replayed: true } : {}) };
   if (body.success === true && body.data) {
-    const cap = maxChars ?? MAX_CHARS.default;
-    const short = shorten(body.data.output, cap);
-    const result: RunResult = { ...base, status: 'succeeded', output: short.value, truncated: short.truncated, receipt: body.data.receipt };
-    if (short.truncated) {
-      result.message = `The output has ${short.fullChars} characters, more than max_chars (${cap}); it was shortened. Ask for fewer fields with include or exclude (paths from svc_get_workflow's selectable_fields), or raise max_chars up to ${MAX_CHARS.max}.`;
-    }
+    const result: RunResult = { ...base, status: 'succeeded', output: body.data.output, truncated: false, receipt: body.data.receipt };
     return { isError: false, result };
   }
   const error = body.error;
@@ -186,5 +193,6 @@ function fromError(err: unknown, baseUrl: string, none: Omit<RunResult, 'status'
     const message = retryAfter && ERRORS[err.code].retryable ? `${err.message} (retry after ${retryAfter} s)` : err.message;
     return { isError: true, result: { ...none, request_id: err.requestId ?? none.request_id, status: 'failed', error: { ...env.error }, message } };
   }
-  throw err;
+  // Anything else (a database that went away, a bug) becomes a catalog error, never its own text.
+  return fromError(toolFailure(err), baseUrl, none);
 }

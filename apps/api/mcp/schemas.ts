@@ -22,12 +22,15 @@ const maxChars = z
   .min(MAX_CHARS.min)
   .max(MAX_CHARS.max)
   .optional()
-  .describe('Cap on the returned output JSON, 1000 to 150000 characters (default 20000). Longer output is shortened and marked truncated.');
+  .describe(
+    'Cap on the whole answer (its JSON text), 1000 to 150000 characters (default 20000). What does not fit is shortened or left out, marked truncated, and message says how to ask for less.',
+  );
 
 export const SearchInput = {
   query: z.string().max(100).optional().describe('Free text over workflow names, descriptions and operations, up to 100 characters. Omit to list everything.'),
   api: Handle.optional().describe('Only this workflow handle, including the @ (e.g. @weather).'),
   limit: z.number().int().min(1).max(100).optional().describe('Workflows per answer, 1 to 100 (default 20).'),
+  max_chars: maxChars,
 };
 
 const OperationSummary = z.object({
@@ -53,12 +56,14 @@ export const SearchOutput = {
       }),
     )
     .describe('matching workflows with their operations'),
-  truncated: z.boolean().describe('true when more workflows matched than `limit`'),
+  truncated: z.boolean().describe('true when more workflows matched than `limit`, or some were left out to fit max_chars'),
+  message: z.string().optional().describe('when truncated: how to narrow the search'),
 };
 
 export const GetWorkflowInput = {
   api: Handle.describe('Workflow handle including the @ (e.g. @books).'),
   operation: OperationName.optional().describe("One operation's name: answer its input and output schemas, selectable fields and examples. Omit to list the operations."),
+  max_chars: maxChars,
 };
 
 export const GetWorkflowOutput = {
@@ -81,6 +86,8 @@ export const GetWorkflowOutput = {
     })
     .optional()
     .describe('the named operation'),
+  truncated: z.boolean().optional().describe('true when parts were left out to fit max_chars (see message)'),
+  message: z.string().optional().describe('what was left out and how to get it'),
 };
 
 export const RunInput = {

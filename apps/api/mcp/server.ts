@@ -8,7 +8,9 @@ import { ServiceError, errorEnvelope } from '../../../shared/errors.ts';
 import { selectableFields } from '../../../shared/format/shape.ts';
 import type { Tool } from '../../../shared/schemas/tools.ts';
 import { SERVICE_VERSION } from '../app.ts';
-import { getRun, runOperation, type McpContext, type OnStage, type RunKind, type ToolAnswer } from './runs.ts';
+import { boundSearch, boundWorkflow } from './bound.ts';
+import { GENERIC_MESSAGE, checkArguments, toolFailure } from './failures.ts';
+import { getRun, runOperation, type McpContext, type OnStage, type RunArgs, type RunKind, type ToolAnswer } from './runs.ts';
 import {
   GetRunInput,
   GetWorkflowInput,
@@ -38,6 +40,25 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
         'A run that takes longer than wait_seconds answers status "running"; fetch it with svc_get_run.',
     },
   );
+  // The SDK answers a throwing handler with the error's own text: only its argument-validation
+  // messages may pass; anything else (a stack overflow in a dependency, say) is generic.
+  const sdkToolError: (message: string) => CallToolResult = Reflect.get(server, 'createToolError').bind(server);
+  Object.defineProperty(server, 'createToolError', {
+    value: (message: string): CallToolResult => sdkToolError(/^(Input validation error|Invalid arguments for tool)/.test(message) ? message : GENERIC_MESSAGE),
+  });
+  /** Every handler: arguments checked for depth and size first, and no exception escapes as text. */
+  const guard =
+    <A,>(kind: 'run' | 'free', handler: (args: A, extra: unknown) => Promise<CallToolResult>) =>
+    async (args: A, extra: unknown): Promise<CallToolResult> => {
+      const bad = checkArguments(args);
+      if (bad) return kind === 'run' ? answer(runError(bad, ctx.baseUrl)) : answer(toolError(bad, ctx.baseUrl));
+      try {
+        return await handler(args, extra);
+      } catch (e) {
+        const err = toolFailure(e, kind === 'run' ? 'engine_unavailable' : 'catalog_unavailable');
+        return kind === 'run' ? answer(runError(err, ctx.baseUrl)) : answer(toolError(err, ctx.baseUrl));
+      }
+    };
   // What tools/list shows: the SDK derives JSON Schema from zod, the workflow tools carry the operation's own schemas.
   const listed: McpTool[] = [];
   const add = (def: McpTool, register: () => void) => {
@@ -59,8 +80,9 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
             outputSchema: RunOutput,
             annotations: tool.annotations as ToolAnnotations,
           },
-          async (args, extra) =>
-            answer(await runOperation(ctx, { api: tool.api, operation: tool.operation, input: args as Record<string, unknown> }, 'any', stageReporter(extra))),
+          guard('run', async (args: Record<string, unknown>, extra) =>
+            answer(await runOperation(ctx, { api: tool.api, operation: tool.operation, input: args }, 'any', stageReporter(extra))),
+          ),
         ),
       );
     }
@@ -73,7 +95,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
       outputSchema: SearchOutput,
       annotations: { ...READ, title: 'Search workflows' },
     };
-    add(toolDefinition('svc_search_workflows', search), () => server.registerTool('svc_search_workflows', search, async (args) => answer(await searchWorkflows(ctx, args))));
+    add(toolDefinition('svc_search_workflows', search), () => server.registerTool('svc_search_workflows', search, guard('free', async (args: SearchArgs) => answer(await searchWorkflows(ctx, args)))));
 
     const get = {
       title: 'Get a workflow',
@@ -83,7 +105,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
       outputSchema: GetWorkflowOutput,
       annotations: { ...READ, title: 'Get a workflow' },
     };
-    add(toolDefinition('svc_get_workflow', get), () => server.registerTool('svc_get_workflow', get, async (args) => answer(await getWorkflow(ctx, args))));
+    add(toolDefinition('svc_get_workflow', get), () => server.registerTool('svc_get_workflow', get, guard('free', async (args: GetWorkflowArgs) => answer(await getWorkflow(ctx, args)))));
 
     const runRead = {
       title: 'Run a workflow',
@@ -95,7 +117,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
       annotations: { title: 'Run a workflow', readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     };
     add(toolDefinition('svc_run_workflow', runRead), () =>
-      server.registerTool('svc_run_workflow', runRead, async (args, extra) => answer(await runOperation(ctx, args, 'read', stageReporter(extra)))),
+      server.registerTool('svc_run_workflow', runRead, guard('run', async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'read', stageReporter(extra))))),
     );
 
     if (!ctx.readOnly) {
@@ -109,7 +131,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
         annotations: { title: 'Run an action', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
       };
       add(toolDefinition('svc_run_action', runAction), () =>
-        server.registerTool('svc_run_action', runAction, async (args, extra) => answer(await runOperation(ctx, args, 'action', stageReporter(extra)))),
+        server.registerTool('svc_run_action', runAction, guard('run', async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'action', stageReporter(extra))))),
       );
     }
   }
@@ -123,7 +145,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
     annotations: { ...READ, title: 'Get a run' },
   };
   add(toolDefinition('svc_get_run', getRunTool), () =>
-    server.registerTool('svc_get_run', getRunTool, async (args, extra) => answer(await getRun(ctx, args, stageReporter(extra)))),
+    server.registerTool('svc_get_run', getRunTool, guard('run', async (args: GetRunArgs, extra) => answer(await getRun(ctx, args, stageReporter(extra))))),
   );
 
   server.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
@@ -182,7 +204,11 @@ function stageReporter(extra: unknown): OnStage | undefined {
   };
 }
 
-async function searchWorkflows(ctx: McpContext, args: { query?: string; api?: string; limit?: number }) {
+type SearchArgs = { query?: string; api?: string; limit?: number; max_chars?: number };
+type GetWorkflowArgs = { api: string; operation?: string; max_chars?: number };
+type GetRunArgs = { request_id: string; wait_seconds?: number; max_chars?: number };
+
+async function searchWorkflows(ctx: McpContext, args: SearchArgs) {
   try {
     const tools = await listOrgTools(ctx.db, ctx.baseUrl, ctx.orgId, { api: args.api, query: args.query });
     const groups = new Map<string, { api: string; name: string; visibility: 'public' | 'private'; site: string | null; operations: ReturnType<typeof summary>[] }>();
@@ -194,13 +220,20 @@ async function searchWorkflows(ctx: McpContext, args: { query?: string; api?: st
     }
     const all = [...groups.values()];
     const limit = args.limit ?? 20;
-    return { isError: false, result: { workflows: all.slice(0, limit), truncated: all.length > limit } };
+    const result: { workflows: typeof all; truncated: boolean; message?: string } = { workflows: all.slice(0, limit), truncated: all.length > limit };
+    if (result.truncated) result.message = `${all.length} workflows matched; ${limit} shown. Narrow with query or api, or raise limit (up to 100).`;
+    return { isError: false, result: boundSearch(result, args.max_chars) };
   } catch {
     return toolError(new ServiceError('catalog_unavailable', 'The catalog cannot be read right now'), ctx.baseUrl);
   }
 }
 
-async function getWorkflow(ctx: McpContext, args: { api: string; operation?: string }) {
+async function getWorkflow(ctx: McpContext, args: GetWorkflowArgs) {
+  const a = await getWorkflowUnbounded(ctx, args);
+  return a.isError ? a : { ...a, result: boundWorkflow(a.result, args.max_chars) };
+}
+
+async function getWorkflowUnbounded(ctx: McpContext, args: GetWorkflowArgs) {
   let tools: Tool[];
   try {
     tools = (await listOrgTools(ctx.db, ctx.baseUrl, ctx.orgId, { api: args.api })).filter((t) => !(ctx.readOnly && t.performs_actions));
@@ -212,7 +245,7 @@ async function getWorkflow(ctx: McpContext, args: { api: string; operation?: str
   const side = tools.some((t) => t.visibility === 'private') ? 'private' : 'public';
   const mine = tools.filter((t) => t.visibility === side);
   const head = { api: mine[0]!.api, name: mine[0]!.workflow, visibility: side as 'public' | 'private' };
-  if (!args.operation) return { isError: false, result: { ...head, operations: mine.map(summary) } };
+  if (!args.operation) return { isError: false as const, result: { ...head, operations: mine.map(summary) } as WorkflowAnswer };
 
   const tool = mine.find((t) => t.operation === args.operation) ?? tools.find((t) => t.operation === args.operation);
   if (!tool) {
@@ -221,11 +254,16 @@ async function getWorkflow(ctx: McpContext, args: { api: string; operation?: str
       ctx.baseUrl,
     );
   }
-  const res = await resolveOperation(ctx.db, ctx.orgId, { api: tool.api, operation: tool.operation, visibility: tool.visibility });
+  let res: Awaited<ReturnType<typeof resolveOperation>>;
+  try {
+    res = await resolveOperation(ctx.db, ctx.orgId, { api: tool.api, operation: tool.operation, visibility: tool.visibility });
+  } catch (e) {
+    return toolError(toolFailure(e, 'catalog_unavailable'), ctx.baseUrl);
+  }
   if (!res.ok) return toolError(new ServiceError(res.code, `${tool.api} ${tool.operation} is not available`, { param: 'operation' }), ctx.baseUrl);
   const op = res.op;
   return {
-    isError: false,
+    isError: false as const,
     result: {
       ...head,
       visibility: tool.visibility,
@@ -239,11 +277,27 @@ async function getWorkflow(ctx: McpContext, args: { api: string; operation?: str
         input_schema: op.inputSchema,
         output_schema: op.outputSchema,
         selectable_fields: selectableFields(op.outputSchema),
-        examples: op.examples,
+        examples: op.examples as unknown[],
       },
-    },
+    } as WorkflowAnswer,
   };
 }
+
+type WorkflowAnswer = {
+  api: string;
+  name: string;
+  visibility: 'public' | 'private';
+  operations?: ReturnType<typeof summary>[];
+  operation?: {
+    description: string;
+    input_schema: Record<string, unknown>;
+    output_schema: Record<string, unknown>;
+    selectable_fields: string[];
+    examples: unknown[];
+  } & Record<string, unknown>;
+  truncated?: boolean;
+  message?: string;
+};
 
 function summary(t: Tool) {
   return {
@@ -260,6 +314,17 @@ function summary(t: Tool) {
 
 /** Free tools fail with the Error envelope as text; they declare no `status` field to fill. */
 function toolError(err: ServiceError, baseUrl: string) {
-  const env = errorEnvelope(err.code, { message: err.message, param: err.param, baseUrl });
-  return { isError: true, textOnly: true, result: env as unknown as Record<string, unknown> };
+  const env = errorEnvelope(err.code, { message: withRetryHint(err), param: err.param, details: err.details, baseUrl });
+  return { isError: true as const, textOnly: true, result: { ...env } as Record<string, unknown> };
+}
+
+/** A run tool's failure before or outside a run: the run answer with status "failed". */
+function runError(err: ServiceError, baseUrl: string) {
+  const env = errorEnvelope(err.code, { message: err.message, param: err.param, details: err.details, baseUrl });
+  return { isError: true, result: { status: 'failed', request_id: null, api: null, operation: null, truncated: false, error: { ...env.error }, message: withRetryHint(err) } as Record<string, unknown> };
+}
+
+function withRetryHint(err: ServiceError): string {
+  const after = err.headers?.['retry-after'];
+  return after ? `${err.message} (retry after ${after} s)` : err.message;
 }

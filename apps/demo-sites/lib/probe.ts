@@ -1,0 +1,40 @@
+// Probe pages served on every demo host, for the engines' destination tests: an open redirect,
+// an echo of the request headers, and a page whose scripts reach out (fetch, WebSocket,
+// EventSource) to addresses given in its query. They let a test point a "website" at a loopback
+// port outside the host map and check that nothing reaches it.
+import type { IncomingHttpHeaders } from 'node:http';
+import { esc, html, json, text, type Reply } from './http.ts';
+
+export function probeReply(path: string, query: URLSearchParams, headers: IncomingHttpHeaders): Reply | null {
+  if (!path.startsWith('/__probe/')) return null;
+  switch (path) {
+    case '/__probe/redirect': {
+      const to = query.get('to');
+      if (!to) return text(400, 'to is required\n');
+      const status = Number(query.get('status') ?? 302);
+      return { status: [301, 302, 303, 307, 308].includes(status) ? status : 302, headers: { location: to, 'cache-control': 'no-store' }, body: '' };
+    }
+    case '/__probe/headers':
+      return json(200, { headers });
+    case '/__probe/page': {
+      // Each probe settles (or gives up after 3 s); then #done appears so a recipe can wait for it.
+      const probes = JSON.stringify({ fetch: query.get('fetch'), ws: query.get('ws'), sse: query.get('sse') });
+      const link = query.get('link');
+      const script = `
+const p = ${probes.replace(/</g, '\\u003c')};
+const settle = (f) => new Promise((resolve) => { const t = setTimeout(resolve, 3000); f(() => { clearTimeout(t); resolve(); }); });
+const jobs = [];
+if (p.fetch) jobs.push(settle((done) => fetch(p.fetch, { mode: 'no-cors' }).then(done, done)));
+if (p.ws) jobs.push(settle((done) => { try { const ws = new WebSocket(p.ws); ws.onopen = () => { ws.close(); done(); }; ws.onerror = done; ws.onclose = done; } catch { done(); } }));
+if (p.sse) jobs.push(settle((done) => { try { const es = new EventSource(p.sse); es.onopen = () => { es.close(); done(); }; es.onerror = () => { es.close(); done(); }; } catch { done(); } }));
+Promise.all(jobs).then(() => { const d = document.createElement('p'); d.id = 'done'; d.textContent = 'done'; document.body.append(d); });`;
+      return html(
+        200,
+        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Probe</title></head><body><h1>Probe</h1>${link ? `<a id="next" href="${esc(link)}">next</a>` : ''}<script>${script}</script></body></html>\n`,
+        { 'cache-control': 'no-store' },
+      );
+    }
+    default:
+      return text(404, 'Unknown probe\n');
+  }
+}
