@@ -4,19 +4,18 @@
 // retried or doubled run changes nothing twice.
 import { Context } from '@temporalio/activity';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { release } from '../shared/db/credits.ts';
+import { ledgerClosure, release } from '../shared/db/credits.ts';
 import { purgeExpiredFiles } from '../shared/db/files.ts';
 import type { Db } from '../shared/db/pool.ts';
 import {
   deleteExpiredResults,
   finalizeUnresolved,
   interruptUnresolved,
-  ledgerClosure,
   listStaleUnresolved,
   markReconcileChecked,
-  pruneRunEvents,
   type StaleRequest,
-} from '../shared/db/reconcile.ts';
+} from '../shared/db/requests.ts';
+import { pruneRunEvents } from '../shared/db/catalog.ts';
 
 /**
  * What the reconciler did with one request:

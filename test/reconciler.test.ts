@@ -11,7 +11,7 @@ import { envelopeOf, type ReconciledRequest } from '../activities/maintenance.ts
 import type { MaintenanceSummary, maintenanceWorkflow } from '../workflows/maintenance-workflow.ts';
 import type { MaintenanceActivities } from '../activities/maintenance.ts';
 import { reserve } from '../shared/db/credits.ts';
-import { listStaleUnresolved } from '../shared/db/reconcile.ts';
+import { listStaleUnresolved } from '../shared/db/requests.ts';
 import { newRequestId, queryWorkflowId, sha256Hex } from '../shared/ids.ts';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, until } from './helpers/stack.ts';
 import { processPool, type ServiceProcess } from './helpers/processes.ts';

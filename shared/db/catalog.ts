@@ -192,3 +192,13 @@ export async function loadOperationVersion(db: Db | DbClient, operationId: numbe
     | { recipe: unknown; output_schema: JsonSchema; performs_actions: boolean; access: AccessRequirement[]; visibility: string; owner_org_id: string | null }
     | undefined;
 }
+
+/** Completion times for the catalog's `popular` cursors outlive their 24-hour cursors by an hour, no more. */
+export async function pruneRunEvents(db: Db, olderThanHours: number, limit: number): Promise<number> {
+  const r = await db.query(
+    `DELETE FROM catalog_run_events
+      WHERE ctid IN (SELECT ctid FROM catalog_run_events WHERE at < now() - $1::int * interval '1 hour' LIMIT $2)`,
+    [olderThanHours, limit],
+  );
+  return r.rowCount ?? 0;
+}

@@ -130,3 +130,9 @@ export async function balance(db: Db, orgId: string) {
   const r = await db.query('SELECT granted, available, reserved, charged FROM credit_balances WHERE org_id = $1', [orgId]);
   return r.rows[0] as { granted: number; available: number; reserved: number; charged: number } | undefined;
 }
+
+/** How the ledger closed a request's reservation: `settle`, `release`, or null (open, or never reserved). */
+export async function ledgerClosure(db: Db | DbClient, requestId: string): Promise<'settle' | 'release' | null> {
+  const r = await db.query(`SELECT kind FROM credit_ledger WHERE request_id = $1 AND kind IN ('settle', 'release')`, [requestId]);
+  return (r.rows[0]?.kind as 'settle' | 'release' | undefined) ?? null;
+}

@@ -104,13 +104,8 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       const key = svc.checkIdempotencyKey(request.headers['idempotency-key']);
       const q = svc.parseBody(request.body);
       const op = await svc.resolve(org.orgId, q);
-      if (q.stream && !app.hasDecorator('streamQuery')) {
-        throw new ServiceError('feature_unavailable', 'Streaming (stream: true) is not available on this deployment yet; send the request without stream', {
-          param: 'stream',
-        });
-      }
       const sub = await svc.submit(org.orgId, q, op, key);
-      if (sub.stream) return (app as unknown as { streamQuery: (r: FastifyReply, s: Submission) => Promise<void> }).streamQuery(reply, sub);
+      if (sub.stream) return app.streamQuery(reply, sub);
       if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);
       // Give the workflow its whole deadline plus a margin for settlement; the client may leave meanwhile.
       const env = (await svc.awaitResult(sub.workflowId, sub.request.id, svc.remainingMs(sub.request.created_at) + 5_000)) ?? deadlineEnvelope(sub.request.id, app.baseUrl());
