@@ -1,7 +1,7 @@
 // POST /v1/query: a validated, authenticated request handed to the query service.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
-import { ERRORS, ServiceError, errorEnvelope } from '../../../shared/errors.ts';
+import { ERRORS, errorEnvelope } from '../../../shared/errors.ts';
 import { BEARER, bodyExamples, errors, named } from '../../../shared/openapi/document.ts';
 import { StreamResult, streamFrameSchema } from '../../../shared/openapi/schemas.ts';
 import { IdempotencyKeyHeader, QueryRequest, QueryResult } from '../../../shared/schemas/query.ts';
