@@ -1,7 +1,7 @@
 // Actions never repeat a step that may have completed. A worker killed mid-action: after a new
 // worker starts, the booking exists exactly once on the site and was billed once.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ownPair, balanceOf, closeDb, db, demo, ledgerOf, newOrg, query, stack, until } from './helpers/stack.ts';
+import { ownPair, balanceOf, closeDb, db, demo, ledgerOf, newOrg, query, until } from './helpers/stack.ts';
 import { processPool } from './helpers/processes.ts';
 
 const booking = (slot: string) => ({ api: '@clinic', operation: 'book_appointment', input: { slot_id: slot, patient_name: 'Jordan Lee', email: 'jordan.lee@example.com' } });

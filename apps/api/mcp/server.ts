@@ -10,7 +10,7 @@ import type { Tool } from '../../../shared/schemas/tools.ts';
 import { SERVICE_VERSION } from '../app.ts';
 import { boundSearch, boundWorkflow } from './bound.ts';
 import { GENERIC_MESSAGE, checkArguments, toolFailure } from './failures.ts';
-import { getRun, runOperation, type McpContext, type OnStage, type RunArgs, type RunKind, type ToolAnswer } from './runs.ts';
+import { getRun, runOperation, type McpContext, type OnStage, type RunArgs, type ToolAnswer } from './runs.ts';
 import {
   GetRunInput,
   GetWorkflowInput,

@@ -1,5 +1,5 @@
 // Bearer API keys: svc_sk_… keys, checked by hash on every request (revocation is immediate).
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { API_KEY_PATTERN } from '../../../shared/ids.ts';
 import { checkApiKey } from '../../../shared/db/orgs.ts';
