@@ -27,6 +27,8 @@ export interface Finalize {
   envelope: TerminalEnvelope;
   errorCode: string | null;
   retentionMs: number;
+  /** Free the Idempotency-Key with the envelope (a retryable answer that ran and charged nothing). */
+  freeKey?: boolean;
 }
 
 export interface BillingActivities {

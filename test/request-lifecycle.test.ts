@@ -4,7 +4,7 @@
 import net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { balanceOf, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, sleep, stack, until } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, sleep, stack, until } from './helpers/stack.ts';
 import { processPool } from './helpers/processes.ts';
 import { resolveOperation } from '../shared/db/catalog.ts';
 import { queryWorkflowId, sha256Hex } from '../shared/ids.ts';
@@ -202,16 +202,17 @@ describe('request lifecycle', () => {
     expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 0, charged: 1 });
   });
 
-  it('a ledger that cannot be reached answers 503 billing_unavailable with Retry-After; nothing charged', async () => {
+  it('a ledger that cannot be reached answers 503 billing_unavailable with Retry-After; nothing charged; a retry with the key runs', async () => {
     const [api] = await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
     const org = await newOrg(5);
+    const k = key();
     // Hold the organization's balance row: every reservation waits on it and times out (1 s statements).
     const holder = await db().connect();
     let res;
     try {
       await holder.query('BEGIN');
       await holder.query('SELECT * FROM credit_balances WHERE org_id = $1 FOR UPDATE', [org.org_id]);
-      res = await query(org.api_key, london, {}, String(api.started.url));
+      res = await query(org.api_key, london, { 'idempotency-key': k }, String(api.started.url));
     } finally {
       await holder.query('ROLLBACK').catch(() => {});
       holder.release();
@@ -225,9 +226,17 @@ describe('request lifecycle', () => {
     expect(row.rows[0]).toEqual({ status: 'rejected', error_code: 'billing_unavailable' });
     expect(await ledgerOf(org.org_id)).toEqual([]);
     expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
-    // With the ledger back, the next query is charged normally.
-    const next = await query(org.api_key, london, {}, String(api.started.url));
+    // With the ledger back, a retry with the same key (as retryable + Retry-After invite) runs as a
+    // new request and is charged once; the refused request keeps its envelope for the status route.
+    const next = await query(org.api_key, london, { 'idempotency-key': k }, String(api.started.url));
     expect(next.status, next.text).toBe(200);
+    expect(next.headers.get('idempotency-replayed')).toBe('false');
+    expect(next.body.data.receipt.request_id).not.toBe(res.body.error.request_id);
+    const replay = await query(org.api_key, london, { 'idempotency-key': k }, String(api.started.url));
+    expect([replay.status, replay.headers.get('idempotency-replayed'), replay.body.data.receipt.request_id]).toEqual([200, 'true', next.body.data.receipt.request_id]);
+    const refused = await call('GET', `/v1/query/requests/${res.body.error.request_id}`, { key: org.api_key, baseUrl: String(api.started.url) });
+    expect([refused.status, refused.body.data.status, refused.body.data.result?.error?.code]).toEqual([200, 'rejected', 'billing_unavailable']);
+    expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 0, charged: 1 });
   });
 
   it('Temporal unreachable while waiting is 503 engine_unavailable with Retry-After; the run still finishes', async () => {

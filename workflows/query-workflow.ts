@@ -158,7 +158,8 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     // answer lost: rejecting is conditional on `reserving`, and a request found `processing` is released.
     const f: Failure = { code: 'billing_unavailable', message: 'Credits cannot be reserved right now; nothing was charged' };
     const env = errorOf(f, 'not_started');
-    const fin: Finalize = { requestId: q.requestId, status: 'rejected', envelope: env, errorCode: f.code, retentionMs: q.retentionMs };
+    // Nothing ran and nothing was charged: the key is freed, so retrying it (as the 503 invites) runs.
+    const fin: Finalize = { requestId: q.requestId, status: 'rejected', envelope: env, errorCode: f.code, retentionMs: q.retentionMs, freeKey: true };
     const w = await billing.finalizeRequest(fin);
     if (w.status !== 'processing') return settled(w, fin, 'not_started');
     reserved = q.costCredits;

@@ -157,6 +157,12 @@ export interface Finalization {
   envelope: { status: number; body: unknown };
   errorCode: string | null;
   retentionMs: number;
+  /**
+   * Free the Idempotency-Key with the envelope: for an answer that ran nothing and charged nothing
+   * and invites a retry (billing_unavailable), so a retry with the same key runs as a new request
+   * instead of replaying the 503. The row and its envelope stay for the status route.
+   */
+  freeKey?: boolean;
 }
 
 /**
@@ -169,9 +175,10 @@ export async function finalize(c: Q, f: Finalization): Promise<Moved> {
     `UPDATE requests
         SET status = $2, response_status = $3, result = $4, error_code = $5,
             result_expires_at = now() + ($6::bigint * interval '1 millisecond'),
-            completed_at = now(), updated_at = now()
+            completed_at = now(), updated_at = now(),
+            idempotency_key_hash = CASE WHEN $8 THEN NULL ELSE idempotency_key_hash END
       WHERE id = $1 AND result IS NULL AND status = ANY($7) RETURNING *`,
-    [f.requestId, f.status, f.envelope.status, JSON.stringify(f.envelope.body), f.errorCode, f.retentionMs, TRANSITIONS[f.status]],
+    [f.requestId, f.status, f.envelope.status, JSON.stringify(f.envelope.body), f.errorCode, f.retentionMs, TRANSITIONS[f.status], f.freeKey === true],
   );
   if (r.rowCount) return { moved: true, row: r.rows[0] as RequestRow };
   return { moved: false, current: await findById(c, f.requestId) };
