@@ -200,6 +200,13 @@ describe('MCP tools', () => {
     const foreign = await callTool(await connect(other.api_key), 'svc_get_run', { request_id: r.sc.request_id });
     expect(foreign.isError).toBe(true);
     expect(foreign.sc.error.code).toBe('request_not_found');
+
+    // After its retention the result is deleted (as the maintenance Schedule does): it is gone, not "interrupted".
+    await db().query('UPDATE requests SET result = NULL, response_status = NULL WHERE id = $1', [r.sc.request_id]);
+    const gone = await callTool(client, 'svc_get_run', { request_id: r.sc.request_id });
+    expect(gone.isError).toBe(true);
+    expect(gone.sc.error.code).toBe('request_not_found');
+    expect(gone.sc.error.message).toMatch(/deleted/);
   });
 
   it('max_chars shortens long output, marks it truncated and says how to narrow it', async () => {
@@ -332,12 +339,22 @@ describe('MCP answers keep their bounds', () => {
       for (let i = 0; i < depth; i++) v = { a: v };
       return v as Record<string, unknown>;
     };
-    const deep = await callTool(client, 'svc_run_workflow', { ...london, input: nest(80) });
-    expect(deep.isError).toBe(true);
-    expect(deep.sc).toMatchObject({ status: 'failed', error: { code: 'invalid_input', param: 'input' } });
-    const viaClient = await callTool(client, 'svc_run_workflow', { ...london, input: nest(1500) });
-    expect(viaClient.isError).toBe(true);
-    expect(viaClient.text).not.toMatch(/call stack|RangeError|at .*\.ts:/);
+    // Past the HTTP body's own depth limit (64 levels, apps/api/plugins/json-body.ts) the request is
+    // refused before MCP sees it: the SDK client surfaces the 400 invalid_input envelope as an error.
+    for (const depth of [80, 1500]) {
+      const refusal = await callTool(client, 'svc_run_workflow', { ...london, input: nest(depth) }).then(
+        () => undefined,
+        (err: Error) => err.message,
+      );
+      expect(refusal).toMatch(/"code":"invalid_input"/);
+      expect(refusal).toMatch(/deeper than 64 levels/);
+      expect(refusal).not.toMatch(/call stack|RangeError|at .*\.ts:/);
+    }
+    // Within the body limit but past the tools' own argument bound (more than 100,000 values):
+    // a tool error, nothing run. (The tools' depth bound backs up the body's.)
+    const wide = await callTool(client, 'svc_run_workflow', { ...london, input: { list: Array.from({ length: 100_001 }, () => 0) } });
+    expect(wide.isError).toBe(true);
+    expect(wide.sc).toMatchObject({ status: 'failed', error: { code: 'invalid_input' } });
     // Deeper than a client can even serialize: the raw JSON-RPC body. A refusal by the HTTP body
     // parser's own depth limit is as good as a tool error; the internal text is never an answer.
     for (const depth of [1500, 20_000]) {

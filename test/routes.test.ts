@@ -10,7 +10,7 @@ import net from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../apps/api/app.ts';
-import { isDatabaseUnavailable } from '../apps/api/plugins/errors.ts';
+import { isDatabaseUnavailable } from '../shared/db/unavailable.ts';
 import { loadConfig } from '../shared/config.ts';
 import { createPool, type Db } from '../shared/db/pool.ts';
 import { startApiProcess, type ServiceProcess } from './helpers/processes.ts';

@@ -2,22 +2,7 @@
 // read is a retryable 503 code with a hint; anything unexpected is a generic internal_error. The
 // error's own text (a PostgreSQL message, "Maximum call stack size exceeded") stays in the log.
 import { ServiceError } from '../../../shared/errors.ts';
-
-// The same rule as the HTTP error handler's (apps/api/plugins/errors.ts on the routes branch):
-// socket errors, SQLSTATE 57014 / 57P01-57P05 / class 08 / class 53, node-postgres' own messages,
-// also inside `cause` and AggregateError `errors`.
-const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
-const SQLSTATE_UNAVAILABLE = /^(57014|57P0[1-5]|08...|53...)$/;
-const PG_MESSAGES = /timeout exceeded when trying to connect|Connection terminated|connection timeout|Client has encountered a connection error|Cannot use a pool after calling end/i;
-
-export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
-  if (!err || typeof err !== 'object' || depth > 4) return false;
-  const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
-  if (typeof e.code === 'string' && (SOCKET_CODES.has(e.code) || SQLSTATE_UNAVAILABLE.test(e.code))) return true;
-  if (typeof e.message === 'string' && PG_MESSAGES.test(e.message)) return true;
-  if (Array.isArray(e.errors) && e.errors.some((x) => isDatabaseUnavailable(x, depth + 1))) return true;
-  return isDatabaseUnavailable(e.cause, depth + 1);
-}
+import { isDatabaseUnavailable } from '../../../shared/db/unavailable.ts';
 
 export const GENERIC_MESSAGE = 'An unexpected error occurred. Retry shortly; before repeating an action, check its result with svc_get_run.';
 

@@ -42,6 +42,7 @@ export interface ToolAnswer {
 }
 
 const RUNNING_STATES = new Set(['reserving', 'processing', 'refund_pending']);
+const FINISHED_STATES = new Set(['succeeded', 'failed', 'rejected']);
 
 export async function runOperation(ctx: McpContext, args: RunArgs, kind: RunKind, onStage?: OnStage): Promise<ToolAnswer> {
   const a = await runUnbounded(ctx, args, kind, onStage);
@@ -104,6 +105,10 @@ async function getRunUnbounded(ctx: McpContext, args: { request_id: string; wait
         throw new ServiceError('request_not_found', `The result of ${row.id} was kept for 24 hours and has been deleted`, { param: 'request_id' });
       }
       return fromEnvelope(row, { status: row.response_status ?? 200, body: row.result }, false);
+    }
+    // Finished, and its result is gone: retention deleted it (shared/db/requests.ts deleteExpiredResults).
+    if (row.completed_at && FINISHED_STATES.has(row.status)) {
+      throw new ServiceError('request_not_found', `The result of ${row.id} was kept for 24 hours and has been deleted`, { param: 'request_id' });
     }
     if (!RUNNING_STATES.has(row.status)) {
       throw new ServiceError('request_interrupted', `Request ${row.id} stopped unfinished (${row.status}); nothing more will come`, { requestId: row.id });
