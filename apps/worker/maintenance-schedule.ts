@@ -1,9 +1,10 @@
 // The Temporal Schedule that runs maintenance (workflows/maintenance-workflow.ts): the reconciler
 // and result retention. Like the health Schedule, every worker ensures it at start-up: created, or
 // brought in line with this worker's configuration; an operator's pause survives restarts.
-import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy, type ScheduleOptionsStartWorkflowAction } from '@temporalio/client';
+import type { Client, ScheduleOptionsStartWorkflowAction } from '@temporalio/client';
 import type { Config } from '../../shared/config.ts';
 import type { maintenanceWorkflow } from '../../workflows/maintenance-workflow.ts';
+import { ensureSchedule, ensureScheduleAtStart } from './schedules.ts';
 
 /** One Schedule per task queue; fixed, so creation is idempotent. */
 export const maintenanceScheduleId = (taskQueue: string) => `maintenance:${taskQueue}`;
@@ -44,45 +45,18 @@ function action(config: MaintenanceConfig): ScheduleOptionsStartWorkflowAction<t
   };
 }
 
-const spec = (config: MaintenanceConfig) => ({ intervals: [{ every: `${config.RECONCILE_INTERVAL_SECONDS} seconds` }] });
-
-// SKIP: a run still going when the next is due is not doubled up. After an outage one run is enough.
-const policies = { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute', pauseOnFailure: false };
-
 /** Create or update the maintenance Schedule; a new one runs at once, an existing one is only updated. */
-export async function ensureMaintenanceSchedule(client: Client, config: MaintenanceConfig): Promise<'created' | 'updated'> {
-  const scheduleId = maintenanceScheduleId(config.TEMPORAL_TASK_QUEUE);
-  try {
-    await client.schedule.create({
-      scheduleId,
-      spec: spec(config),
-      action: action(config),
-      policies,
-      state: { triggerImmediately: true, note: 'Created by the worker: reconciles unresolved requests and deletes expired results' },
-    });
-    return 'created';
-  } catch (err) {
-    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-  }
-  await client.schedule.getHandle(scheduleId).update((prev) => ({
-    spec: spec(config),
+export function ensureMaintenanceSchedule(client: Client, config: MaintenanceConfig): Promise<'created' | 'updated'> {
+  return ensureSchedule(client, {
+    scheduleId: maintenanceScheduleId(config.TEMPORAL_TASK_QUEUE),
+    spec: { intervals: [{ every: `${config.RECONCILE_INTERVAL_SECONDS} seconds` }] },
     action: action(config),
-    policies,
-    state: { paused: prev.state.paused, note: prev.state.note, remainingActions: prev.state.remainingActions },
-  }));
-  return 'updated';
+    note: 'Created by the worker: reconciles unresolved requests and deletes expired results',
+  });
 }
 
-/** Worker start-up step: its own short-lived client connection; never stops the worker from starting. */
+/** Worker start-up step: never stops the worker from starting. */
 export async function ensureMaintenanceScheduleAtStart(config: MaintenanceConfig & { TEMPORAL_ADDRESS: string; RECONCILE_ENABLED: boolean }): Promise<void> {
   if (!config.RECONCILE_ENABLED) return;
-  let connection: Connection | undefined;
-  try {
-    connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-    await ensureMaintenanceSchedule(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config);
-  } catch (err) {
-    console.warn('maintenance schedule: could not create or update it; requests will not be reconciled until a worker does', String(err));
-  } finally {
-    await connection?.close().catch(() => {});
-  }
+  await ensureScheduleAtStart(config, 'maintenance', (client) => ensureMaintenanceSchedule(client, config));
 }
