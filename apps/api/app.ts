@@ -10,6 +10,7 @@ import errorsPlugin, { clientErrorResponder, frameworkErrorResponder, rawMissRes
 import jsonBodyPlugin from './plugins/json-body.ts';
 import authPlugin from './plugins/auth.ts';
 import ssePlugin from './plugins/sse.ts';
+import metricsPlugin from './plugins/metrics.ts';
 import rootRoutes from './routes/root.ts';
 import queryRoutes from './routes/query.ts';
 import requestRoutes from './routes/requests.ts';
@@ -62,10 +63,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('queries', queries);
 
   await app.register(errorsPlugin);
+  // Before every route: its onResponse hook observes all of them.
+  await app.register(metricsPlugin);
   await app.register(swagger, openApiSwaggerOptions());
   await app.register(jsonBodyPlugin);
   await app.register(authPlugin);
-  await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt: Date.now(), temporalHealthy: deps.temporalHealthy });
+  const startedAt = Date.now();
+  await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt, temporalHealthy: deps.temporalHealthy });
+  await app.register(import('./routes/probes.ts'), { startedAt, temporalHealthy: deps.temporalHealthy });
+  if (deps.config.METRICS_ENABLED) await app.register(import('./routes/metrics.ts'));
   await app.register(ssePlugin);
   await app.register(queryRoutes, { queries });
   await app.register(requestRoutes);
