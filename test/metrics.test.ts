@@ -3,8 +3,8 @@
 // caused; the /readyz 503 comes from an API whose PostgreSQL and Temporal point nowhere.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../shared/infra/free-port.ts';
-import { startApiProcess, type ServiceProcess } from './helpers/processes.ts';
-import { call, closeDb, demo, newOrg, query, stack, until } from './helpers/stack.ts';
+import { startApiProcess, startWorkerProcess, type ServiceProcess } from './helpers/processes.ts';
+import { call, closeDb, demo, newOrg, ownPair, query, stack, until } from './helpers/stack.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 
@@ -168,6 +168,58 @@ describe('GET /metrics', () => {
     expect(value(after, `${HTTP}_count`, { route: '/v1/query', method: 'POST', status: '200' }) - value(before, `${HTTP}_count`, { route: '/v1/query', method: 'POST', status: '200' })).toBe(1);
     expect(value(after, 'wqs_sse_streams_open')).toBe(0);
     expect(value(after, 'wqs_mcp_exchanges_open')).toBe(0);
+  }, 120_000);
+
+  it('a stream its client leaves before the terminal event counts once as closed, and the gauge goes back to 0', async () => {
+    const org = await newOrg(10);
+    const before = (await scrape()).samples;
+    await demo('/__demo/faults', { host: 'weather.example.test', latency_ms: 2500, times: 1 });
+    const ac = new AbortController();
+    const res = await fetch(`${base}/v1/query`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${org.api_key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ ...london, stream: true }),
+      signal: ac.signal,
+    });
+    const reader = res.body!.getReader();
+    let seen = '';
+    while (!seen.includes('event: progress')) {
+      const { done, value: chunk } = await reader.read();
+      if (done) break;
+      seen += new TextDecoder().decode(chunk);
+    }
+    expect(seen).toContain('event: progress');
+    const open = (await scrape()).samples;
+    expect(value(open, 'wqs_sse_streams_open')).toBe(1);
+    ac.abort();
+    const closed = { transport: 'sse', outcome: 'closed', code: 'none', replayed: 'false' };
+    const after = await until(async () => {
+      const s = (await scrape()).samples;
+      return value(s, Q, closed) > value(before, Q, closed) && s;
+    }, 60_000);
+    expect(value(after, Q, closed) - value(before, Q, closed)).toBe(1);
+    expect(value(after, Q, { transport: 'sse', outcome: 'success' }) - value(before, Q, { transport: 'sse', outcome: 'success' })).toBe(0);
+    expect(value(after, 'wqs_sse_streams_open')).toBe(0);
+    await demo('/__demo/reset');
+  }, 120_000);
+});
+
+describe('worker metrics', () => {
+  it('WORKER_METRICS_ADDRESS serves the Temporal SDK metrics of the worker in Prometheus format', async () => {
+    const port = await freePort();
+    const worker = await startWorkerProcess(ownPair('metrics-worker', { WORKER_METRICS_ADDRESS: `127.0.0.1:${port}` }));
+    try {
+      expect(worker.started.metrics).toBe(`http://127.0.0.1:${port}/metrics`);
+      const text = await until(async () => {
+        const r = await fetch(`http://127.0.0.1:${port}/metrics`).catch(() => undefined);
+        const t = r?.ok ? await r.text() : '';
+        return t.includes('temporal_worker_task_slots_available') && t;
+      }, 60_000);
+      expect(text).toMatch(/^# TYPE temporal_\w+ /m);
+      expect(text).toContain('task_queue="metrics-worker-');
+    } finally {
+      await worker.kill();
+    }
   }, 120_000);
 });
 
