@@ -109,6 +109,10 @@ const ConfigSchema = z.object({
     .string()
     .regex(/^[^\s:]+:\d{1,5}$/, 'must be host:port, e.g. 127.0.0.1:9464')
     .optional(),
+  /** On SIGTERM the API first answers /readyz 503 (`checks.draining`) for this long while still
+   *  serving, so balancers polling it move traffic away, then stops accepting and drains. 0 = stop at
+   *  once (then Fastify itself answers 503 to anything new). Set it above the readiness probe period. */
+  DRAIN_DELAY_MS: z.coerce.number().int().min(0).default(0),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };

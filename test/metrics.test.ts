@@ -234,6 +234,34 @@ describe('liveness and readiness', () => {
     expect(Object.keys(ready.body).sort()).toEqual(['checks', 'service', 'status', 'timestamp', 'uptime_seconds']);
   });
 
+  it('on SIGTERM with DRAIN_DELAY_MS: /readyz turns 503 (checks.draining) while the API still serves, then the process exits', async () => {
+    const s = stack();
+    const draining = await startApiProcess({
+      databaseUrl: s.databaseUrl,
+      temporalAddress: s.temporalAddress,
+      hostMap: s.hostMap,
+      taskQueue: s.taskQueue,
+      env: { WQS_SKIP_MIGRATIONS: '1', DRAIN_DELAY_MS: '12000' },
+    });
+    const b = String(draining.started.url);
+    try {
+      expect((await call('GET', '/readyz', { baseUrl: b })).status).toBe(200);
+      const exited = new Promise<number | null>((resolve) => draining.proc.once('exit', (code) => resolve(code)));
+      draining.proc.kill('SIGTERM');
+      const ready = await until(async () => {
+        const r = await call('GET', '/readyz', { baseUrl: b });
+        return r.status === 503 && r;
+      }, 11_000, 100);
+      expect(ready.body).toMatchObject({ status: 'degraded', checks: { postgres: { status: 'ok' }, temporal: { status: 'ok' }, draining: true } });
+      // Still serving meanwhile: liveness and ordinary routes answer.
+      expect((await call('GET', '/livez', { baseUrl: b })).status).toBe(200);
+      expect((await call('GET', '/health', { baseUrl: b })).status).toBe(200);
+      expect(await exited).toBe(0);
+    } finally {
+      await draining.kill('SIGKILL');
+    }
+  }, 120_000);
+
   it('an API whose PostgreSQL and Temporal point nowhere: /livez 200, /readyz 503 degraded; METRICS_ENABLED=false hides /metrics', async () => {
     const broken = await startApiProcess({
       databaseUrl: `postgres://postgres:postgres@127.0.0.1:${await freePort()}/wqs`,

@@ -70,7 +70,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(authPlugin);
   const startedAt = Date.now();
   await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt, temporalHealthy: deps.temporalHealthy });
-  await app.register(import('./routes/probes.ts'), { startedAt, temporalHealthy: deps.temporalHealthy });
+  // Draining: set by server.ts before close, so /readyz turns 503 while requests are still served.
+  const lifecycle = { draining: false };
+  app.decorate('markDraining', () => {
+    lifecycle.draining = true;
+  });
+  await app.register(import('./routes/probes.ts'), { startedAt, temporalHealthy: deps.temporalHealthy, lifecycle });
   if (deps.config.METRICS_ENABLED) await app.register(import('./routes/metrics.ts'));
   await app.register(ssePlugin);
   await app.register(queryRoutes, { queries });
@@ -91,5 +96,7 @@ declare module 'fastify' {
     queries: QueryService;
     /** Every method + path registered (HEAD included), in registration order. */
     routeTable: ReadonlyArray<{ method: string; url: string }>;
+    /** /readyz answers 503 from now on; the process keeps serving until it is closed. */
+    markDraining(): void;
   }
 }

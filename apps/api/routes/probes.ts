@@ -35,13 +35,11 @@ export async function readiness(db: Db, temporalHealthy: () => Promise<boolean>,
   };
 }
 
-export default async function probeRoutes(fastify: FastifyInstance, opts: { startedAt: number; temporalHealthy: () => Promise<boolean> }) {
+export default async function probeRoutes(
+  fastify: FastifyInstance,
+  opts: { startedAt: number; temporalHealthy: () => Promise<boolean>; lifecycle: { readonly draining: boolean } },
+) {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
-  let draining = false;
-  // Set before the listener stops accepting: a balancer polling /readyz sees 503 and moves on.
-  app.addHook('preClose', async () => {
-    draining = true;
-  });
   const service = { tags: ['Service'], security: [] };
 
   app.get(
@@ -72,7 +70,7 @@ export default async function probeRoutes(fastify: FastifyInstance, opts: { star
       },
     },
     async (_request, reply) => {
-      const r = await readiness(app.db, opts.temporalHealthy, opts.startedAt, draining);
+      const r = await readiness(app.db, opts.temporalHealthy, opts.startedAt, opts.lifecycle.draining);
       return reply.code(r.ok ? 200 : 503).header('cache-control', 'no-store').send(r.body);
     },
   );
