@@ -234,18 +234,23 @@ describe('liveness and readiness', () => {
     expect(Object.keys(ready.body).sort()).toEqual(['checks', 'service', 'status', 'timestamp', 'uptime_seconds']);
   });
 
-  it('on SIGTERM with DRAIN_DELAY_MS: /readyz turns 503 (checks.draining) while the API still serves, then the process exits', async () => {
+  it('on SIGTERM with DRAIN_DELAY_MS: /readyz turns 503 (checks.draining) while the API still serves, then the process exits; METRICS_ENABLED=false hides /metrics', async () => {
     const s = stack();
     const draining = await startApiProcess({
       databaseUrl: s.databaseUrl,
       temporalAddress: s.temporalAddress,
       hostMap: s.hostMap,
       taskQueue: s.taskQueue,
-      env: { WQS_SKIP_MIGRATIONS: '1', DRAIN_DELAY_MS: '12000' },
+      env: { WQS_SKIP_MIGRATIONS: '1', DRAIN_DELAY_MS: '12000', METRICS_ENABLED: 'false' },
     });
     const b = String(draining.started.url);
     try {
       expect((await call('GET', '/readyz', { baseUrl: b })).status).toBe(200);
+      // METRICS_ENABLED=false: no /metrics at all (the ordinary 404 envelope), and not in the document.
+      const off = await call('GET', '/metrics', { baseUrl: b });
+      expect(off.status).toBe(404);
+      expect(off.body.error.code).toBeDefined();
+      expect((await call('GET', '/openapi.json', { baseUrl: b })).body.paths['/metrics']).toBeUndefined();
       const exited = new Promise<number | null>((resolve) => draining.proc.once('exit', (code) => resolve(code)));
       draining.proc.kill('SIGTERM');
       const ready = await until(async () => {
@@ -262,13 +267,13 @@ describe('liveness and readiness', () => {
     }
   }, 120_000);
 
-  it('an API whose PostgreSQL and Temporal point nowhere: /livez 200, /readyz 503 degraded; METRICS_ENABLED=false hides /metrics', async () => {
+  it('an API whose PostgreSQL and Temporal point nowhere: /livez 200, /readyz 503 degraded, /metrics 200 without credit figures', async () => {
     const broken = await startApiProcess({
       databaseUrl: `postgres://postgres:postgres@127.0.0.1:${await freePort()}/wqs`,
       temporalAddress: `127.0.0.1:${await freePort()}`,
       hostMap: {},
       taskQueue: 'unused',
-      env: { WQS_SKIP_MIGRATIONS: '1', METRICS_ENABLED: 'false' },
+      env: { WQS_SKIP_MIGRATIONS: '1' },
     });
     try {
       const b = String(broken.started.url);
@@ -279,9 +284,11 @@ describe('liveness and readiness', () => {
       expect(ready.status).toBe(503);
       expect(ready.body).toMatchObject({ status: 'degraded', checks: { postgres: { status: 'down' }, temporal: { status: 'down' }, draining: false } });
       expect(ready.text).not.toMatch(/ECONNREFUSED|at .*\.ts:\d+/);
-      const metrics = await call('GET', '/metrics', { baseUrl: b });
-      expect(metrics.status).toBe(404);
-      expect(metrics.body.error.code).toBeDefined();
+      // A scrape never fails for want of PostgreSQL: the credit figures are absent and say so.
+      const { samples } = await scrape(b);
+      expect(value(samples, 'wqs_credits_scrape_success')).toBe(0);
+      expect(samples.filter((x) => x.name === 'wqs_credits')).toEqual([]);
+      expect(value(samples, 'wqs_process_cpu_user_seconds_total')).toBeGreaterThan(0);
     } finally {
       await broken.kill();
     }
