@@ -97,6 +97,22 @@ const ConfigSchema = z.object({
   RECONCILE_PER_ORG: int(50),
   /** Expired retained results deleted per run (a backlog drains over several runs). */
   RETENTION_BATCH_SIZE: int(5_000),
+  /** `GET /metrics` (Prometheus text, key-free, no organization's data in it). `false` answers 404
+   *  there: for deployments whose API port is reachable by people who should not see traffic figures. */
+  METRICS_ENABLED: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
+  /** Workers: host:port where the Temporal SDK's Prometheus exporter serves `/metrics` (e.g.
+   *  `127.0.0.1:9464`). Unset = no exporter (the default): the port is the operator's to choose. */
+  WORKER_METRICS_ADDRESS: z
+    .string()
+    .regex(/^[^\s:]+:\d{1,5}$/, 'must be host:port, e.g. 127.0.0.1:9464')
+    .optional(),
+  /** On SIGTERM the API first answers /readyz 503 (`checks.draining`) for this long while still
+   *  serving, so balancers polling it move traffic away, then stops accepting and drains. 0 = stop at
+   *  once (then Fastify itself answers 503 to anything new). Set it above the readiness probe period. */
+  DRAIN_DELAY_MS: z.coerce.number().int().min(0).default(0),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };

@@ -10,6 +10,7 @@ import errorsPlugin, { clientErrorResponder, frameworkErrorResponder, rawMissRes
 import jsonBodyPlugin from './plugins/json-body.ts';
 import authPlugin from './plugins/auth.ts';
 import ssePlugin from './plugins/sse.ts';
+import metricsPlugin from './plugins/metrics.ts';
 import rootRoutes from './routes/root.ts';
 import queryRoutes from './routes/query.ts';
 import requestRoutes from './routes/requests.ts';
@@ -62,10 +63,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('queries', queries);
 
   await app.register(errorsPlugin);
+  // Before every route: its onResponse hook observes all of them.
+  await app.register(metricsPlugin);
   await app.register(swagger, openApiSwaggerOptions());
   await app.register(jsonBodyPlugin);
   await app.register(authPlugin);
-  await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt: Date.now(), temporalHealthy: deps.temporalHealthy });
+  const startedAt = Date.now();
+  await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt, temporalHealthy: deps.temporalHealthy });
+  // Draining: set by server.ts before close, so /readyz turns 503 while requests are still served.
+  const lifecycle = { draining: false };
+  app.decorate('markDraining', () => {
+    lifecycle.draining = true;
+  });
+  await app.register(import('./routes/probes.ts'), { startedAt, temporalHealthy: deps.temporalHealthy, lifecycle });
+  if (deps.config.METRICS_ENABLED) await app.register(import('./routes/metrics.ts'));
   await app.register(ssePlugin);
   await app.register(queryRoutes, { queries });
   await app.register(requestRoutes);
@@ -85,5 +96,7 @@ declare module 'fastify' {
     queries: QueryService;
     /** Every method + path registered (HEAD included), in registration order. */
     routeTable: ReadonlyArray<{ method: string; url: string }>;
+    /** /readyz answers 503 from now on; the process keeps serving until it is closed. */
+    markDraining(): void;
   }
 }

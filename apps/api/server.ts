@@ -38,6 +38,9 @@ export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL
     app,
     url,
     async close() {
+      // Out of rotation first (/readyz 503) while still serving, then stop accepting.
+      app.markDraining();
+      if (config.DRAIN_DELAY_MS > 0) await new Promise((r) => setTimeout(r, config.DRAIN_DELAY_MS));
       await app.close(); // stops accepting, drains in-flight requests
       if (connection) await (await connection.catch(() => undefined))?.close().catch(() => {});
       await db.end().catch(() => {});

@@ -37,11 +37,12 @@ try {
   };
   // Every query is a workflow: the UI shows each one's history (external Temporal: its own UI).
   const ui = stack.temporalUiUrl === undefined ? '' : `\n  Temporal:  ${stack.temporalUiUrl}   (Web UI: every query is a workflow)`;
+  const metrics = `\n  Metrics:   ${stack.url}/metrics${config.WORKER_METRICS_ADDRESS ? `   (worker: http://${config.WORKER_METRICS_ADDRESS}/metrics)` : ''}`;
   await fs.writeFile(runtimeFile, JSON.stringify(runtime, null, 2));
   // The banner first: whoever waits for the ready event may read the key from stdout at once.
   console.log(`Workflow Query Service is running.
 
-  Base URL:  ${stack.url}${ui}
+  Base URL:  ${stack.url}${ui}${config.METRICS_ENABLED ? metrics : ''}
   API key:   ${stack.apiKey}   (also in ${config.dataDir}/dev-api-key)
 
   Try:

@@ -1,6 +1,6 @@
 // Everything on embedded defaults in one process: what `npm start` runs and `npm run bench` measures.
 import fs from 'node:fs/promises';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { Runtime } from '@temporalio/worker';
 import type { Config } from '../../shared/config.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { ensureDevOrg, prepareDatabase } from '../../shared/db/seed.ts';
@@ -8,6 +8,7 @@ import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
 import { startTemporalDevServer } from '../../shared/infra/temporal-dev-server.ts';
 import { startDemoSites, type DemoSites } from '../demo-sites/server.ts';
 import { startWorker } from '../worker/worker.ts';
+import { runtimeOptions } from '../worker/telemetry.ts';
 import { startApi } from '../api/server.ts';
 
 export interface DevStack {
@@ -40,7 +41,7 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
   try {
     await fs.mkdir(config.dataDir, { recursive: true });
     if (!runtimeInstalled) {
-      Runtime.install({ logger: new DefaultLogger('WARN') });
+      Runtime.install(runtimeOptions(config));
       runtimeInstalled = true;
     }
     const [pg, temporal] = await Promise.all([

@@ -69,7 +69,15 @@ export default fp(
         seq += 1;
         res.write(`id: ${seq}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
       };
-      const sendTerminal = (env: TerminalEnvelope) => send(env.status < 400 && env.body.success === true ? 'result' : 'error', env.body);
+      // Counted once, when the caller is given its terminal event (a stream left before it counts as closed).
+      let delivered = false;
+      const sendTerminal = (env: TerminalEnvelope) => {
+        if (!closed && !delivered) {
+          delivered = true;
+          app.metrics.recordQuery('sse', env, sub.kind === 'replay');
+        }
+        send(env.status < 400 && env.body.success === true ? 'result' : 'error', env.body);
+      };
 
       if (sub.kind === 'replay') {
         // A finished keyed request: its retained terminal event, nothing invented before it.
@@ -118,6 +126,7 @@ export default fp(
         res.end();
       };
       open.add(endNow);
+      app.metrics.openStreams.inc();
       res.on('close', stop);
       res.on('error', stop);
       const keepAlive = setInterval(() => {
@@ -165,6 +174,8 @@ export default fp(
       } finally {
         clearInterval(keepAlive);
         open.delete(endNow);
+        app.metrics.openStreams.dec();
+        if (closed && !delivered) app.metrics.recordClosedStream();
         if (!closed) {
           closed = true;
           res.end();
@@ -172,7 +183,7 @@ export default fp(
       }
     });
   },
-  { name: 'sse', dependencies: ['errors'] },
+  { name: 'sse', dependencies: ['errors', 'metrics'] },
 );
 
 function engineUnavailable(requestId: string, baseUrl: string): TerminalEnvelope {

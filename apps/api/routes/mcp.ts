@@ -58,8 +58,9 @@ export default async function mcpRoutes(app: FastifyInstance) {
     reply.hijack();
     // A client that leaves ends this exchange only; runs it started go on in Temporal.
     open.add(transport);
+    app.metrics.openMcpExchanges.inc();
     reply.raw.on('close', () => {
-      open.delete(transport);
+      if (open.delete(transport)) app.metrics.openMcpExchanges.dec();
       void transport.close();
       void server.close();
     });

@@ -26,7 +26,12 @@ export function envelopeHeaders(sub: Submission, env: { status: number; body: un
   return h;
 }
 
+/** Answers already counted in wqs_queries_total (the route's onSend counts the others: errors thrown before a run). */
+const counted = new WeakSet<object>();
+
 export function sendEnvelope(reply: FastifyReply, sub: Submission, env: TerminalEnvelope, replayed: boolean) {
+  reply.server.metrics.recordQuery('json', env, replayed);
+  counted.add(reply.request);
   return reply.code(env.status).headers(envelopeHeaders(sub, env, replayed)).type('application/json; charset=utf-8').send(env.body);
 }
 
@@ -64,12 +69,27 @@ const EXAMPLES = {
   stream: { summary: 'Streamed', value: { api: '@weather', operation: 'current_weather', input: { city: 'Oslo' }, stream: true } },
 };
 
+/** The error envelope as sent (a JSON string); anything else counts as an unknown code. */
+function errorBody(payload: unknown): unknown {
+  if (typeof payload !== 'string') return undefined;
+  try {
+    return JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
+}
+
 export default async function queryRoutes(app: FastifyInstance, opts: { queries: QueryService }) {
   const svc = opts.queries;
   app.post(
     '/v1/query',
     {
       preValidation: app.authenticate,
+      // Every JSON answer counted once: an error thrown before a run (401, 400, 402, …) is only seen here.
+      onSend: async (request, reply, payload) => {
+        if (!counted.has(request) && reply.statusCode >= 400) app.metrics.recordQuery('json', { status: reply.statusCode, body: errorBody(payload) }, false);
+        return payload;
+      },
       // Body and Idempotency-Key are the query service's to check (strict unknown fields, mode
       // rules, invalid_provider_input against the operation's schema): declared for the document.
       validatorCompiler: documentOnly(['body', 'headers']),

@@ -1,0 +1,130 @@
+// Prometheus metrics of one API process, on a Registry of its own (never prom-client's global one:
+// two apps in one process, as in tests, must not share or double-register collectors).
+// Labels are bounded sets only — route patterns, methods, status codes, catalog error codes —
+// never a raw URL, an organization, a key or a request id.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ERRORS } from '../../../shared/errors.ts';
+import type { Db } from '../../../shared/db/pool.ts';
+
+/** 1 ms to the 170 s query deadline (and a little beyond it, for settlement). */
+export const LATENCY_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180];
+
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+/** How a query's answer reached its caller: a JSON body, or the terminal event of a stream. */
+export type QueryTransport = 'json' | 'sse';
+
+type Envelope = { status: number; body: unknown };
+type Billing = { status?: string; reserved_credits?: number; charged_credits?: number | null };
+
+export class ApiMetrics {
+  readonly registry = new Registry();
+  private readonly http: Histogram<'route' | 'method' | 'status'>;
+  private readonly queries: Counter<'transport' | 'outcome' | 'code' | 'replayed'>;
+  private readonly queryCredits: Counter<'event'>;
+  readonly openStreams: Gauge;
+  readonly openMcpExchanges: Gauge;
+
+  constructor(db: Db) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry, prefix: 'wqs_' });
+    this.http = new Histogram({
+      name: 'wqs_http_request_duration_seconds',
+      help: 'HTTP requests by route pattern, method and status, with their duration (streams: until the stream ends)',
+      labelNames: ['route', 'method', 'status'],
+      buckets: LATENCY_BUCKETS_SECONDS,
+      registers,
+    });
+    this.queries = new Counter({
+      name: 'wqs_queries_total',
+      help: 'POST /v1/query answers by outcome (success, error, or closed: a stream left before its terminal event) and error code; replayed="true" for retained results given again',
+      labelNames: ['transport', 'outcome', 'code', 'replayed'],
+      registers,
+    });
+    this.queryCredits = new Counter({
+      name: 'wqs_query_credits_total',
+      help: 'Credits in the receipts of first deliveries (not replays) by this process: reserved, settled (charged) and released',
+      labelNames: ['event'],
+      registers,
+    });
+    this.openStreams = new Gauge({ name: 'wqs_sse_streams_open', help: 'Server-sent event streams of POST /v1/query open now', registers });
+    this.openMcpExchanges = new Gauge({ name: 'wqs_mcp_exchanges_open', help: 'MCP (Streamable HTTP) exchanges open now', registers });
+    // The ledger as PostgreSQL holds it, summed over every organization, read at each scrape: one
+    // aggregate over credit_balances (a row per organization, never the growing ledger). Every API
+    // process reports the same fleet-wide figures: aggregate with max(), not sum().
+    const scrapeOk = new Gauge({ name: 'wqs_credits_scrape_success', help: '1 when the credit figures below were read at this scrape, 0 when PostgreSQL did not answer', registers });
+    new Gauge({
+      name: 'wqs_credits',
+      help: 'Credits of all organizations by state, from credit_balances: granted = available + reserved (held by running queries) + charged (settled)',
+      labelNames: ['state'],
+      registers,
+      async collect() {
+        try {
+          const r = await db.query<Record<'granted' | 'available' | 'reserved' | 'charged', string>>(
+            `SELECT coalesce(sum(granted), 0)::text AS granted, coalesce(sum(available), 0)::text AS available,
+                    coalesce(sum(reserved), 0)::text AS reserved, coalesce(sum(charged), 0)::text AS charged
+               FROM credit_balances`,
+          );
+          const row = r.rows[0]!;
+          for (const state of ['granted', 'available', 'reserved', 'charged'] as const) this.set({ state }, Number(row[state]));
+          scrapeOk.set(1);
+        } catch {
+          this.reset();
+          scrapeOk.set(0);
+        }
+      },
+    });
+  }
+
+  observeHttp(request: FastifyRequest, status: number, seconds: number) {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const method = METHODS.has(request.method) ? request.method : 'OTHER';
+    this.http.observe({ route, method, status: String(status) }, seconds);
+  }
+
+  /** One query answer, counted once, from the envelope the caller was given. */
+  recordQuery(transport: QueryTransport, env: Envelope, replayed: boolean) {
+    const body = env.body as { success?: boolean; data?: { receipt?: { billing?: Billing } }; error?: { code?: string; receipt?: { billing?: Billing } } };
+    const success = env.status < 400 && body?.success === true;
+    const raw = body?.error?.code;
+    const code = success ? 'none' : raw && Object.hasOwn(ERRORS, raw) ? raw : 'unknown';
+    this.queries.inc({ transport, outcome: success ? 'success' : 'error', code, replayed: String(replayed) });
+    if (replayed) return; // its credits were counted when it was first delivered
+    const billing = body?.data?.receipt?.billing ?? body?.error?.receipt?.billing;
+    const reserved = billing?.reserved_credits ?? 0;
+    if (!billing || reserved <= 0) return;
+    this.queryCredits.inc({ event: 'reserved' }, reserved);
+    if (billing.status === 'settled') {
+      const charged = billing.charged_credits ?? 0;
+      if (charged > 0) this.queryCredits.inc({ event: 'settled' }, charged);
+      if (reserved > charged) this.queryCredits.inc({ event: 'released' }, reserved - charged);
+    } else if (billing.status === 'released') {
+      this.queryCredits.inc({ event: 'released' }, reserved);
+    }
+  }
+
+  /** A stream whose client left (or the API drained) before its terminal event. */
+  recordClosedStream() {
+    this.queries.inc({ transport: 'sse', outcome: 'closed', code: 'none', replayed: 'false' });
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: ApiMetrics;
+  }
+}
+
+export default fp(
+  async function metricsPlugin(app: FastifyInstance) {
+    const metrics = new ApiMetrics(app.db);
+    app.decorate('metrics', metrics);
+    // Hijacked replies (streams, MCP) are observed too: Fastify runs onResponse when the raw response finishes.
+    app.addHook('onResponse', async (request, reply) => {
+      metrics.observeHttp(request, reply.statusCode, reply.elapsedTime / 1000);
+    });
+  },
+  { name: 'metrics' },
+);

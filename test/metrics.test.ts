@@ -1,0 +1,296 @@
+// GET /metrics, /livez and /readyz on the real stack. The counters are read from an API process of
+// this file's own (on the shared worker's task queue), so every figure is exactly what these tests
+// caused; the /readyz 503 comes from an API whose PostgreSQL and Temporal point nowhere.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../shared/infra/free-port.ts';
+import { startApiProcess, startWorkerProcess, type ServiceProcess } from './helpers/processes.ts';
+import { call, closeDb, demo, newOrg, ownPair, query, stack, until } from './helpers/stack.ts';
+
+const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
+
+let api: ServiceProcess;
+let base: string;
+
+beforeAll(async () => {
+  await demo('/__demo/reset');
+  const s = stack();
+  api = await startApiProcess({ databaseUrl: s.databaseUrl, temporalAddress: s.temporalAddress, hostMap: s.hostMap, taskQueue: s.taskQueue, env: { WQS_SKIP_MIGRATIONS: '1' } });
+  base = String(api.started.url);
+}, 120_000);
+afterAll(async () => {
+  await api?.kill();
+  await closeDb();
+});
+
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** The Prometheus text format, sample lines only. */
+function parse(text: string): Sample[] {
+  const out: Sample[] = [];
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m) throw new Error(`not a sample line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
+    out.push({ name: m[1]!, labels, value: Number(m[3]) });
+  }
+  return out;
+}
+
+/** Sum of the samples named `name` whose labels include `labels`. */
+const value = (samples: Sample[], name: string, labels: Record<string, string> = {}) =>
+  samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
+
+async function scrape(baseUrl = base) {
+  const res = await call('GET', '/metrics', { baseUrl });
+  expect(res.status, res.text).toBe(200);
+  return { res, samples: parse(res.text) };
+}
+
+const Q = 'wqs_queries_total';
+const HTTP = 'wqs_http_request_duration_seconds';
+
+describe('GET /metrics', () => {
+  it('is Prometheus text with the process metrics prefixed wqs_ and the service metrics declared', async () => {
+    const { res, samples } = await scrape();
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(value(samples, 'wqs_process_cpu_user_seconds_total')).toBeGreaterThan(0);
+    expect(samples.some((s) => s.name === 'wqs_nodejs_eventloop_lag_seconds')).toBe(true);
+    for (const name of [Q, 'wqs_query_credits_total', HTTP, 'wqs_sse_streams_open', 'wqs_mcp_exchanges_open', 'wqs_credits']) expect(res.text).toContain(`# TYPE ${name} `);
+    // Nothing but our own: prom-client's global registry would also carry the default metrics unprefixed.
+    expect(res.text).not.toMatch(/^process_cpu/m);
+  });
+
+  it('counts queries once by outcome, code and replay, with the HTTP latency histogram by route pattern', async () => {
+    const org = await newOrg(50);
+    const idemKey = `metrics-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    const before = (await scrape()).samples;
+
+    const ok = await query(org.api_key, london, { 'idempotency-key': idemKey }, base);
+    expect(ok.status, ok.text).toBe(200);
+    const replay = await query(org.api_key, london, { 'idempotency-key': idemKey }, base);
+    expect(replay.status).toBe(200);
+    expect(replay.headers.get('idempotency-replayed')).toBe('true');
+    const bad = await query(org.api_key, { api: '@weather', operation: 'current_weather', input: { city: 'London' }, nonsense: 1 }, {}, base);
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe('invalid_input');
+    const anonymous = await call('POST', '/v1/query', { body: london, baseUrl: base });
+    expect(anonymous.status).toBe(401);
+    const unknownId = `req_${Math.random().toString(36).slice(2)}notaroute`;
+    expect((await call('GET', `/nowhere/${unknownId}`, { baseUrl: base })).status).toBe(404);
+
+    const { res, samples } = await scrape();
+    const delta = (name: string, labels: Record<string, string>) => value(samples, name, labels) - value(before, name, labels);
+    expect(delta(Q, { transport: 'json', outcome: 'success', code: 'none', replayed: 'false' })).toBe(1);
+    expect(delta(Q, { transport: 'json', outcome: 'success', code: 'none', replayed: 'true' })).toBe(1);
+    expect(delta(Q, { transport: 'json', outcome: 'error', code: 'invalid_input', replayed: 'false' })).toBe(1);
+    expect(delta(Q, { transport: 'json', outcome: 'error', code: 'api_key_required', replayed: 'false' })).toBe(1);
+    expect(delta(Q, {})).toBe(4);
+
+    // The receipt of the first delivery: 1 credit reserved and settled; the replay adds nothing.
+    expect(ok.body.data.receipt.billing).toMatchObject({ status: 'settled', reserved_credits: 1, charged_credits: 1 });
+    expect(delta('wqs_query_credits_total', { event: 'reserved' })).toBe(1);
+    expect(delta('wqs_query_credits_total', { event: 'settled' })).toBe(1);
+    expect(delta('wqs_query_credits_total', { event: 'released' })).toBe(0);
+
+    // Routes by pattern and status; every request observed once in the histogram.
+    const post = (status: string) => ({ route: '/v1/query', method: 'POST', status });
+    expect(delta(`${HTTP}_count`, post('200'))).toBe(2);
+    expect(delta(`${HTTP}_count`, post('400'))).toBe(1);
+    expect(delta(`${HTTP}_count`, post('401'))).toBe(1);
+    expect(delta(`${HTTP}_count`, { route: 'unmatched', method: 'GET', status: '404' })).toBe(1);
+    const buckets = samples.filter((s) => s.name === `${HTTP}_bucket` && s.labels.route === '/v1/query' && s.labels.status === '200').map((s) => s.labels.le);
+    expect(buckets).toEqual(['0.001', '0.0025', '0.005', '0.01', '0.025', '0.05', '0.1', '0.25', '0.5', '1', '2.5', '5', '10', '30', '60', '120', '180', '+Inf']);
+    // The run took more than a millisecond: the first bucket holds fewer than +Inf.
+    expect(value(samples, `${HTTP}_bucket`, { ...post('200'), le: '0.001' })).toBeLessThan(value(samples, `${HTTP}_bucket`, { ...post('200'), le: '+Inf' }));
+    expect(value(samples, `${HTTP}_sum`, post('200'))).toBeGreaterThan(0);
+
+    // No organization's data and no raw URL anywhere.
+    for (const secret of [org.org_id, org.api_key, idemKey, ok.body.data.receipt.request_id, unknownId, 'London']) expect(res.text).not.toContain(secret);
+    expect(new Set(samples.map((s) => s.labels.route).filter(Boolean))).not.toContain(`/nowhere/${unknownId}`);
+
+    // Again: the counters only grow.
+    const again = await query(org.api_key, london, {}, base);
+    expect(again.status).toBe(200);
+    const later = (await scrape()).samples;
+    expect(value(later, Q, { outcome: 'success', replayed: 'false' })).toBe(value(samples, Q, { outcome: 'success', replayed: 'false' }) + 1);
+    expect(value(later, 'wqs_query_credits_total', { event: 'settled' })).toBe(value(samples, 'wqs_query_credits_total', { event: 'settled' }) + 1);
+  }, 120_000);
+
+  it('reads the credit totals from the ledger at each scrape: the balance invariant holds, charges show up', async () => {
+    const org = await newOrg(7);
+    const before = (await scrape()).samples;
+    expect(value(before, 'wqs_credits_scrape_success')).toBe(1);
+    const c = (s: Sample[], state: string) => value(s, 'wqs_credits', { state });
+    expect(c(before, 'granted')).toBe(c(before, 'available') + c(before, 'reserved') + c(before, 'charged'));
+    expect(c(before, 'granted')).toBeGreaterThanOrEqual(7);
+    const ok = await query(org.api_key, london, {}, base);
+    expect(ok.status, ok.text).toBe(200);
+    // Other organizations may be charged meanwhile: the total grows by at least this charge.
+    const after = (await scrape()).samples;
+    expect(c(after, 'charged')).toBeGreaterThanOrEqual(c(before, 'charged') + 1);
+    expect(c(after, 'granted')).toBe(c(after, 'available') + c(after, 'reserved') + c(after, 'charged'));
+  }, 120_000);
+
+  it('counts streamed answers as sse and opens and closes the stream gauge; MCP exchanges likewise', async () => {
+    const org = await newOrg(10);
+    const before = (await scrape()).samples;
+    const res = await fetch(`${base}/v1/query`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${org.api_key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ ...london, stream: true }),
+    });
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const text = await res.text();
+    expect(text).toContain('event: result');
+
+    const mcp = await call('POST', '/mcp', {
+      key: org.api_key,
+      baseUrl: base,
+      body: { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'metrics-test', version: '1' } } },
+      headers: { accept: 'application/json, text/event-stream' },
+    });
+    expect(mcp.status).toBe(200);
+
+    // Hijacked answers are observed when their response finishes.
+    const after = await until(async () => {
+      const s = (await scrape()).samples;
+      return value(s, `${HTTP}_count`, { route: '/mcp', method: 'POST', status: '200' }) > value(before, `${HTTP}_count`, { route: '/mcp', method: 'POST', status: '200' }) && s;
+    });
+    expect(value(after, Q, { transport: 'sse', outcome: 'success', code: 'none', replayed: 'false' }) - value(before, Q, { transport: 'sse', outcome: 'success', code: 'none', replayed: 'false' })).toBe(1);
+    expect(value(after, Q, { transport: 'json' }) - value(before, Q, { transport: 'json' })).toBe(0);
+    expect(value(after, `${HTTP}_count`, { route: '/v1/query', method: 'POST', status: '200' }) - value(before, `${HTTP}_count`, { route: '/v1/query', method: 'POST', status: '200' })).toBe(1);
+    expect(value(after, 'wqs_sse_streams_open')).toBe(0);
+    expect(value(after, 'wqs_mcp_exchanges_open')).toBe(0);
+  }, 120_000);
+
+  it('a stream its client leaves before the terminal event counts once as closed, and the gauge goes back to 0', async () => {
+    const org = await newOrg(10);
+    const before = (await scrape()).samples;
+    await demo('/__demo/faults', { host: 'weather.example.test', latency_ms: 2500, times: 1 });
+    const ac = new AbortController();
+    const res = await fetch(`${base}/v1/query`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${org.api_key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ ...london, stream: true }),
+      signal: ac.signal,
+    });
+    const reader = res.body!.getReader();
+    let seen = '';
+    while (!seen.includes('event: progress')) {
+      const { done, value: chunk } = await reader.read();
+      if (done) break;
+      seen += new TextDecoder().decode(chunk);
+    }
+    expect(seen).toContain('event: progress');
+    const open = (await scrape()).samples;
+    expect(value(open, 'wqs_sse_streams_open')).toBe(1);
+    ac.abort();
+    const closed = { transport: 'sse', outcome: 'closed', code: 'none', replayed: 'false' };
+    const after = await until(async () => {
+      const s = (await scrape()).samples;
+      return value(s, Q, closed) > value(before, Q, closed) && s;
+    }, 60_000);
+    expect(value(after, Q, closed) - value(before, Q, closed)).toBe(1);
+    expect(value(after, Q, { transport: 'sse', outcome: 'success' }) - value(before, Q, { transport: 'sse', outcome: 'success' })).toBe(0);
+    expect(value(after, 'wqs_sse_streams_open')).toBe(0);
+    await demo('/__demo/reset');
+  }, 120_000);
+});
+
+describe('worker metrics', () => {
+  it('WORKER_METRICS_ADDRESS serves the Temporal SDK metrics of the worker in Prometheus format', async () => {
+    const port = await freePort();
+    const worker = await startWorkerProcess(ownPair('metrics-worker', { WORKER_METRICS_ADDRESS: `127.0.0.1:${port}` }));
+    try {
+      expect(worker.started.metrics).toBe(`http://127.0.0.1:${port}/metrics`);
+      const text = await until(async () => {
+        const r = await fetch(`http://127.0.0.1:${port}/metrics`).catch(() => undefined);
+        const t = r?.ok ? await r.text() : '';
+        return t.includes('temporal_worker_task_slots_available') && t;
+      }, 60_000);
+      expect(text).toMatch(/^# TYPE temporal_\w+ /m);
+      expect(text).toContain('task_queue="metrics-worker-');
+    } finally {
+      await worker.kill();
+    }
+  }, 120_000);
+});
+
+describe('liveness and readiness', () => {
+  it('/livez is 200 {status:ok}; /readyz is the /health envelope, 200 when PostgreSQL and Temporal answer', async () => {
+    const live = await call('GET', '/livez', { baseUrl: base });
+    expect(live.status).toBe(200);
+    expect(live.body).toEqual({ status: 'ok' });
+    const ready = await call('GET', '/readyz', { baseUrl: base });
+    expect(ready.status, ready.text).toBe(200);
+    expect(ready.body).toMatchObject({ status: 'ok', service: 'workflow-query-service', checks: { postgres: { status: 'ok' }, temporal: { status: 'ok' }, draining: false } });
+    expect(Object.keys(ready.body).sort()).toEqual(['checks', 'service', 'status', 'timestamp', 'uptime_seconds']);
+  });
+
+  it('on SIGTERM with DRAIN_DELAY_MS: /readyz turns 503 (checks.draining) while the API still serves, then the process exits; METRICS_ENABLED=false hides /metrics', async () => {
+    const s = stack();
+    const draining = await startApiProcess({
+      databaseUrl: s.databaseUrl,
+      temporalAddress: s.temporalAddress,
+      hostMap: s.hostMap,
+      taskQueue: s.taskQueue,
+      env: { WQS_SKIP_MIGRATIONS: '1', DRAIN_DELAY_MS: '12000', METRICS_ENABLED: 'false' },
+    });
+    const b = String(draining.started.url);
+    try {
+      expect((await call('GET', '/readyz', { baseUrl: b })).status).toBe(200);
+      // METRICS_ENABLED=false: no /metrics at all (the ordinary 404 envelope), and not in the document.
+      const off = await call('GET', '/metrics', { baseUrl: b });
+      expect(off.status).toBe(404);
+      expect(off.body.error.code).toBeDefined();
+      expect((await call('GET', '/openapi.json', { baseUrl: b })).body.paths['/metrics']).toBeUndefined();
+      const exited = new Promise<number | null>((resolve) => draining.proc.once('exit', (code) => resolve(code)));
+      draining.proc.kill('SIGTERM');
+      const ready = await until(async () => {
+        const r = await call('GET', '/readyz', { baseUrl: b });
+        return r.status === 503 && r;
+      }, 11_000, 100);
+      expect(ready.body).toMatchObject({ status: 'degraded', checks: { postgres: { status: 'ok' }, temporal: { status: 'ok' }, draining: true } });
+      // Still serving meanwhile: liveness and ordinary routes answer.
+      expect((await call('GET', '/livez', { baseUrl: b })).status).toBe(200);
+      expect((await call('GET', '/health', { baseUrl: b })).status).toBe(200);
+      expect(await exited).toBe(0);
+    } finally {
+      await draining.kill('SIGKILL');
+    }
+  }, 120_000);
+
+  it('an API whose PostgreSQL and Temporal point nowhere: /livez 200, /readyz 503 degraded, /metrics 200 without credit figures', async () => {
+    const broken = await startApiProcess({
+      databaseUrl: `postgres://postgres:postgres@127.0.0.1:${await freePort()}/wqs`,
+      temporalAddress: `127.0.0.1:${await freePort()}`,
+      hostMap: {},
+      taskQueue: 'unused',
+      env: { WQS_SKIP_MIGRATIONS: '1' },
+    });
+    try {
+      const b = String(broken.started.url);
+      const live = await call('GET', '/livez', { baseUrl: b });
+      expect(live.status).toBe(200);
+      expect(live.body).toEqual({ status: 'ok' });
+      const ready = await call('GET', '/readyz', { baseUrl: b });
+      expect(ready.status).toBe(503);
+      expect(ready.body).toMatchObject({ status: 'degraded', checks: { postgres: { status: 'down' }, temporal: { status: 'down' }, draining: false } });
+      expect(ready.text).not.toMatch(/ECONNREFUSED|at .*\.ts:\d+/);
+      // A scrape never fails for want of PostgreSQL: the credit figures are absent and say so.
+      const { samples } = await scrape(b);
+      expect(value(samples, 'wqs_credits_scrape_success')).toBe(0);
+      expect(samples.filter((x) => x.name === 'wqs_credits')).toEqual([]);
+      expect(value(samples, 'wqs_process_cpu_user_seconds_total')).toBeGreaterThan(0);
+    } finally {
+      await broken.kill();
+    }
+  }, 120_000);
+});
