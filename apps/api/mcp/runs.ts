@@ -16,6 +16,8 @@ export interface McpContext {
   orgId: string;
   /** `?read_only=true`: no tool that changes websites, and actions are refused. */
   readOnly: boolean;
+  /** Told of every terminal envelope a tool hands over (metrics); `replayed` when it was delivered before. */
+  onDelivered?: (env: TerminalEnvelope, replayed: boolean) => void;
 }
 
 export interface RunArgs {
@@ -73,10 +75,14 @@ async function runUnbounded(ctx: McpContext, args: RunArgs, kind: RunKind, onSta
     if (refusal) return { isError: true, result: { ...none, status: 'refused', message: refusal } };
 
     const sub = await svc.submit(ctx.orgId, q, op, key);
-    if (sub.kind === 'replay') return fromEnvelope(sub.request, sub.envelope, true);
+    if (sub.kind === 'replay') {
+      ctx.onDelivered?.(sub.envelope, true);
+      return fromEnvelope(sub.request, sub.envelope, true);
+    }
     const waitMs = (args.wait_seconds ?? WAIT_SECONDS.default) * 1000;
     const env = await waitWithProgress(svc, sub.workflowId, sub.request.id, Math.min(waitMs, svc.remainingMs(sub.request.created_at) + 5_000), onStage);
     if (!env) return running(sub.request);
+    ctx.onDelivered?.(env, false);
     return fromEnvelope(sub.request, env, false);
   } catch (err) {
     return fromError(err, ctx.baseUrl, none);
@@ -104,7 +110,9 @@ async function getRunUnbounded(ctx: McpContext, args: { request_id: string; wait
       if (row.result_expires_at && row.result_expires_at.getTime() <= Date.now()) {
         throw new ServiceError('request_not_found', `The result of ${row.id} was kept for 24 hours and has been deleted`, { param: 'request_id' });
       }
-      return fromEnvelope(row, { status: row.response_status ?? 200, body: row.result }, false);
+      const stored = { status: row.response_status ?? 200, body: row.result };
+      ctx.onDelivered?.(stored, true);
+      return fromEnvelope(row, stored, false);
     }
     // Finished, and its result is gone: retention deleted it (shared/db/requests.ts deleteExpiredResults).
     if (row.completed_at && FINISHED_STATES.has(row.status)) {
@@ -115,7 +123,10 @@ async function getRunUnbounded(ctx: McpContext, args: { request_id: string; wait
     }
     const waitMs = (args.wait_seconds ?? WAIT_SECONDS.default) * 1000;
     const env = await waitWithProgress(ctx.queries, row.workflow_id, row.id, waitMs, onStage);
-    return env ? fromEnvelope(row, env, false) : running(row);
+    if (!env) return running(row);
+    // The first delivery of a run an earlier call left running.
+    ctx.onDelivered?.(env, false);
+    return fromEnvelope(row, env, false);
   } catch (err) {
     return fromError(err, ctx.baseUrl, none);
   }

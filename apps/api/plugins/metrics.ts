@@ -14,7 +14,7 @@ export const LATENCY_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
 /** How a query's answer reached its caller: a JSON body, or the terminal event of a stream. */
-export type QueryTransport = 'json' | 'sse';
+export type QueryTransport = 'json' | 'sse' | 'mcp';
 
 type Envelope = { status: number; body: unknown };
 type Billing = { status?: string; reserved_credits?: number; charged_credits?: number | null };

@@ -53,7 +53,10 @@ export default async function mcpRoutes(app: FastifyInstance) {
       if (workflowTools.length === 0) throw new ServiceError('unknown_api_slug', `No workflow ${handle} is available to this organization`, { param: 'workflow_name' });
     }
 
-    const server = buildServer({ db: app.db, queries: app.queries, baseUrl: base, orgId: auth.orgId, readOnly }, { workflowTools });
+    const server = buildServer(
+      { db: app.db, queries: app.queries, baseUrl: base, orgId: auth.orgId, readOnly, onDelivered: (env, replayed) => app.metrics.recordQuery('mcp', env, replayed) },
+      { workflowTools },
+    );
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     reply.hijack();
     // A client that leaves ends this exchange only; runs it started go on in Temporal.

@@ -10,8 +10,8 @@ import { HealthEnvelope } from '../../../shared/openapi/schemas.ts';
 
 type Check = { status: 'ok' | 'down' };
 
-/** PostgreSQL and Temporal checked at once, in the /health envelope's shape, plus whether the process drains. */
-export async function readiness(db: Db, temporalHealthy: () => Promise<boolean>, startedAt: number, draining: boolean) {
+/** PostgreSQL and Temporal checked at once, in the /health envelope's shape (GET /health, GET /readyz with `draining`). */
+export async function readiness(db: Db, temporalHealthy: () => Promise<boolean>, startedAt: number, draining?: boolean) {
   const started = Date.now();
   const [postgres, temporal] = await Promise.all([
     db
@@ -22,7 +22,7 @@ export async function readiness(db: Db, temporalHealthy: () => Promise<boolean>,
       .then((ok): Check => ({ status: ok ? 'ok' : 'down' }))
       .catch((): Check => ({ status: 'down' })),
   ]);
-  const ok = postgres.status === 'ok' && temporal.status === 'ok' && !draining;
+  const ok = postgres.status === 'ok' && temporal.status === 'ok' && draining !== true;
   return {
     ok,
     body: {
@@ -30,7 +30,8 @@ export async function readiness(db: Db, temporalHealthy: () => Promise<boolean>,
       service: 'workflow-query-service',
       timestamp: new Date().toISOString(),
       uptime_seconds: Math.floor((Date.now() - startedAt) / 1000),
-      checks: { postgres, temporal, draining, duration_ms: Date.now() - started },
+      // /health (no `draining`) keeps the shape it always had; /readyz adds whether the process drains.
+      checks: { postgres, temporal, ...(draining === undefined ? {} : { draining }), duration_ms: Date.now() - started },
     },
   };
 }

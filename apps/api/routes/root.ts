@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { ERRORS, ERROR_GUIDE_PATH, type ErrorCode } from '../../../shared/errors.ts';
 import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
 import { AuthResponse, ErrorGuideResponse, HealthEnvelope, ServiceInfo } from '../../../shared/openapi/schemas.ts';
+import { readiness } from './probes.ts';
 
 const Html = z.string().describe('an HTML page');
 
@@ -44,26 +45,8 @@ export default async function rootRoutes(fastify: FastifyInstance, opts: { versi
       },
     },
     async (_request, reply) => {
-    const started = Date.now();
-    const [pg, temporal] = await Promise.all([
-      app.db
-        .query('SELECT 1')
-        .then(() => ({ status: 'ok' as const }))
-        .catch(() => ({ status: 'down' as const })),
-      opts
-        .temporalHealthy()
-        .then((ok) => ({ status: ok ? ('ok' as const) : ('down' as const) }))
-        .catch(() => ({ status: 'down' as const })),
-    ]);
-    const ok = pg.status === 'ok' && temporal.status === 'ok';
-    const body = {
-      status: ok ? ('ok' as const) : ('degraded' as const),
-      service: 'workflow-query-service',
-      timestamp: new Date().toISOString(),
-      uptime_seconds: Math.floor((Date.now() - opts.startedAt) / 1000),
-      checks: { postgres: pg, temporal, duration_ms: Date.now() - started },
-    };
-    return reply.code(ok ? 200 : 503).header('cache-control', 'no-store').send(body);
+      const { ok, body } = await readiness(app.db, opts.temporalHealthy, opts.startedAt);
+      return reply.code(ok ? 200 : 503).header('cache-control', 'no-store').send(body);
     },
   );
 
