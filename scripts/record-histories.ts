@@ -6,21 +6,31 @@
 //
 // It creates two small organizations of its own and RESETS THE DEMO SITES' STATE (bookings,
 // faults) first, so the action books a free slot and the injected fault is the only one.
+//
+// The saga's branches a real stack cannot produce on demand (deadline passed, ledger unreachable,
+// an action timing out, a request closed or released under the run) are recorded from the same
+// workflow code run by a worker of the script's own, on a task queue of its own, with the stub
+// activities of test/query-workflow.test.ts: the history is the workflow's, whatever the stubs did.
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import type { QueryWorkflowInput } from '../shared/workflow-contract.ts';
 import { maintenanceScheduleId } from '../apps/worker/maintenance-schedule.ts';
+import { workflowBundle } from '../apps/worker/worker.ts';
 import { loadConfig } from '../shared/config.ts';
 import { createOrg } from '../shared/db/orgs.ts';
 import { createPool } from '../shared/db/pool.ts';
 import { historyToJson } from '../test/helpers/history-json.ts';
+import { OUTPUT, sagaInput, scenarios, stubs, type Scenario } from '../test/helpers/saga-stubs.ts';
 
 const OUT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../test/histories');
 /** A history above this is a sign the run did far more than a recording needs. */
 const MAX_BYTES = 100_000;
 
-interface Runtime {
+interface StackRuntime {
   base_url: string;
   database_url: string;
   temporal_address: string;
@@ -31,7 +41,7 @@ const config = loadConfig();
 const runtimeFile = path.join(config.dataDir, 'runtime.json');
 const runtime = JSON.parse(await fs.readFile(runtimeFile, 'utf8').catch(() => {
   throw new Error(`no running stack: ${runtimeFile} not found (start one with \`npm start\`, same DATA_DIR)`);
-})) as Runtime;
+})) as StackRuntime;
 const taskQueue = config.TEMPORAL_TASK_QUEUE;
 const db = createPool(runtime.database_url, 2);
 const connection = await Connection.connect({ address: runtime.temporal_address });
@@ -72,6 +82,73 @@ async function save(name: string, workflowId: string, runId?: string) {
   log('history_recorded', { name, workflowId, events: history.events?.length, bytes: Buffer.byteLength(text) });
 }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const unreachable = async (): Promise<never> => {
+  throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+};
+/** Saga branches, run with stub activities: name, input changes (made when the run starts), what the stubs do. */
+const branches = (): Array<[string, () => Partial<QueryWorkflowInput>, Scenario]> => {
+  const none = () => ({});
+  return [
+    ['query-deadline-passed', () => ({ deadlineAt: Date.now() - 1_000 }), {}],
+    ['query-billing-unavailable', none, { reserve: unreachable }],
+    [
+      'query-billing-unavailable-released',
+      none,
+      { reserve: unreachable, finalize: (f) => (f.status === 'rejected' ? { moved: false, status: 'processing' } : { moved: true, status: f.status }) },
+    ],
+    ['query-request-closed', none, { reserve: async () => ({ ok: false, reason: 'request_closed', status: 'interrupted' }) }],
+    [
+      'query-retried-then-success',
+      none,
+      (() => {
+        let n = 0;
+        return { execute: async () => (++n === 1 ? Promise.reject(ApplicationFailure.create({ type: 'upstream_http_error', message: 'The website returned 503' })) : OUTPUT) };
+      })(),
+    ],
+    [
+      'query-interrupted-at-settle',
+      none,
+      { settle: async () => Promise.reject(ApplicationFailure.nonRetryable('the reservation was released', 'already_released')) },
+    ],
+    [
+      'query-release-refused',
+      none,
+      {
+        execute: async () => Promise.reject(ApplicationFailure.nonRetryable('The website returned 404', 'upstream_not_found')),
+        release: async () => Promise.reject(ApplicationFailure.nonRetryable('already settled', 'already_settled')),
+      },
+    ],
+    // The execute activity outlives the deadline (its start-to-close): action_unconfirmed.
+    [
+      'query-action-unconfirmed',
+      () => ({ api: '@clinic', operation: 'book_appointment', performsActions: true, deadlineAt: Date.now() + 4_000 }),
+      { execute: async () => sleep(8_000).then(() => ({})) },
+    ],
+  ];
+};
+
+async function recordBranches() {
+  // The stub worker's state changes at info are noise; warnings and errors stay.
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const nc = await NativeConnection.connect({ address: runtime.temporal_address });
+  const stubQueue = `record-histories-${Date.now()}`;
+  try {
+    const worker = await Worker.create({ connection: nc, namespace: config.TEMPORAL_NAMESPACE, taskQueue: stubQueue, workflowBundle: await workflowBundle(), activities: stubs, shutdownGraceTime: '1 second' });
+    await worker.runUntil(async () => {
+      for (const [name, over, scenario] of branches()) {
+        const q = sagaInput(over());
+        scenarios.set(q.requestId, scenario);
+        const workflowId = `record-${name}-${q.requestId}`;
+        await client.workflow.execute('queryWorkflow', { taskQueue: stubQueue, workflowId, args: [q] });
+        await save(name, workflowId);
+      }
+    });
+  } finally {
+    await nc.close();
+  }
+}
+
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 
 try {
@@ -110,6 +187,8 @@ try {
   if (!run) throw new Error('the maintenance Schedule did not start a run within 60 s');
   await save('maintenance', run.workflowId, run.firstExecutionRunId);
   await demo('/__demo/reset');
+
+  await recordBranches();
 } finally {
   await connection.close();
   await db.end();
