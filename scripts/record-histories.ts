@@ -18,6 +18,7 @@ import { Client, Connection } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import type { QueryWorkflowInput } from '../shared/workflow-contract.ts';
+import type { queryWorkflow } from '../workflows/query-workflow.ts';
 import { maintenanceScheduleId } from '../apps/worker/maintenance-schedule.ts';
 import { workflowBundle } from '../apps/worker/worker.ts';
 import { loadConfig } from '../shared/config.ts';
@@ -86,47 +87,50 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const unreachable = async (): Promise<never> => {
   throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
 };
-/** Saga branches, run with stub activities: name, input changes (made when the run starts), what the stubs do. */
-const branches = (): Array<[string, () => Partial<QueryWorkflowInput>, Scenario]> => {
-  const none = () => ({});
-  return [
-    ['query-deadline-passed', () => ({ deadlineAt: Date.now() - 1_000 }), {}],
-    ['query-billing-unavailable', none, { reserve: unreachable }],
-    [
-      'query-billing-unavailable-released',
-      none,
-      { reserve: unreachable, finalize: (f) => (f.status === 'rejected' ? { moved: false, status: 'processing' } : { moved: true, status: f.status }) },
-    ],
-    ['query-request-closed', none, { reserve: async () => ({ ok: false, reason: 'request_closed', status: 'interrupted' }) }],
-    [
-      'query-retried-then-success',
-      none,
-      (() => {
-        let n = 0;
-        return { execute: async () => (++n === 1 ? Promise.reject(ApplicationFailure.create({ type: 'upstream_http_error', message: 'The website returned 503' })) : OUTPUT) };
-      })(),
-    ],
-    [
-      'query-interrupted-at-settle',
-      none,
-      { settle: async () => Promise.reject(ApplicationFailure.nonRetryable('the reservation was released', 'already_released')) },
-    ],
-    [
-      'query-release-refused',
-      none,
-      {
-        execute: async () => Promise.reject(ApplicationFailure.nonRetryable('The website returned 404', 'upstream_not_found')),
-        release: async () => Promise.reject(ApplicationFailure.nonRetryable('already settled', 'already_settled')),
-      },
-    ],
-    // The execute activity outlives the deadline (its start-to-close): action_unconfirmed.
-    [
-      'query-action-unconfirmed',
-      () => ({ api: '@clinic', operation: 'book_appointment', performsActions: true, deadlineAt: Date.now() + 4_000 }),
-      { execute: async () => sleep(8_000).then(() => ({})) },
-    ],
-  ];
+interface Branch {
+  name: string;
+  /** Input changes, made when the run starts. */
+  input?: () => Partial<QueryWorkflowInput>;
+  /** What the stubs do. */
+  scenario: Scenario;
+  /** The envelope's error code, or null for a 200: a run that ended otherwise is not recorded. */
+  outcome: string | null;
+}
+
+const fail = (type: string, message: string) => async (): Promise<never> => {
+  throw ApplicationFailure.nonRetryable(message, type);
 };
+const closed: Scenario['reserve'] = async () => ({ ok: false, reason: 'request_closed', status: 'interrupted' });
+const lostReservation: Scenario['finalize'] = (f) => (f.status === 'rejected' ? { moved: false, status: 'processing' } : { moved: true, status: f.status });
+
+function branches(): Branch[] {
+  let attempts = 0;
+  const flaky = async () => {
+    attempts += 1;
+    if (attempts === 1) throw ApplicationFailure.create({ type: 'upstream_http_error', message: 'The website returned 503' });
+    return OUTPUT;
+  };
+  return [
+    { name: 'query-deadline-passed', input: () => ({ deadlineAt: Date.now() - 1_000 }), scenario: {}, outcome: 'execution_timeout' },
+    { name: 'query-billing-unavailable', scenario: { reserve: unreachable }, outcome: 'billing_unavailable' },
+    { name: 'query-billing-unavailable-released', scenario: { reserve: unreachable, finalize: lostReservation }, outcome: 'billing_unavailable' },
+    { name: 'query-request-closed', scenario: { reserve: closed }, outcome: 'request_interrupted' },
+    { name: 'query-retried-then-success', scenario: { execute: flaky }, outcome: null },
+    { name: 'query-interrupted-at-settle', scenario: { settle: fail('already_released', 'the reservation was released') }, outcome: 'request_interrupted' },
+    {
+      name: 'query-release-refused',
+      scenario: { execute: fail('upstream_not_found', 'The website returned 404'), release: fail('already_settled', 'already settled') },
+      outcome: 'upstream_not_found',
+    },
+    // The execute activity outlives the deadline (its start-to-close).
+    {
+      name: 'query-action-unconfirmed',
+      input: () => ({ api: '@clinic', operation: 'book_appointment', performsActions: true, deadlineAt: Date.now() + 10_000 }),
+      scenario: { execute: async () => sleep(12_000).then(() => ({})) },
+      outcome: 'action_unconfirmed',
+    },
+  ];
+}
 
 async function recordBranches() {
   // The stub worker's state changes at info are noise; warnings and errors stay.
@@ -136,12 +140,14 @@ async function recordBranches() {
   try {
     const worker = await Worker.create({ connection: nc, namespace: config.TEMPORAL_NAMESPACE, taskQueue: stubQueue, workflowBundle: await workflowBundle(), activities: stubs, shutdownGraceTime: '1 second' });
     await worker.runUntil(async () => {
-      for (const [name, over, scenario] of branches()) {
-        const q = sagaInput(over());
-        scenarios.set(q.requestId, scenario);
-        const workflowId = `record-${name}-${q.requestId}`;
-        await client.workflow.execute('queryWorkflow', { taskQueue: stubQueue, workflowId, args: [q] });
-        await save(name, workflowId);
+      for (const b of branches()) {
+        const q = sagaInput(b.input?.() ?? {});
+        scenarios.set(q.requestId, b.scenario);
+        const workflowId = `record-${b.name}-${q.requestId}`;
+        const env = await client.workflow.execute<typeof queryWorkflow>('queryWorkflow', { taskQueue: stubQueue, workflowId, args: [q] });
+        const code = env.body.success ? null : env.body.error.code;
+        if (code !== b.outcome) throw new Error(`${b.name} ended with ${code ?? 'success'}, not ${b.outcome ?? 'success'}: not recorded`);
+        await save(b.name, workflowId);
       }
     });
   } finally {

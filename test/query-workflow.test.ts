@@ -3,7 +3,7 @@
 // branch; the stubs record every call, so each test asserts the terminal envelope the workflow
 // returns AND the steps it took (order, arguments), and where it matters its history.
 import { Client, Connection } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, decodeTimeoutType } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { QueryWorkflowInput, TerminalEnvelope } from '../shared/workflow-contract.ts';
@@ -136,36 +136,46 @@ describe('query workflow saga (stub activities on the real server)', () => {
     expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'executeOperation', 'settleAndFinalize']);
   });
 
+  /** The timeout type of the execute activity's timed-out event, if it timed out. */
+  const timedOut = (r: Awaited<ReturnType<typeof run>>) =>
+    r.events.flatMap((e) => (e.activityTaskTimedOutEventAttributes ? [decodeTimeoutType(e.activityTaskTimedOutEventAttributes.failure?.timeoutFailureInfo?.timeoutType)] : []));
+
+  // Deadlines here are generous (the workflow must start before them on a loaded machine); the stub
+  // outlives them, and its late answer is dropped by the server.
+  const outlive = (deadlineAt: number, answer: unknown) => async () => {
+    await sleep(deadlineAt - Date.now() + 2_000);
+    return answer;
+  };
+
   it('an action whose execute activity times out: action_unconfirmed, tried once, released', async () => {
-    const deadlineAt = Date.now() + 6_000;
+    const deadlineAt = Date.now() + 12_000;
     const q = input({ api: '@clinic', operation: 'book_appointment', performsActions: true, deadlineAt });
-    const r = await run(q, {
-      // Outlives the deadline (the activity's start-to-close): its late answer is dropped by the server.
-      execute: async () => {
-        await sleep(deadlineAt - Date.now() + 3_000);
-        return { status: 'confirmed' };
-      },
-    });
+    const r = await run(q, { execute: outlive(deadlineAt, { status: 'confirmed' }) });
     expectError(r.result, q, 'action_unconfirmed', 422, receipt(q, 'released', COST, 0));
     expect(r.result.body).toMatchObject({ error: { retryable: false } });
     // Never repeated: one attempt, then the compensation.
     expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
     expect(r.calls[4]!.args).toMatchObject({ status: 'failed', errorCode: 'action_unconfirmed' });
-    expect(r.events.some((e) => e.activityTaskTimedOutEventAttributes)).toBe(true);
+    expect(timedOut(r)).toHaveLength(1);
+    expect(timedOut(r)[0]).not.toBe('HEARTBEAT');
+  });
+
+  it('an action whose worker stops heartbeating (lost mid-action): action_unconfirmed, not run again', async () => {
+    const q = input({ api: '@clinic', operation: 'book_appointment', performsActions: true, heartbeatTimeoutMs: 1_000 });
+    // Never heartbeats, as a worker killed mid-action would.
+    const r = await run(q, { execute: async () => sleep(4_000).then(() => ({ status: 'confirmed' })) });
+    expectError(r.result, q, 'action_unconfirmed', 422, receipt(q, 'released', COST, 0));
+    expect(timedOut(r)).toEqual(['HEARTBEAT']);
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
   });
 
   it('a read-only operation that times out is execution_timeout, released', async () => {
-    const deadlineAt = Date.now() + 6_000;
+    const deadlineAt = Date.now() + 12_000;
     const q = input({ deadlineAt });
-    const r = await run(q, {
-      execute: async () => {
-        await sleep(deadlineAt - Date.now() + 3_000);
-        return OUTPUT;
-      },
-    });
+    const r = await run(q, { execute: outlive(deadlineAt, OUTPUT) });
     expectError(r.result, q, 'execution_timeout', 504, receipt(q, 'released', COST, 0));
-    expect(r.steps.slice(-3)).toEqual(['markRefundPending', 'releaseCredits', 'finalizeRequest']);
-    expect(r.steps.filter((s) => s === 'settleAndFinalize')).toEqual([]);
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+    expect(timedOut(r)).toHaveLength(1);
   });
 
   it('ledger unreachable at reserve: three bounded attempts, then billing_unavailable, nothing executed', async () => {
