@@ -1,0 +1,267 @@
+// The query saga on the real Temporal dev server, with STUB activities: the workflow is the unit.
+// A Worker of this file's own (the stack's workflow bundle, a task queue of its own) runs each
+// branch; the stubs record every call, so each test asserts the terminal envelope the workflow
+// returns AND the steps it took (order, arguments), and where it matters its history.
+import { Client, Connection } from '@temporalio/client';
+import { ApplicationFailure, decodeTimeoutType } from '@temporalio/common';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { QueryWorkflowInput, TerminalEnvelope } from '../shared/workflow-contract.ts';
+import type { queryWorkflow } from '../workflows/query-workflow.ts';
+import { BASE_URL, COST, ORG, OUTPUT, calls, sagaInput as input, scenarios, stubs, type Scenario } from './helpers/saga-stubs.ts';
+import { sleep, stack } from './helpers/stack.ts';
+
+let nc: NativeConnection;
+let connection: Connection;
+let client: Client;
+let worker: Worker;
+let running: Promise<void>;
+const taskQueue = `query-workflow-stubs-${Date.now()}-${Math.random().toString(36).slice(2, 6)}`;
+
+beforeAll(async () => {
+  // Worker state changes at info are noise here; the workflow's own warnings and errors stay.
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  nc = await NativeConnection.connect({ address: stack().temporalAddress });
+  connection = await Connection.connect({ address: stack().temporalAddress });
+  client = new Client({ connection });
+  worker = await Worker.create({
+    connection: nc,
+    taskQueue,
+    workflowBundle: { codePath: stack().workflowBundlePath },
+    activities: stubs,
+    shutdownGraceTime: '1 second',
+  });
+  running = worker.run();
+});
+afterAll(async () => {
+  if (worker?.getState() === 'RUNNING') worker.shutdown();
+  await running;
+  await connection?.close();
+  await nc?.close();
+});
+
+/** Runs the workflow to its end; its result, the stubs' calls and its history's events. */
+async function run(q: QueryWorkflowInput, scenario: Scenario = {}) {
+  scenarios.set(q.requestId, scenario);
+  const workflowId = `query-workflow-test-${q.requestId}`;
+  const result = await client.workflow.execute<typeof queryWorkflow>('queryWorkflow', { taskQueue, workflowId, args: [q] });
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const events = history.events ?? [];
+  return {
+    result,
+    calls: calls.get(q.requestId) ?? [],
+    steps: (calls.get(q.requestId) ?? []).map((c) => c.step),
+    /** Normal (task-queue) activities scheduled, by type: local activities are markers, not these. */
+    scheduled: events.flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType?.name] : [])),
+    events,
+  };
+}
+
+const receipt = (q: QueryWorkflowInput, status: string, reserved: number, charged: number | null) => ({
+  request_id: q.requestId,
+  api: q.api,
+  operation: q.operation,
+  billing: { status, reserved_credits: reserved, charged_credits: charged },
+});
+
+/** The error envelope a caller would see: status, catalog fields, receipt. */
+function expectError(env: TerminalEnvelope, q: QueryWorkflowInput, code: string, status: number, r: ReturnType<typeof receipt>) {
+  expect(env.status).toBe(status);
+  expect(env.body.success).toBe(false);
+  if (env.body.success) return;
+  expect(env.body.error).toMatchObject({ code, status, request_id: q.requestId, doc_url: expect.stringContaining(BASE_URL) });
+  expect(env.body.error.receipt).toEqual(r);
+}
+
+const executeArgs = (q: QueryWorkflowInput) => ({
+  requestId: q.requestId,
+  orgId: q.orgId,
+  operationId: q.operationId,
+  version: q.version,
+  input: q.input,
+  deadlineAt: q.deadlineAt,
+});
+
+describe('query workflow saga (stub activities on the real server)', () => {
+  it('deadline passed before start: execution_timeout, nothing reserved, not_started receipt written', async () => {
+    const q = input({ deadlineAt: Date.now() - 1_000 });
+    const r = await run(q);
+    expectError(r.result, q, 'execution_timeout', 504, receipt(q, 'not_started', 0, 0));
+    expect(r.result.body).toMatchObject({ error: { retryable: true, message: 'The query could not start within its deadline' } });
+    expect(r.steps).toEqual(['finalizeRequest']);
+    expect(r.calls[0]!.args).toEqual({ requestId: q.requestId, status: 'rejected', envelope: r.result, errorCode: 'execution_timeout', retentionMs: q.retentionMs });
+    expect(r.scheduled).toEqual([]);
+  });
+
+  it('too few credits: 402 insufficient_credits with required/available, nothing executed', async () => {
+    const q = input();
+    const r = await run(q, { reserve: async () => ({ ok: false, reason: 'insufficient_credits', available: 1 }) });
+    expectError(r.result, q, 'insufficient_credits', 402, receipt(q, 'not_started', 0, 0));
+    expect(r.result.body).toMatchObject({ error: { retryable: false, details: { required: COST, available: 1 } } });
+    expect(r.steps).toEqual(['reserveCredits', 'finalizeRequest']);
+    expect(r.calls[0]!.args).toEqual({ orgId: ORG, requestId: q.requestId, amount: COST });
+    expect(r.calls[1]!.args).toMatchObject({ status: 'rejected', errorCode: 'insufficient_credits', envelope: r.result });
+    expect(r.scheduled).toEqual([]);
+  });
+
+  it('execute fails with a non-retryable site code: tried once, released, then the error with a released receipt', async () => {
+    const q = input();
+    const r = await run(q, {
+      execute: async () => {
+        // Thrown as retryable on purpose: the workflow's policy, not the activity, must stop retries.
+        throw ApplicationFailure.create({ type: 'upstream_not_found', message: 'The website returned 404', details: [{ upstream_status: 404 }] });
+      },
+    });
+    expectError(r.result, q, 'upstream_not_found', 502, receipt(q, 'released', COST, 0));
+    expect(r.result.body).toMatchObject({ error: { message: 'The website returned 404', details: { upstream_status: 404 } } });
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+    expect(r.calls[1]!.args).toEqual(executeArgs(q));
+    expect(r.calls[2]!.args).toEqual({ requestId: q.requestId });
+    expect(r.calls[3]!.args).toEqual({ orgId: ORG, requestId: q.requestId });
+    expect(r.calls[4]!.args).toMatchObject({ status: 'failed', errorCode: 'upstream_not_found', envelope: r.result });
+    expect(r.scheduled).toEqual(['executeOperation']);
+  });
+
+  it('a retryable site failure is retried for a read-only operation, and success then settles', async () => {
+    const q = input();
+    let attempts = 0;
+    const r = await run(q, {
+      execute: async () => {
+        attempts += 1;
+        if (attempts === 1) throw ApplicationFailure.create({ type: 'upstream_http_error', message: 'The website returned 503' });
+        return OUTPUT;
+      },
+    });
+    expect(r.result.status).toBe(200);
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'executeOperation', 'settleAndFinalize']);
+  });
+
+  /** The timeout type of the execute activity's timed-out event, if it timed out. */
+  const timedOut = (r: Awaited<ReturnType<typeof run>>) =>
+    r.events.flatMap((e) => (e.activityTaskTimedOutEventAttributes ? [decodeTimeoutType(e.activityTaskTimedOutEventAttributes.failure?.timeoutFailureInfo?.timeoutType)] : []));
+
+  // Deadlines here are generous (the workflow must start before them on a loaded machine); the stub
+  // outlives them, and its late answer is dropped by the server.
+  const outlive = (deadlineAt: number, answer: unknown) => async () => {
+    await sleep(deadlineAt - Date.now() + 2_000);
+    return answer;
+  };
+
+  it('an action whose execute activity times out: action_unconfirmed, tried once, released', async () => {
+    const deadlineAt = Date.now() + 12_000;
+    const q = input({ api: '@clinic', operation: 'book_appointment', performsActions: true, deadlineAt });
+    const r = await run(q, { execute: outlive(deadlineAt, { status: 'confirmed' }) });
+    expectError(r.result, q, 'action_unconfirmed', 422, receipt(q, 'released', COST, 0));
+    expect(r.result.body).toMatchObject({ error: { retryable: false } });
+    // Never repeated: one attempt, then the compensation.
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+    expect(r.calls[4]!.args).toMatchObject({ status: 'failed', errorCode: 'action_unconfirmed' });
+    expect(timedOut(r)).toHaveLength(1);
+    expect(timedOut(r)[0]).not.toBe('HEARTBEAT');
+  });
+
+  it('an action whose worker stops heartbeating (lost mid-action): action_unconfirmed, not run again', async () => {
+    const q = input({ api: '@clinic', operation: 'book_appointment', performsActions: true, heartbeatTimeoutMs: 1_000 });
+    // Never heartbeats, as a worker killed mid-action would.
+    const r = await run(q, { execute: async () => sleep(4_000).then(() => ({ status: 'confirmed' })) });
+    expectError(r.result, q, 'action_unconfirmed', 422, receipt(q, 'released', COST, 0));
+    expect(timedOut(r)).toEqual(['HEARTBEAT']);
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+  });
+
+  it('a read-only operation that times out is execution_timeout, released', async () => {
+    const deadlineAt = Date.now() + 12_000;
+    const q = input({ deadlineAt });
+    const r = await run(q, { execute: outlive(deadlineAt, OUTPUT) });
+    expectError(r.result, q, 'execution_timeout', 504, receipt(q, 'released', COST, 0));
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+    expect(timedOut(r)).toHaveLength(1);
+  });
+
+  it('ledger unreachable at reserve: three bounded attempts, then billing_unavailable, nothing executed', async () => {
+    const q = input();
+    const r = await run(q, {
+      reserve: async () => {
+        throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+      },
+    });
+    expectError(r.result, q, 'billing_unavailable', 503, receipt(q, 'not_started', 0, 0));
+    expect(r.result.body).toMatchObject({ error: { retryable: true } });
+    expect(r.steps).toEqual(['reserveCredits', 'reserveCredits', 'reserveCredits', 'finalizeRequest']);
+    expect(r.calls[3]!.args).toMatchObject({ status: 'rejected', errorCode: 'billing_unavailable' });
+    expect(r.scheduled).toEqual([]);
+  });
+
+  it('reserve committed but its answer was lost (row found processing): released, billing_unavailable with a released receipt', async () => {
+    const q = input();
+    const r = await run(q, {
+      reserve: async () => {
+        throw new Error('Connection terminated unexpectedly');
+      },
+      finalize: (f) => (f.status === 'rejected' ? { moved: false, status: 'processing' } : { moved: true, status: f.status }),
+    });
+    expectError(r.result, q, 'billing_unavailable', 503, receipt(q, 'released', COST, 0));
+    expect(r.steps).toEqual(['reserveCredits', 'reserveCredits', 'reserveCredits', 'finalizeRequest', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+    expect(r.calls[6]!.args).toMatchObject({ status: 'failed', errorCode: 'billing_unavailable', envelope: r.result });
+    expect(r.scheduled).toEqual([]);
+  });
+
+  it('success: reserved, executed once, settled and finalized once in one step; 200 with a settled receipt', async () => {
+    const q = input();
+    const r = await run(q);
+    expect(r.result).toEqual({ status: 200, body: { success: true, data: { output: OUTPUT, receipt: receipt(q, 'settled', COST, COST) } } });
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'settleAndFinalize']);
+    expect(r.calls[0]!.args).toEqual({ orgId: ORG, requestId: q.requestId, amount: COST });
+    expect(r.calls[1]!.args).toEqual(executeArgs(q));
+    expect(r.calls[2]!.args).toEqual({
+      orgId: ORG,
+      amount: COST,
+      finalize: { requestId: q.requestId, status: 'succeeded', errorCode: null, retentionMs: q.retentionMs, envelope: r.result },
+    });
+    expect(r.scheduled).toEqual(['executeOperation']);
+  });
+
+  it('success with a response spec: the shaped output is what is settled and returned', async () => {
+    const q = input({ response: { format: 'json', include: ['temperature_c'] } });
+    const r = await run(q);
+    expect(r.result.status).toBe(200);
+    expect(r.result.body).toMatchObject({ success: true, data: { output: { temperature_c: 11.5 } } });
+    expect(r.result.body).not.toHaveProperty('data.output.city');
+    expect(r.calls.at(-1)!.args.finalize.envelope).toEqual(r.result);
+  });
+
+  it('a request closed before reserve (request_closed): request_interrupted, no row written, nothing run', async () => {
+    const q = input();
+    const r = await run(q, { reserve: async () => ({ ok: false, reason: 'request_closed', status: 'interrupted' }) });
+    expectError(r.result, q, 'request_interrupted', 409, receipt(q, 'not_started', 0, 0));
+    // The interrupted row is the API's: the workflow writes no envelope over it.
+    expect(r.steps).toEqual(['reserveCredits']);
+    expect(r.scheduled).toEqual([]);
+  });
+
+  it('a reservation released while the site ran (settle finds already_released): request_interrupted, released receipt', async () => {
+    const q = input();
+    const r = await run(q, {
+      settle: async () => {
+        throw ApplicationFailure.nonRetryable('the reservation was released', 'already_released');
+      },
+    });
+    expectError(r.result, q, 'request_interrupted', 409, receipt(q, 'released', COST, 0));
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'settleAndFinalize']);
+  });
+
+  it('a release refused because the request was settled: the charge stands and the receipt says so', async () => {
+    const q = input();
+    const r = await run(q, {
+      execute: async () => {
+        throw ApplicationFailure.nonRetryable('The website returned 404', 'upstream_not_found');
+      },
+      release: async () => {
+        throw ApplicationFailure.nonRetryable('already settled', 'already_settled');
+      },
+    });
+    expectError(r.result, q, 'upstream_not_found', 502, receipt(q, 'settled', COST, COST));
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+    expect(r.calls[4]!.args).toMatchObject({ status: 'failed', errorCode: 'upstream_not_found' });
+  });
+});
