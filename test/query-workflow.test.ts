@@ -188,7 +188,7 @@ describe('query workflow saga (stub activities on the real server)', () => {
     expectError(r.result, q, 'billing_unavailable', 503, receipt(q, 'not_started', 0, 0));
     expect(r.result.body).toMatchObject({ error: { retryable: true } });
     expect(r.steps).toEqual(['reserveCredits', 'reserveCredits', 'reserveCredits', 'finalizeRequest']);
-    expect(r.calls[3]!.args).toMatchObject({ status: 'rejected', errorCode: 'billing_unavailable' });
+    expect(r.calls[3]!.args).toMatchObject({ status: 'rejected', errorCode: 'billing_unavailable', freeKey: true });
     expect(r.scheduled).toEqual([]);
   });
 
