@@ -113,6 +113,13 @@ const ConfigSchema = z.object({
    *  serving, so balancers polling it move traffic away, then stops accepting and drains. 0 = stop at
    *  once (then Fastify itself answers 503 to anything new). Set it above the readiness probe period. */
   DRAIN_DELAY_MS: z.coerce.number().int().min(0).default(0),
+  /** `npm run api` applies pending migrations at start (advisory-locked, so concurrent starts are
+   *  safe). `false` leaves them to a separate step (`npm run migrate`, the Helm chart's pre-install/
+   *  pre-upgrade Job), so a rolling API never changes the schema under running workers. */
+  MIGRATE_ON_START: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };
