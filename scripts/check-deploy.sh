@@ -124,11 +124,14 @@ refuse() {
   fi
   grep -qF "$want" <<<"$got" || die "helm template $* failed, but not with \"$want\":" "$got"
 }
-say "helm: the chart refuses unpinned images, missing Secrets and a missing Temporal address"
+say "helm: the chart refuses unpinned images, missing Secrets, a missing Temporal address, unknown values"
 refuse "must be a pinned version" --set image.tag=latest
 refuse "must be a pinned version" --set image.tag=
 refuse "secrets.database.name" --set secrets.database.name=
 refuse "secrets.connections.name" --set secrets.connections.name=
 refuse "temporal.address" --set temporal.address=
+# values.schema.json: a misspelt key, or a secret passed as a plain setting, fails instead of being ignored.
+refuse "additional properties 'enable' not allowed" --set api.hpa.enable=false
+refuse "invalid propertyName 'DB_PASSWORD'" --set extraEnv.DB_PASSWORD=x
 
 say "ok: compose, chart (${#values[@]} value sets), manifests valid ($((SECONDS - t0))s)"
