@@ -79,3 +79,14 @@ export class EncryptionCodec implements PayloadCodec {
     return payloads.map((p) => decryptPayload(this.ring, p));
   }
 }
+
+/** Decrypts, in place, every encrypted payload anywhere in a protobuf object (a whole history):
+ *  for tools that must write a history out readable without a key (scripts/record-histories.ts). */
+export function decryptPayloadsIn(ring: Keyring, node: unknown): void {
+  if (!node || typeof node !== 'object' || ArrayBuffer.isView(node)) return;
+  const o = node as Record<string, unknown>;
+  for (const [k, v] of Object.entries(o)) {
+    if (v && typeof v === 'object' && !ArrayBuffer.isView(v) && 'metadata' in v && isEncrypted(v as Payload)) o[k] = decryptPayload(ring, v as Payload);
+    else decryptPayloadsIn(ring, v);
+  }
+}
