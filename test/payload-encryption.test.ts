@@ -107,7 +107,7 @@ describe('payloads at rest', () => {
     await pool.killAll();
   }, 180_000);
 
-  it('after a rotation (new current key, old key kept) new queries complete and old histories still decode and replay', async () => {
+  it('after a rotation (new current key, old key kept) new queries complete, also mid-rollout, and old histories still decode and replay', async () => {
     const [api] = await Promise.all([
       pool.spawn('api', { ...pair, env: { ...pair.env, ...rotated } }),
       pool.spawn('worker', { ...pair, env: { ...pair.env, ...rotated } }),
@@ -129,6 +129,10 @@ describe('payloads at rest', () => {
     decryptPayloadsIn(await loadPayloadKeyring({ ...rotated, dataDir: loadConfig().dataDir }), plainHistory);
     expect(rawText(plainHistory)).toContain(CITY);
     await Worker.runReplayHistory({ workflowBundle: { codePath: pair.workflowBundlePath } }, plainHistory, first.workflowId);
+    // Mid-rollout (docs/payload-encryption.md, step 1 done, step 2 under way): an API still encrypting
+    // with the old key but already knowing the new one works with a worker already on the new key.
+    const midway = await pool.spawn('api', { ...pair, env: { ...pair.env, PAYLOAD_ENCRYPTION_KEY: K1, PAYLOAD_PREVIOUS_KEYS: K2 } });
+    await run(String(midway.started.url), orgKey);
     // Without the old key the old result does not decode: the kept key is what makes rotation work.
     await expect((await clientWith({ PAYLOAD_ENCRYPTION_KEY: K2 })).workflow.getHandle(first.workflowId).result()).rejects.toThrow(/not configured/);
   }, 180_000);
