@@ -4,6 +4,7 @@
 // retried or doubled run changes nothing twice.
 import { Context } from '@temporalio/activity';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { ledgerClosure, release } from '../shared/db/credits.ts';
 import { purgeExpiredFiles } from '../shared/db/files.ts';
 import type { Db } from '../shared/db/pool.ts';
@@ -106,7 +107,7 @@ async function fateOf(client: Client, row: StaleRequest): Promise<Fate> {
   return { workflow, running: false, finalized: envelopeOf(result, row.id) };
 }
 
-export function createMaintenanceActivities(deps: { db: Db; temporal: { address: string; namespace: string } }): MaintenanceActivities {
+export function createMaintenanceActivities(deps: { db: Db; temporal: { address: string; namespace: string; dataConverter: DataConverter } }): MaintenanceActivities {
   const { db } = deps;
 
   async function reconcileOne(client: Client, row: StaleRequest, a: { overdueAfterMs: number; retentionMs: number }): Promise<ReconciledRequest> {
@@ -149,7 +150,7 @@ export function createMaintenanceActivities(deps: { db: Db; temporal: { address:
       if (rows.length === 0) return summary;
       const connection = await Connection.connect({ address: deps.temporal.address });
       try {
-        const client = new Client({ connection, namespace: deps.temporal.namespace });
+        const client = new Client({ connection, namespace: deps.temporal.namespace, dataConverter: deps.temporal.dataConverter });
         for (const row of rows) {
           Context.current().heartbeat(row.id);
           let done: ReconciledRequest;

@@ -86,12 +86,13 @@ say "compose: interpolated and normalized model"
 run "$COMPOSE" -format json "$OUT/compose-filled.yml" >"$OUT/compose-model.json" || die "docker-compose.yml (variables filled) does not load (above)."
 run "$VENV/bin/python" scripts/deploy-policy.py compose "$OUT/compose-model.json" || die "docker-compose.yml breaks a deploy rule (above)."
 # 3. without them the load must fail, naming only the required secrets.
-if errors=$(run env -u POSTGRES_PASSWORD -u CONNECTIONS_ENCRYPTION_KEY "$COMPOSE" docker-compose.yml 2>&1 >/dev/null); then
-  die "docker-compose.yml loads without POSTGRES_PASSWORD and CONNECTIONS_ENCRYPTION_KEY: they must be required."
+if errors=$(run env -u POSTGRES_PASSWORD -u CONNECTIONS_ENCRYPTION_KEY -u PAYLOAD_ENCRYPTION_KEY "$COMPOSE" docker-compose.yml 2>&1 >/dev/null); then
+  die "docker-compose.yml loads without POSTGRES_PASSWORD, CONNECTIONS_ENCRYPTION_KEY and PAYLOAD_ENCRYPTION_KEY: they must be required."
 fi
-unexpected=$(grep -o 'required variable [A-Z_]* is missing' <<<"$errors" | sort -u | grep -v -e POSTGRES_PASSWORD -e CONNECTIONS_ENCRYPTION_KEY || true)
+unexpected=$(grep -o 'required variable [A-Z_]* is missing' <<<"$errors" | sort -u | grep -v -e POSTGRES_PASSWORD -e CONNECTIONS_ENCRYPTION_KEY -e PAYLOAD_ENCRYPTION_KEY || true)
 grep -q 'required variable POSTGRES_PASSWORD is missing' <<<"$errors" &&
-  grep -q 'required variable CONNECTIONS_ENCRYPTION_KEY is missing' <<<"$errors" && [[ -z $unexpected ]] ||
+  grep -q 'required variable CONNECTIONS_ENCRYPTION_KEY is missing' <<<"$errors" &&
+  grep -q 'required variable PAYLOAD_ENCRYPTION_KEY is missing' <<<"$errors" && [[ -z $unexpected ]] ||
   die "docker-compose.yml without its secrets failed in an unexpected way:" "$errors"
 
 # The image the compose file builds and the chart runs: its base pinned to a version too.
@@ -129,6 +130,7 @@ refuse "must be a pinned version" --set image.tag=latest
 refuse "must be a pinned version" --set image.tag=
 refuse "secrets.database.name" --set secrets.database.name=
 refuse "secrets.connections.name" --set secrets.connections.name=
+refuse "secrets.payload.name" --set secrets.payload.name=
 refuse "temporal.address" --set temporal.address=
 # values.schema.json: a misspelt key, or a secret passed as a plain setting, fails instead of being ignored.
 refuse "additional properties 'enable' not allowed" --set api.hpa.enable=false

@@ -25,6 +25,9 @@ import { loadConfig } from '../shared/config.ts';
 import { createOrg } from '../shared/db/orgs.ts';
 import { createPool } from '../shared/db/pool.ts';
 import { historyToJson } from '../test/helpers/history-json.ts';
+import { createDataConverter } from '../shared/temporal/data-converter.ts';
+import { decryptPayloadsIn } from '../shared/temporal/payload-codec.ts';
+import { loadPayloadKeyring } from '../shared/temporal/payload-keys.ts';
 import { OUTPUT, sagaInput, scenarios, stubs, type Scenario } from '../test/helpers/saga-stubs.ts';
 
 const OUT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../test/histories');
@@ -46,7 +49,10 @@ const runtime = JSON.parse(await fs.readFile(runtimeFile, 'utf8').catch(() => {
 const taskQueue = config.TEMPORAL_TASK_QUEUE;
 const db = createPool(runtime.database_url, 2);
 const connection = await Connection.connect({ address: runtime.temporal_address });
-const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+// The stack encrypts payloads (shared/temporal/payload-codec.ts): the script's client and stub worker use the same keys.
+const dataConverter = await createDataConverter(config);
+const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter });
+const payloadKeys = await loadPayloadKeyring(config);
 const log = (event: string, fields: Record<string, unknown> = {}) => console.error(JSON.stringify({ event, ...fields }));
 
 async function demo(p: string, body: unknown = {}) {
@@ -77,6 +83,9 @@ async function save(name: string, workflowId: string, runId?: string) {
   const handle = client.workflow.getHandle(workflowId, runId);
   await handle.result(); // a history is recorded only once the run is closed
   const history = await handle.fetchHistory();
+  // Recorded histories are committed and replayed with no key: their payloads are stored decrypted
+  // (demo data of the script's own organizations; replay passes plain payloads through).
+  decryptPayloadsIn(payloadKeys, history);
   const text = `${JSON.stringify(historyToJson(history), null, 1)}\n`;
   if (Buffer.byteLength(text) > MAX_BYTES) throw new Error(`${name}: history is ${Buffer.byteLength(text)} bytes (over ${MAX_BYTES})`);
   await fs.writeFile(path.join(OUT_DIR, `${name}.json`), text);
@@ -138,7 +147,7 @@ async function recordBranches() {
   const nc = await NativeConnection.connect({ address: runtime.temporal_address });
   const stubQueue = `record-histories-${Date.now()}`;
   try {
-    const worker = await Worker.create({ connection: nc, namespace: config.TEMPORAL_NAMESPACE, taskQueue: stubQueue, workflowBundle: await workflowBundle(), activities: stubs, shutdownGraceTime: '1 second' });
+    const worker = await Worker.create({ connection: nc, namespace: config.TEMPORAL_NAMESPACE, taskQueue: stubQueue, workflowBundle: await workflowBundle(), activities: stubs, dataConverter, shutdownGraceTime: '1 second' });
     await worker.runUntil(async () => {
       for (const b of branches()) {
         const q = sagaInput(b.input?.() ?? {});

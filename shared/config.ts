@@ -47,6 +47,22 @@ const ConfigSchema = z.object({
   CONNECTIONS_ENCRYPTION_KEY: z.string().optional(),
   /** Earlier encryption keys (comma-separated base64), still accepted for decryption after a rotation. */
   CONNECTIONS_PREVIOUS_KEYS: z.string().optional(),
+  /**
+   * Key that encrypts Temporal payloads (workflow and activity inputs and outputs, results, memos) in
+   * Temporal's history (AES-256-GCM, shared/temporal/payload-codec.ts): base64 of 32 random bytes.
+   * Required in production, the same in every API and worker process. When unset (dev, tests) a key
+   * is generated into `$DATA_DIR/payload-key` (mode 0600) on first use and reused after that.
+   */
+  PAYLOAD_ENCRYPTION_KEY: z.string().optional(),
+  /** Earlier payload keys (comma-separated base64), still accepted for decoding after a rotation. */
+  PAYLOAD_PREVIOUS_KEYS: z.string().optional(),
+  /** Operator credential of the Temporal codec endpoint (`POST /codec/decode`, `/codec/encode`), sent
+   *  as `Authorization: Bearer …`; at least 32 characters. Unset = the endpoint does not exist (404).
+   *  Never an organization's API key: those are refused there. */
+  CODEC_ENDPOINT_TOKEN: z.string().min(32, 'must be at least 32 characters (openssl rand -hex 32)').optional(),
+  /** Origins (comma-separated, e.g. the Temporal Web UI's `http://127.0.0.1:8233`) whose browsers may
+   *  call the codec endpoint (CORS). Unset = no cross-origin access. */
+  CODEC_CORS_ORIGINS: z.string().optional(),
   /** Health checks: a Temporal Schedule (created by the worker) runs every read-only operation's
    *  verified examples and records operations.health_status / verified_at. `false` leaves the
    *  Schedule alone (an existing one keeps running; pause or delete it with the Temporal CLI). */

@@ -62,6 +62,12 @@ describe('npm start', () => {
     const res = await query(one.key, { api: '@weather', operation: 'current_weather', input: { city: 'Tokyo' } }, { 'idempotency-key': 'dev-start-1' }, one.base);
     expect(res.status, res.text).toBe(200);
     const rid = res.body.data.receipt.request_id;
+    // Temporal payloads are encrypted with a dev key of the instance's own, kept in DATA_DIR (0600).
+    const payloadKeyFile = path.join(a, 'payload-key');
+    const payloadKey = await fs.readFile(payloadKeyFile, 'utf8');
+    expect(Buffer.from(payloadKey.trim(), 'base64')).toHaveLength(32);
+    expect((await fs.stat(payloadKeyFile)).mode & 0o777).toBe(0o600);
+    expect(await fs.readFile(path.join(b, 'payload-key'), 'utf8')).not.toBe(payloadKey);
     // A user watching the Web UI sees the query as a finished workflow (the UI's own JSON API).
     const uiApi = `${new URL(one.ui).origin}/api/v1/namespaces/default/workflows`;
     type Listed = { executions?: Array<{ type?: { name?: string }; status?: string }> };
@@ -96,6 +102,7 @@ describe('npm start', () => {
     // Restart on the same DATA_DIR (another port): same key, same request, same balance.
     const again = await start(a, await freePort());
     expect(again.key).toBe(one.key);
+    expect(await fs.readFile(payloadKeyFile, 'utf8')).toBe(payloadKey); // histories written before still decode
     const st = await call('GET', `/v1/query/requests/${rid}`, { key: again.key, baseUrl: again.base });
     expect(st.status).toBe(200);
     expect(st.body.data.status).toBe('succeeded');

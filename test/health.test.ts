@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { healthScheduleId } from '../apps/worker/health-schedule.ts';
 import { firstDifference, skipReason } from '../activities/health.ts';
 import type { HealthCheckInput, HealthCheckSummary, healthCheckWorkflow } from '../workflows/health-check-workflow.ts';
-import { STACK_HEALTH_INTERVAL_SECONDS, call, closeDb, db, demo, stack, until } from './helpers/stack.ts';
+import { STACK_HEALTH_INTERVAL_SECONDS, call, closeDb, dataConverter, db, demo, stack, until } from './helpers/stack.ts';
 
 const WEATHER = 'weather.example.test';
 let connection: Connection;
@@ -13,7 +13,7 @@ let client: Client;
 
 beforeAll(async () => {
   connection = await Connection.connect({ address: stack().temporalAddress });
-  client = new Client({ connection });
+  client = new Client({ connection, dataConverter: await dataConverter() });
   await demo('/__demo/reset');
 });
 afterAll(async () => {

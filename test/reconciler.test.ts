@@ -13,7 +13,7 @@ import type { MaintenanceActivities } from '../activities/maintenance.ts';
 import { reserve } from '../shared/db/credits.ts';
 import { listStaleUnresolved } from '../shared/db/requests.ts';
 import { newRequestId, queryWorkflowId, sha256Hex } from '../shared/ids.ts';
-import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, until } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, dataConverter, db, demo, ledgerOf, newOrg, ownPair, query, until } from './helpers/stack.ts';
 import { processPool, type ServiceProcess } from './helpers/processes.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
@@ -37,7 +37,7 @@ beforeAll(async () => {
     PLAN_CONCURRENCY: '2',
   });
   connection = await Connection.connect({ address: pair.temporalAddress });
-  client = new Client({ connection });
+  client = new Client({ connection, dataConverter: await dataConverter() });
   [api] = await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
 });
 afterAll(async () => {
@@ -393,7 +393,7 @@ describe('maintenance workflow', () => {
       applyRetention: async () => ({ results_deleted: 3, run_events_deleted: 1, files_deleted: 0 }),
     };
     try {
-      const worker = await Worker.create({ connection: nc, taskQueue, workflowBundle: { codePath: pair.workflowBundlePath }, activities });
+      const worker = await Worker.create({ connection: nc, taskQueue, workflowBundle: { codePath: pair.workflowBundlePath }, activities, dataConverter: await dataConverter() });
       const summary = await worker.runUntil(
         client.workflow.execute<typeof maintenanceWorkflow>('maintenanceWorkflow', {
           taskQueue,
@@ -413,7 +413,7 @@ describe('maintenance workflow', () => {
     for (const a of actions.slice(0, 3)) {
       const h = client.workflow.getHandle(a.action.workflow.workflowId, a.action.workflow.firstExecutionRunId);
       await h.result();
-      await Worker.runReplayHistory({ workflowBundle: { codePath: pair.workflowBundlePath } }, await h.fetchHistory(), a.action.workflow.workflowId);
+      await Worker.runReplayHistory({ workflowBundle: { codePath: pair.workflowBundlePath }, dataConverter: await dataConverter() }, await h.fetchHistory(), a.action.workflow.workflowId);
     }
   });
 });

@@ -4,7 +4,7 @@
 import net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, sleep, stack, until } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, dataConverter, db, demo, ledgerOf, newOrg, ownPair, query, sleep, stack, until } from './helpers/stack.ts';
 import { processPool } from './helpers/processes.ts';
 import { resolveOperation } from '../shared/db/catalog.ts';
 import { queryWorkflowId, sha256Hex } from '../shared/ids.ts';
@@ -44,7 +44,7 @@ async function ledgerSettled(orgId: string) {
 async function withTemporal<T>(fn: (c: Client) => Promise<T>): Promise<T> {
   const connection = await Connection.connect({ address: stack().temporalAddress });
   try {
-    return await fn(new Client({ connection }));
+    return await fn(new Client({ connection, dataConverter: await dataConverter() }));
   } finally {
     await connection.close();
   }

@@ -88,6 +88,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(import('./routes/icons.ts'));
   await app.register(import('./routes/openapi.ts'));
   await app.register(import('./routes/well-known.ts'));
+  await app.register(import('./routes/codec.ts'), { config: deps.config }); // only with CODEC_ENDPOINT_TOKEN
   return app;
 }
 

@@ -3,6 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../shared/config.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
+import { createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { buildApp } from './app.ts';
 
 export interface RunningApi {
@@ -12,6 +13,8 @@ export interface RunningApi {
 }
 
 export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningApi> {
+  // The payload key first: a bad PAYLOAD_ENCRYPTION_KEY stops the process here, not at the first query.
+  const dataConverter = await createDataConverter(config);
   const db = createPool(config.DATABASE_URL, 20, poolTimeouts(config));
   let connection: Promise<Connection> | undefined;
   const connect = () => {
@@ -22,7 +25,7 @@ export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL
     return connection;
   };
   let client: Client | undefined;
-  const temporal = async () => (client ??= new Client({ connection: await connect(), namespace: config.TEMPORAL_NAMESPACE }));
+  const temporal = async () => (client ??= new Client({ connection: await connect(), namespace: config.TEMPORAL_NAMESPACE, dataConverter }));
   const temporalHealthy = async () => {
     const c = await connect();
     const res = await c.healthService.check({});

@@ -4,6 +4,7 @@ import type { Client, ScheduleOptionsStartWorkflowAction } from '@temporalio/cli
 import type { Config } from '../../shared/config.ts';
 import type { healthCheckWorkflow } from '../../workflows/health-check-workflow.ts';
 import { ensureSchedule, ensureScheduleAtStart } from './schedules.ts';
+import type { PayloadKeyConfig } from '../../shared/temporal/payload-keys.ts';
 
 /** One Schedule per task queue (a namespace may hold several deployments); fixed, so creation is idempotent. */
 export const healthScheduleId = (taskQueue: string) => `health-check:${taskQueue}`;
@@ -36,7 +37,7 @@ export function ensureHealthSchedule(client: Client, config: HealthConfig): Prom
 }
 
 /** Worker start-up step: never stops the worker from starting. */
-export async function ensureHealthScheduleAtStart(config: HealthConfig & { TEMPORAL_ADDRESS: string; HEALTH_CHECKS_ENABLED: boolean }): Promise<void> {
+export async function ensureHealthScheduleAtStart(config: HealthConfig & PayloadKeyConfig & { TEMPORAL_ADDRESS: string; HEALTH_CHECKS_ENABLED: boolean }): Promise<void> {
   if (!config.HEALTH_CHECKS_ENABLED) return;
   await ensureScheduleAtStart(config, 'health', (client) => ensureHealthSchedule(client, config));
 }

@@ -5,6 +5,7 @@ import type { Client, ScheduleOptionsStartWorkflowAction } from '@temporalio/cli
 import type { Config } from '../../shared/config.ts';
 import type { maintenanceWorkflow } from '../../workflows/maintenance-workflow.ts';
 import { ensureSchedule, ensureScheduleAtStart } from './schedules.ts';
+import type { PayloadKeyConfig } from '../../shared/temporal/payload-keys.ts';
 
 /** One Schedule per task queue; fixed, so creation is idempotent. */
 export const maintenanceScheduleId = (taskQueue: string) => `maintenance:${taskQueue}`;
@@ -56,7 +57,7 @@ export function ensureMaintenanceSchedule(client: Client, config: MaintenanceCon
 }
 
 /** Worker start-up step: never stops the worker from starting. */
-export async function ensureMaintenanceScheduleAtStart(config: MaintenanceConfig & { TEMPORAL_ADDRESS: string; RECONCILE_ENABLED: boolean }): Promise<void> {
+export async function ensureMaintenanceScheduleAtStart(config: MaintenanceConfig & PayloadKeyConfig & { TEMPORAL_ADDRESS: string; RECONCILE_ENABLED: boolean }): Promise<void> {
   if (!config.RECONCILE_ENABLED) return;
   await ensureScheduleAtStart(config, 'maintenance', (client) => ensureMaintenanceSchedule(client, config));
 }

@@ -9,6 +9,8 @@ import {
   type ScheduleOptionsAction,
   type ScheduleSpec,
 } from '@temporalio/client';
+import { createDataConverter } from '../../shared/temporal/data-converter.ts';
+import type { PayloadKeyConfig } from '../../shared/temporal/payload-keys.ts';
 
 // SKIP: a run still going when the next is due is not doubled up; the next interval picks up.
 // A short catch-up window: after an outage one run is enough, not one per missed interval.
@@ -51,14 +53,15 @@ export async function ensureSchedule(client: Client, d: ScheduleDefinition): Pro
 
 /** Worker start-up step: its own short-lived client connection; a failure only warns. */
 export async function ensureScheduleAtStart(
-  config: { TEMPORAL_ADDRESS: string; TEMPORAL_NAMESPACE: string },
+  config: { TEMPORAL_ADDRESS: string; TEMPORAL_NAMESPACE: string } & PayloadKeyConfig,
   what: string,
   ensure: (client: Client) => Promise<unknown>,
 ): Promise<void> {
   let connection: Connection | undefined;
   try {
     connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS });
-    await ensure(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }));
+    // The Schedule's action holds the workflow's arguments: encrypted like every other payload.
+    await ensure(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: await createDataConverter(config) }));
   } catch (err) {
     console.warn(`${what} schedule: could not create or update it; it will not run until a worker does`, String(err));
   } finally {

@@ -7,6 +7,7 @@ import { loadKeyring } from '../../shared/db/connections.ts';
 import { createRecipeRunner } from '../../activities/engines/index.ts';
 import type { Config } from '../../shared/config.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
+import { createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { ensureHealthScheduleAtStart } from './health-schedule.ts';
 import { createMaintenanceActivities } from '../../activities/maintenance.ts';
 import { ensureMaintenanceScheduleAtStart } from './maintenance-schedule.ts';
@@ -40,6 +41,7 @@ export interface RunningWorker {
 }
 
 export async function startWorker(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningWorker> {
+  const dataConverter = await createDataConverter(config); // payloads encrypted at rest (shared/temporal/payload-codec.ts)
   const db = createPool(config.DATABASE_URL, 8, poolTimeouts(config));
   const runner = createRecipeRunner({
     hostMap: config.siteHostMap,
@@ -51,9 +53,10 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
+    dataConverter,
     // A prebuilt bundle starts a worker in a second instead of bundling again.
     workflowBundle: config.WORKFLOW_BUNDLE_PATH ? { codePath: config.WORKFLOW_BUNDLE_PATH } : await workflowBundle(),
-    activities: { ...createActivities({ db, runner, keyring: () => loadKeyring(config) }), ...createMaintenanceActivities({ db, temporal: { address: config.TEMPORAL_ADDRESS, namespace: config.TEMPORAL_NAMESPACE } }) },
+    activities: { ...createActivities({ db, runner, keyring: () => loadKeyring(config) }), ...createMaintenanceActivities({ db, temporal: { address: config.TEMPORAL_ADDRESS, namespace: config.TEMPORAL_NAMESPACE, dataConverter } }) },
     shutdownGraceTime: '10 seconds',
   });
   // Health checks: create (or update to this config) the Schedule that runs the health-check

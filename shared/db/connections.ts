@@ -70,17 +70,19 @@ export interface Keyring {
   byId: Map<string, Buffer>;
 }
 
-const keyId = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 16);
+/** A key's id: a digest prefix, so rows (and Temporal payloads) name their key without revealing it. */
+export const keyId = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 16);
 
-function decodeKey(b64: string, setting: string): Buffer {
+export function decodeKey(b64: string, setting: string): Buffer {
   const key = Buffer.from(b64.trim(), 'base64');
   if (key.length !== 32) throw new Error(`${setting} must be base64 of exactly 32 bytes (openssl rand -base64 32)`);
   return key;
 }
 
-/** The dev key in $DATA_DIR/connections-key: created once (atomically, mode 0600), then reused. */
-async function devKey(dataDir: string): Promise<Buffer> {
-  const file = path.join(dataDir, 'connections-key');
+/** A dev key in $DATA_DIR/<fileName>: created once (atomically, mode 0600), then reused. Also the
+ *  Temporal payload key's (shared/temporal/payload-keys.ts), in its own file. */
+export async function devKey(dataDir: string, fileName = 'connections-key'): Promise<Buffer> {
+  const file = path.join(dataDir, fileName);
   const read = async () => decodeKey(await fs.readFile(file, 'utf8'), file);
   try {
     return await read();

@@ -119,6 +119,8 @@ export const errors = (...statuses: ErrorStatus[]) => ({ 'x-errors': statuses })
 export const bodyExamples = (examples: Record<string, { summary?: string; value: unknown }>) => ({ 'x-body-examples': examples });
 /** Bearer requirement of keyed routes; key-free routes declare `security: []`. */
 export const BEARER = [{ bearerAuth: [] as string[] }];
+/** The Temporal codec endpoint's operator credential (apps/api/routes/codec.ts). */
+export const CODEC_TOKEN = [{ codecToken: [] as string[] }];
 
 const isZod = (v: unknown): v is z.ZodType => v instanceof z.ZodType;
 
@@ -214,7 +216,10 @@ export function openApiSwaggerOptions(): FastifyDynamicSwaggerOptions {
         { name: 'MCP' },
       ],
       components: {
-        securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'Organization API key `svc_sk_…`' } },
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'Organization API key `svc_sk_…`' },
+          codecToken: { type: 'http', scheme: 'bearer', description: "The operator's codec token (`CODEC_ENDPOINT_TOKEN`); never an organization's API key" },
+        },
       },
     },
     transform,

@@ -1,5 +1,6 @@
 // One real stack for the test run: embedded PostgreSQL, the Temporal dev server, the demo sites,
 // and the API and worker as child processes. Tests reach it over HTTP and PostgreSQL.
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -31,7 +32,8 @@ export default async function setup(project: TestProject) {
     workflowBundlePath,
     // The shared worker owns the health Schedule; its interval is long so the only runs are the
     // first one (awaited below) and those the health tests trigger.
-    env: { HEALTH_CHECKS_ENABLED: 'true', HEALTH_CHECK_INTERVAL_SECONDS: String(STACK_HEALTH_INTERVAL_SECONDS) },
+    // The codec endpoint is on (with a token no test needs) so test/routes.test.ts checks its routes too.
+    env: { HEALTH_CHECKS_ENABLED: 'true', HEALTH_CHECK_INTERVAL_SECONDS: String(STACK_HEALTH_INTERVAL_SECONDS), CODEC_ENDPOINT_TOKEN: randomBytes(32).toString('hex') },
   };
   const [api, worker] = await Promise.all([startApiProcess(pair), startWorkerProcess(pair)]);
   // Let the first health run finish before tests start, so it cannot consume a fault a test sets.

@@ -2,6 +2,8 @@
 import { inject } from 'vitest';
 import { createPool, type Db } from '../../shared/db/pool.ts';
 import { createOrg } from '../../shared/db/orgs.ts';
+import { loadConfig } from '../../shared/config.ts';
+import { createDataConverter } from '../../shared/temporal/data-converter.ts';
 
 export interface StackInfo {
   baseUrl: string;
@@ -37,6 +39,10 @@ export function ownPair(name: string, env: Record<string, string> = {}) {
     env,
   };
 }
+
+/** The stack's Temporal data converter (payloads encrypted; the processes share $DATA_DIR/payload-key
+ *  like the connections key): for tests whose own client reads results or starts workflows there. */
+export const dataConverter = () => createDataConverter(loadConfig());
 
 let pool: Db | undefined;
 /** A direct PostgreSQL connection, for asserting ledger rows and request records. */

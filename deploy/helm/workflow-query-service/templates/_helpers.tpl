@@ -38,6 +38,17 @@ app.kubernetes.io/component: {{ .component }}
     secretKeyRef:
       name: {{ required "secrets.database.name: the Secret holding DATABASE_URL" .Values.secrets.database.name }}
       key: {{ .Values.secrets.database.key }}
+- name: PAYLOAD_ENCRYPTION_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "secrets.payload.name: the Secret holding PAYLOAD_ENCRYPTION_KEY" .Values.secrets.payload.name }}
+      key: {{ .Values.secrets.payload.key }}
+- name: PAYLOAD_PREVIOUS_KEYS
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.secrets.payload.name }}
+      key: {{ .Values.secrets.payload.previousKeysKey }}
+      optional: true
 - name: TEMPORAL_ADDRESS
   value: {{ required "temporal.address: the Temporal frontend, host:port" .Values.temporal.address | quote }}
 - name: TEMPORAL_NAMESPACE
