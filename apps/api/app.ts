@@ -61,6 +61,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('baseUrl', deps.baseUrl);
   const queries = new QueryService({ db: deps.db, temporal: deps.temporal, config: deps.config, baseUrl: deps.baseUrl });
   app.decorate('queries', queries);
+  app.addHook('onReady', () => queries.startListening());
+  app.addHook('onClose', () => queries.close());
 
   await app.register(errorsPlugin);
   // Before every route: its onResponse hook observes all of them.
