@@ -11,6 +11,7 @@ import { startDevStack } from '../apps/dev/stack.ts';
 import { benchQuery } from './query.ts';
 import { benchBreakdown } from './breakdown.ts';
 import { startApi } from '../apps/api/server.ts';
+import { DEV_DYNAMIC_CONFIG } from '../shared/infra/temporal-dev-server.ts';
 
 const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-bench-'));
 const config = loadConfig({
@@ -30,7 +31,12 @@ const org = await createOrg(db, 'Benchmark', 1_000_000_000);
 await db.end();
 const results: Record<string, unknown> = {
   machine: { cores: os.cpus().length, node: process.version, loadavg_before: os.loadavg() },
-  settings: { RESULT_WAIT: config.RESULT_WAIT },
+  // What this run measured with: the API's result wait, the dev server's dynamic config, worker tuning.
+  settings: {
+    RESULT_WAIT: config.RESULT_WAIT,
+    dynamic_config: { ...DEV_DYNAMIC_CONFIG, ...JSON.parse(process.env.TEMPORAL_DEV_DYNAMIC_CONFIG ?? '{}') },
+    worker: Object.fromEntries(Object.entries(config).filter(([k]) => k.startsWith('WORKER_'))),
+  },
 };
 // BENCH_ONLY=query (comma-separated names) runs only those parts: a quicker loop while tuning.
 const only = process.env.BENCH_ONLY?.split(',').map((s) => s.trim());

@@ -73,6 +73,14 @@ const ConfigSchema = z.object({
   /** With RESULT_WAIT=notify: after this long without a notification, also long-poll the history
    *  (a run that closed without an envelope, e.g. terminated, writes none). */
   RESULT_NOTIFY_FALLBACK_MS: int(3_000),
+  /** Worker tuning, passed to Worker.create as is; unset = the SDK's default (measure with `npm run bench`). */
+  WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).optional(),
+  WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().positive().optional(),
+  WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: z.coerce.number().int().positive().optional(),
+  WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: z.coerce.number().int().positive().optional(),
+  WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: z.coerce.number().int().positive().optional(),
+  /** PostgreSQL pool of one worker process (billing local activities and execute steps share it). */
+  WORKER_DB_POOL_SIZE: int(8),
   /** PostgreSQL statement_timeout of every pooled connection: a stuck statement fails instead of holding a slot. */
   DB_STATEMENT_TIMEOUT_MS: int(30_000),
   /** PostgreSQL idle_in_transaction_session_timeout: a transaction left open by a stuck process is ended. */

@@ -18,6 +18,32 @@ export interface TemporalDevServerOptions {
    * workflow). Off by default: tests and benchmarks save the port and the start-up time.
    */
   ui?: boolean;
+  /**
+   * Dynamic config values (`--dynamic-config-value KEY=JSON`), over DEV_DYNAMIC_CONFIG. The
+   * environment variable TEMPORAL_DEV_DYNAMIC_CONFIG (a JSON object) overrides both, for measuring.
+   */
+  dynamicConfig?: Record<string, unknown>;
+}
+
+/**
+ * What `npm run bench` supports on one machine: one partition per task queue (a poller never
+ * waits on a task sitting in another partition, and no forwarding between partitions), and eager
+ * activities (a workflow task that schedules an activity on its own task queue gets it back in
+ * the completion's answer: no activity task-queue round trip).
+ */
+export const DEV_DYNAMIC_CONFIG: Readonly<Record<string, unknown>> = {
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
+  'system.enableActivityEagerExecution': true,
+};
+
+function dynamicConfigArgs(own: Record<string, unknown> | undefined): string[] {
+  let fromEnv: Record<string, unknown> = {};
+  if (process.env.TEMPORAL_DEV_DYNAMIC_CONFIG) fromEnv = JSON.parse(process.env.TEMPORAL_DEV_DYNAMIC_CONFIG) as Record<string, unknown>;
+  const values = { ...DEV_DYNAMIC_CONFIG, ...own, ...fromEnv };
+  return Object.entries(values)
+    .filter(([, v]) => v !== null)
+    .flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${JSON.stringify(v)}`]);
 }
 
 export interface TemporalDevServer {
@@ -148,6 +174,7 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     // WAL with synchronous=NORMAL: commits survive a crash of any process (only an OS crash may lose
     // the last ones), and the dev server takes about twice the queries per second on 2 cores.
     args.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
+    args.push(...dynamicConfigArgs(options.dynamicConfig));
     const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     const onOutput = (chunk: Buffer) => {
       const text = chunk.toString('utf8');
