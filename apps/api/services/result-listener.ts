@@ -72,10 +72,9 @@ export class ResultListener {
 
   /** The connection is gone: every waiter falls back now (notifications may be lost), then reconnect. */
   private lost(client: pg.Client) {
-    if (this.client === client || this.client === undefined) {
-      this.client = undefined;
-      this.listeningSince = undefined;
-    }
+    if (this.client !== undefined && this.client !== client) return; // an earlier connection's late event
+    this.client = undefined;
+    this.listeningSince = undefined;
     for (const [, set] of this.waiters) for (const resolve of set) resolve('unsure');
     this.waiters.clear();
     if (this.closed || this.retryTimer) return;
@@ -107,10 +106,13 @@ export class ResultListener {
    * `trusted` is false when the listener is younger than that (the caller reads the row once, after
    * subscribing, so nothing falls between). Not listening: 'unsure' at once.
    */
-  async subscribe(requestId: string, since: Date | undefined, timeoutMs: number): Promise<Subscription> {
-    await this.start();
+  subscribe(requestId: string, since: Date | undefined, timeoutMs: number): Subscription {
     const listening = this.listeningSince;
-    if (listening === undefined) return { heard: Promise.resolve('unsure'), trusted: false, cancel() {} };
+    if (listening === undefined) {
+      // Reconnecting (or PostgreSQL down): never hold a waiter on it; the caller falls back now.
+      void this.start();
+      return { heard: Promise.resolve('unsure'), trusted: false, cancel() {} };
+    }
     if (this.recent.has(requestId)) return { heard: Promise.resolve('notified'), trusted: true, cancel() {} };
     const trusted = since !== undefined && listening + CLOCK_MARGIN_MS <= since.getTime();
     let done: (h: Heard) => void = () => {};

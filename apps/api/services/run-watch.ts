@@ -57,7 +57,7 @@ export class RunWatch {
     const listener = this.listener();
     if (!listener) return this.awaitHistory(workflowId, requestId, timeoutMs);
     const deadline = Date.now() + timeoutMs;
-    const sub = await listener.subscribe(requestId, since, Math.min(timeoutMs, this.deps.config.RESULT_NOTIFY_FALLBACK_MS));
+    const sub = listener.subscribe(requestId, since, Math.min(timeoutMs, this.deps.config.RESULT_NOTIFY_FALLBACK_MS));
     let heard = sub.trusted ? await sub.heard : undefined;
     if (heard === undefined) {
       // A notification may have come and gone before this connection listened: look once.
@@ -76,7 +76,7 @@ export class RunWatch {
     const left = deadline - Date.now();
     if (left <= 0) return (await this.storedEnvelope(requestId)) ?? null;
     const history = this.awaitHistory(workflowId, requestId, left);
-    const late = await listener.subscribe(requestId, undefined, left);
+    const late = listener.subscribe(requestId, undefined, left);
     const notified = late.heard.then(async (h) => (h === 'notified' ? ((await this.storedEnvelope(requestId)) ?? history) : history));
     try {
       return await Promise.race([history, notified]);
