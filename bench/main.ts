@@ -10,6 +10,7 @@ import { createOrg } from '../shared/db/orgs.ts';
 import { startDevStack } from '../apps/dev/stack.ts';
 import { benchQuery } from './query.ts';
 import { benchBreakdown } from './breakdown.ts';
+import { benchResultWait } from './result-wait.ts';
 import { startApi } from '../apps/api/server.ts';
 import { DEV_DYNAMIC_CONFIG } from '../shared/infra/temporal-dev-server.ts';
 
@@ -57,6 +58,15 @@ try {
         label: stack.config.RESULT_WAIT,
         other: { baseUrl: other.url, label: otherWait },
       });
+    } finally {
+      await other.close();
+    }
+  }
+  if (wanted('result_wait')) {
+    const otherWait = stack.config.RESULT_WAIT === 'notify' ? 'history' : 'notify';
+    const other = await startApi({ ...stack.config, RESULT_WAIT: otherWait, PORT: 0 });
+    try {
+      results.result_wait = await benchResultWait({ apiKey: org.api_key, apis: { [stack.config.RESULT_WAIT]: stack.url, [otherWait]: other.url } });
     } finally {
       await other.close();
     }
