@@ -9,6 +9,10 @@ import { createPool } from '../shared/db/pool.ts';
 import { createOrg } from '../shared/db/orgs.ts';
 import { startDevStack } from '../apps/dev/stack.ts';
 import { benchQuery } from './query.ts';
+import { benchBreakdown } from './breakdown.ts';
+import { benchResultWait } from './result-wait.ts';
+import { startApi } from '../apps/api/server.ts';
+import { DEV_DYNAMIC_CONFIG } from '../shared/infra/temporal-dev-server.ts';
 
 const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-bench-'));
 const config = loadConfig({
@@ -26,15 +30,54 @@ const stack = await startDevStack(config);
 const db = createPool(stack.databaseUrl, 2);
 const org = await createOrg(db, 'Benchmark', 1_000_000_000);
 await db.end();
-const results: Record<string, unknown> = { machine: { cores: os.cpus().length, node: process.version } };
+const results: Record<string, unknown> = {
+  machine: { cores: os.cpus().length, node: process.version, loadavg_before: os.loadavg() },
+  // What this run measured with: the API's result wait, the dev server's dynamic config, worker tuning.
+  settings: {
+    RESULT_WAIT: config.RESULT_WAIT,
+    dynamic_config: { ...DEV_DYNAMIC_CONFIG, ...JSON.parse(process.env.TEMPORAL_DEV_DYNAMIC_CONFIG ?? '{}') },
+    worker: Object.fromEntries(Object.entries(config).filter(([k]) => k.startsWith('WORKER_'))),
+  },
+};
+// BENCH_ONLY=query (comma-separated names) runs only those parts: a quicker loop while tuning.
+const only = process.env.BENCH_ONLY?.split(',').map((s) => s.trim());
+const wanted = (name: string) => !only || only.includes(name);
 try {
-  results.query = await benchQuery({ baseUrl: stack.url, apiKey: org.api_key, siteOrigin: stack.sites.origin });
+  if (wanted('breakdown')) {
+    results.breakdown = await benchBreakdown({ baseUrl: stack.url, apiKey: org.api_key, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress });
+  }
+  if (wanted('query')) {
+    // A second API on the same stack, learning results the other way, measured in the same run.
+    const otherWait = stack.config.RESULT_WAIT === 'notify' ? 'history' : 'notify';
+    const other = await startApi({ ...stack.config, RESULT_WAIT: otherWait, PORT: 0 });
+    try {
+      results.query = await benchQuery({
+        baseUrl: stack.url,
+        apiKey: org.api_key,
+        siteOrigin: stack.sites.origin,
+        label: stack.config.RESULT_WAIT,
+        other: { baseUrl: other.url, label: otherWait },
+      });
+    } finally {
+      await other.close();
+    }
+  }
+  if (wanted('result_wait')) {
+    const otherWait = stack.config.RESULT_WAIT === 'notify' ? 'history' : 'notify';
+    const other = await startApi({ ...stack.config, RESULT_WAIT: otherWait, PORT: 0 });
+    try {
+      results.result_wait = await benchResultWait({ apiKey: org.api_key, apis: { [stack.config.RESULT_WAIT]: stack.url, [otherWait]: other.url } });
+    } finally {
+      await other.close();
+    }
+  }
   // Benchmarks of the other surfaces, when present.
   for (const [name, file, fn] of [
     ['sse', './sse.ts', 'benchSse'],
     ['browser', './browser.ts', 'benchBrowser'],
     ['catalog', './catalog.ts', 'benchCatalog'],
   ] as const) {
+    if (!wanted(name)) continue;
     const mod = (await import(file).catch(() => null)) as Record<string, (i: unknown) => Promise<unknown>> | null;
     if (!mod?.[fn]) continue;
     results[name] = await mod[fn]({ baseUrl: stack.url, apiKey: org.api_key, siteOrigin: stack.sites.origin, hostMap: stack.sites.hostMap, databaseUrl: stack.databaseUrl, chromiumPath: config.CHROMIUM_PATH });
@@ -43,5 +86,6 @@ try {
   await stack.stop();
   await fs.rm(dataDir, { recursive: true, force: true });
 }
+(results.machine as Record<string, unknown>).loadavg_after = os.loadavg();
 console.log(JSON.stringify(results));
 process.exit(0);

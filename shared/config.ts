@@ -82,6 +82,21 @@ const ConfigSchema = z.object({
   MAX_WORKFLOW_INPUT_BYTES: int(1_800_000),
   /** gRPC deadline of one workflow start; a start cut off by it is ambiguous (it may have been accepted). */
   TEMPORAL_START_TIMEOUT_MS: int(10_000),
+  /** How the API learns a run's terminal envelope: `notify` (PostgreSQL LISTEN/NOTIFY on the request
+   *  row, one LISTEN connection per API process) or `history` (Temporal's history long-poll).
+   *  `notify` falls back to `history` when a notification cannot be trusted or is late. */
+  RESULT_WAIT: z.enum(['notify', 'history']).default('notify'),
+  /** With RESULT_WAIT=notify: after this long without a notification, also long-poll the history
+   *  (a run that closed without an envelope, e.g. terminated, writes none). */
+  RESULT_NOTIFY_FALLBACK_MS: int(3_000),
+  /** Worker tuning, passed to Worker.create as is; unset = the SDK's default (measure with `npm run bench`). */
+  WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).optional(),
+  WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().positive().optional(),
+  WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: z.coerce.number().int().positive().optional(),
+  WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: z.coerce.number().int().positive().optional(),
+  WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: z.coerce.number().int().positive().optional(),
+  /** PostgreSQL pool of one worker process (billing local activities and execute steps share it). */
+  WORKER_DB_POOL_SIZE: int(8),
   /** PostgreSQL statement_timeout of every pooled connection: a stuck statement fails instead of holding a slot. */
   DB_STATEMENT_TIMEOUT_MS: int(30_000),
   /** PostgreSQL idle_in_transaction_session_timeout: a transaction left open by a stuck process is ended. */

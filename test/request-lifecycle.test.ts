@@ -239,7 +239,13 @@ describe('request lifecycle', () => {
     expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 0, charged: 1 });
   });
 
-  it('Temporal unreachable while waiting is 503 engine_unavailable with Retry-After; the run still finishes', async () => {
+  // RESULT_WAIT=history follows the run through Temporal alone; notify (the default) hears the
+  // envelope from PostgreSQL, so Temporal cut off from the API while waiting costs the caller nothing
+  // until the history fallback begins (set far off here: it is the other case's path).
+  it.each([
+    ['history', 503],
+    ['notify', 200],
+  ] as const)('Temporal unreachable while waiting (RESULT_WAIT=%s) answers %i; the run still finishes', async (mode, expected) => {
     // The API reaches Temporal through a proxy this test cuts; the worker reaches it directly.
     const [host, port] = stack().temporalAddress.split(':') as [string, string];
     const sockets = new Set<net.Socket>();
@@ -257,7 +263,10 @@ describe('request lifecycle', () => {
     await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
     const proxyAddress = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
     try {
-      const [api] = await Promise.all([pool.spawn('api', { ...pair, temporalAddress: proxyAddress }), pool.spawn('worker')]);
+      const [api] = await Promise.all([
+        pool.spawn('api', { ...pair, temporalAddress: proxyAddress, env: { ...pair.env, RESULT_WAIT: mode, RESULT_NOTIFY_FALLBACK_MS: '60000' } }),
+        pool.spawn('worker'),
+      ]);
       const org = await newOrg(5);
       await slowWeather(6000);
       const pending = query(org.api_key, london, {}, String(api.started.url));
@@ -268,11 +277,17 @@ describe('request lifecycle', () => {
       proxy.close();
       for (const s of sockets) s.destroy();
       const res = await pending;
-      expect(res.status, res.text).toBe(503);
-      expect(res.body.error.code).toBe('engine_unavailable');
-      expect(res.body.error.retryable).toBe(true);
-      expect(res.body.error.request_id).toBe(row.id);
-      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(res.status, res.text).toBe(expected);
+      if (expected === 503) {
+        expect(res.body.error.code).toBe('engine_unavailable');
+        expect(res.body.error.retryable).toBe(true);
+        expect(res.body.error.request_id).toBe(row.id);
+        expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+      } else {
+        expect(res.body.success).toBe(true);
+        expect(res.body.data.receipt.request_id).toBe(row.id);
+        expect(res.body.data.receipt.billing).toMatchObject({ status: 'settled', charged_credits: 1 });
+      }
       // The run was never in danger: it finishes and its status says so.
       await until(async () => {
         const r = await db().query('SELECT status FROM requests WHERE id = $1', [row.id]);

@@ -61,6 +61,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('baseUrl', deps.baseUrl);
   const queries = new QueryService({ db: deps.db, temporal: deps.temporal, config: deps.config, baseUrl: deps.baseUrl });
   app.decorate('queries', queries);
+  // Not awaited: PostgreSQL down at start-up must not hold the API; waiters fall back meanwhile.
+  app.addHook('onReady', async () => void queries.startListening());
+  app.addHook('onClose', () => queries.close());
 
   await app.register(errorsPlugin);
   // Before every route: its onResponse hook observes all of them.

@@ -24,6 +24,8 @@ export interface DevStack {
   stop(): Promise<void>;
   /** Rejects if the worker dies. */
   workerDone: Promise<void>;
+  /** The configuration the API and worker run with (the bench starts a second API from it). */
+  config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string };
 }
 
 export interface DevStackOptions {
@@ -71,7 +73,7 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
     stops.push(() => worker.shutdown());
     const api = await startApi(full);
     stops.push(() => api.close());
-    return { url: api.url, apiKey: dev.apiKey, orgId: dev.orgId, databaseUrl, temporalAddress, temporalUiUrl: temporal?.uiUrl, sites, stop: stopAll, workerDone: worker.done };
+    return { url: api.url, apiKey: dev.apiKey, orgId: dev.orgId, databaseUrl, temporalAddress, temporalUiUrl: temporal?.uiUrl, sites, stop: stopAll, workerDone: worker.done, config: full };
   } catch (err) {
     await stopAll();
     throw err;

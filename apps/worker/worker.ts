@@ -34,6 +34,18 @@ const quietLogger = {
   },
 };
 
+/** The tuning settings that are set (config.ts WORKER_*); the rest keep the SDK's defaults. */
+function workerTuning(c: Config) {
+  const set = {
+    maxCachedWorkflows: c.WORKER_MAX_CACHED_WORKFLOWS,
+    maxConcurrentWorkflowTaskExecutions: c.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
+    maxConcurrentWorkflowTaskPolls: c.WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS,
+    maxConcurrentActivityTaskPolls: c.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS,
+    maxConcurrentLocalActivityExecutions: c.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
+  };
+  return Object.fromEntries(Object.entries(set).filter(([, v]) => v !== undefined));
+}
+
 export interface RunningWorker {
   /** Stops polling, finishes in-flight tasks, closes the browser and the pool. */
   shutdown(): Promise<void>;
@@ -42,7 +54,7 @@ export interface RunningWorker {
 
 export async function startWorker(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningWorker> {
   const dataConverter = await createDataConverter(config); // payloads encrypted at rest (shared/temporal/payload-codec.ts)
-  const db = createPool(config.DATABASE_URL, 8, poolTimeouts(config));
+  const db = createPool(config.DATABASE_URL, config.WORKER_DB_POOL_SIZE, poolTimeouts(config));
   const runner = createRecipeRunner({
     hostMap: config.siteHostMap,
     chromiumPath: config.CHROMIUM_PATH,
@@ -58,6 +70,7 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     workflowBundle: config.WORKFLOW_BUNDLE_PATH ? { codePath: config.WORKFLOW_BUNDLE_PATH } : await workflowBundle(),
     activities: { ...createActivities({ db, runner, keyring: () => loadKeyring(config) }), ...createMaintenanceActivities({ db, temporal: { address: config.TEMPORAL_ADDRESS, namespace: config.TEMPORAL_NAMESPACE, dataConverter } }) },
     shutdownGraceTime: '10 seconds',
+    ...workerTuning(config),
   });
   // Health checks: create (or update to this config) the Schedule that runs the health-check
   // workflow on this task queue. Idempotent across workers and restarts; a failure only warns.

@@ -45,6 +45,9 @@ export const TRANSITIONS = {
 
 export type Target = keyof typeof TRANSITIONS;
 
+/** PostgreSQL channel on which a request id is sent when its terminal envelope is written (apps/api/services/result-listener.ts). */
+export const REQUEST_FINAL_CHANNEL = 'wqs_request_final';
+
 /** Did the row move? When not, `current` is the row as it is (undefined: no such row). */
 export type Moved = { moved: true; row: RequestRow } | { moved: false; current: RequestRow | undefined };
 
@@ -171,16 +174,23 @@ export interface Finalization {
  * request is never finalized over.
  */
 export async function finalize(c: Q, f: Finalization): Promise<Moved> {
+  // The NOTIFY is part of the statement, so it is sent when (and only if) the envelope commits:
+  // at once on a pool connection, at COMMIT inside settleAndFinalize's transaction.
   const r = await c.query(
-    `UPDATE requests
-        SET status = $2, response_status = $3, result = $4, error_code = $5,
-            result_expires_at = now() + ($6::bigint * interval '1 millisecond'),
-            completed_at = now(), updated_at = now(),
-            idempotency_key_hash = CASE WHEN $8 THEN NULL ELSE idempotency_key_hash END
-      WHERE id = $1 AND result IS NULL AND status = ANY($7) RETURNING *`,
+    `WITH u AS (
+       UPDATE requests
+          SET status = $2, response_status = $3, result = $4, error_code = $5,
+              result_expires_at = now() + ($6::bigint * interval '1 millisecond'),
+              completed_at = now(), updated_at = now(),
+              idempotency_key_hash = CASE WHEN $8 THEN NULL ELSE idempotency_key_hash END
+        WHERE id = $1 AND result IS NULL AND status = ANY($7) RETURNING *)
+     SELECT u.*, pg_notify('${REQUEST_FINAL_CHANNEL}', u.id)::text AS notified FROM u`,
     [f.requestId, f.status, f.envelope.status, JSON.stringify(f.envelope.body), f.errorCode, f.retentionMs, TRANSITIONS[f.status], f.freeKey === true],
   );
-  if (r.rowCount) return { moved: true, row: r.rows[0] as RequestRow };
+  if (r.rowCount) {
+    const { notified: _n, ...row } = r.rows[0] as RequestRow & { notified: string };
+    return { moved: true, row };
+  }
   return { moved: false, current: await findById(c, f.requestId) };
 }
 
@@ -250,7 +260,8 @@ export async function finalizeUnresolved(
         SET status = $2, response_status = $3, result = $4, error_code = $5,
             result_expires_at = now() + ($6::bigint * interval '1 millisecond'),
             completed_at = now(), updated_at = now()
-      WHERE id = $1 AND result IS NULL AND status IN ${UNRESOLVED_SQL}`,
+      WHERE id = $1 AND result IS NULL AND status IN ${UNRESOLVED_SQL}
+      RETURNING pg_notify('${REQUEST_FINAL_CHANNEL}', id)::text`,
     [a.requestId, a.status, a.envelope.status, JSON.stringify(a.envelope.body), a.errorCode, a.retentionMs],
   );
   return (r.rowCount ?? 0) > 0;

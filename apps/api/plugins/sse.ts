@@ -140,7 +140,7 @@ export default fp(
         // The terminal envelope, raced with polling; the client may leave meanwhile.
         let terminal: TerminalEnvelope | null | undefined;
         const result = svc
-          .awaitResult(sub.workflowId, requestId, svc.remainingMs(sub.request.created_at) + 5_000)
+          .awaitResult(sub.workflowId, requestId, svc.remainingMs(sub.request.created_at) + 5_000, sub.request.created_at)
           .then((env) => env ?? deadlineEnvelope(requestId, app.baseUrl()))
           // Temporal unreachable while waiting: the run may still finish; its request status will say.
           .catch(() => engineUnavailable(requestId, app.baseUrl()))

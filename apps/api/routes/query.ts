@@ -128,7 +128,7 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       if (sub.stream) return app.streamQuery(reply, sub);
       if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);
       // Give the workflow its whole deadline plus a margin for settlement; the client may leave meanwhile.
-      const env = (await svc.awaitResult(sub.workflowId, sub.request.id, svc.remainingMs(sub.request.created_at) + 5_000)) ?? deadlineEnvelope(sub.request.id, app.baseUrl());
+      const env = (await svc.awaitResult(sub.workflowId, sub.request.id, svc.remainingMs(sub.request.created_at) + 5_000, sub.request.created_at)) ?? deadlineEnvelope(sub.request.id, app.baseUrl());
       return sendEnvelope(reply, sub, env, false);
     },
   );

@@ -217,8 +217,17 @@ export class QueryService {
   }
 
   /** Wait for the terminal envelope; null when it is not there within `timeoutMs`; throws engine_unavailable. */
-  awaitResult(workflowId: string, requestId: string, timeoutMs: number): Promise<TerminalEnvelope | null> {
-    return this.watch.awaitResult(workflowId, requestId, timeoutMs);
+  awaitResult(workflowId: string, requestId: string, timeoutMs: number, since?: Date): Promise<TerminalEnvelope | null> {
+    return this.watch.awaitResult(workflowId, requestId, timeoutMs, since);
+  }
+
+  /** The result listener (RESULT_WAIT=notify) connects at start-up, not on the first query. */
+  startListening(): Promise<void> {
+    return this.watch.startListening();
+  }
+
+  close(): Promise<void> {
+    return this.watch.close();
   }
 
   progress(workflowId: string): Promise<Progress | null> {

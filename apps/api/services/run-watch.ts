@@ -7,13 +7,19 @@ import { ServiceError, errorEnvelope } from '../../../shared/errors.ts';
 import { LedgerStateError, release } from '../../../shared/db/credits.ts';
 import { findById, transition, type RequestRow } from '../../../shared/db/requests.ts';
 import type { Db } from '../../../shared/db/pool.ts';
+import type { Config } from '../../../shared/config.ts';
+import { ResultListener } from './result-listener.ts';
 import { progressQuery, type Progress, type Receipt, type TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import type { queryWorkflow } from '../../../workflows/query-workflow.ts';
 
 export type RunState = 'running' | 'closed' | 'missing';
 
 export class RunWatch {
-  constructor(private readonly deps: { db: Db; temporal: () => Promise<Client>; baseUrl: () => string }) {}
+  private resultListener: ResultListener | undefined;
+
+  constructor(
+    private readonly deps: { db: Db; temporal: () => Promise<Client>; baseUrl: () => string; config: Pick<Config, 'RESULT_WAIT' | 'RESULT_NOTIFY_FALLBACK_MS' | 'DATABASE_URL'> },
+  ) {}
 
   /** The state of exactly this run (workflow ids name one claim each); throws engine_unavailable. */
   async state(workflowId: string): Promise<RunState> {
@@ -44,9 +50,64 @@ export class RunWatch {
 
   /**
    * Wait for the terminal envelope; null when it is not there within `timeoutMs`. Temporal
-   * unreachable: throws ServiceError engine_unavailable (503, Retry-After).
+   * unreachable: throws ServiceError engine_unavailable (503, Retry-After). `since` (the claim's
+   * time) lets a LISTEN connection older than the claim skip the initial row read.
    */
-  async awaitResult(workflowId: string, requestId: string, timeoutMs: number): Promise<TerminalEnvelope | null> {
+  async awaitResult(workflowId: string, requestId: string, timeoutMs: number, since?: Date): Promise<TerminalEnvelope | null> {
+    const listener = this.listener();
+    if (!listener) return this.awaitHistory(workflowId, requestId, timeoutMs);
+    const deadline = Date.now() + timeoutMs;
+    const sub = listener.subscribe(requestId, since, Math.min(timeoutMs, this.deps.config.RESULT_NOTIFY_FALLBACK_MS));
+    let heard = sub.trusted ? await sub.heard : undefined;
+    if (heard === undefined) {
+      // A notification may have come and gone before this connection listened: look once.
+      const env = await this.storedEnvelope(requestId);
+      if (env) {
+        sub.cancel();
+        return env;
+      }
+      heard = await sub.heard;
+    }
+    if (heard === 'notified') {
+      const env = await this.storedEnvelope(requestId);
+      if (env) return env;
+    }
+    // Late, lost or unsure: today's history long-poll, raced with a notification still to come.
+    const left = deadline - Date.now();
+    if (left <= 0) return (await this.storedEnvelope(requestId)) ?? null;
+    const history = this.awaitHistory(workflowId, requestId, left);
+    const late = listener.subscribe(requestId, undefined, left);
+    const notified = late.heard.then(async (h) => (h === 'notified' ? ((await this.storedEnvelope(requestId)) ?? history) : history));
+    try {
+      return await Promise.race([history, notified]);
+    } finally {
+      late.cancel();
+    }
+  }
+
+  /** The envelope the row holds, if the workflow wrote it; a read that fails counts as not yet. */
+  private async storedEnvelope(requestId: string): Promise<TerminalEnvelope | null> {
+    const row = await findById(this.deps.db, requestId).catch(() => undefined);
+    return row?.result ? { status: row.response_status ?? 200, body: row.result } : null;
+  }
+
+  private listener(): ResultListener | undefined {
+    const { RESULT_WAIT, DATABASE_URL } = this.deps.config;
+    if (RESULT_WAIT !== 'notify' || !DATABASE_URL) return undefined;
+    this.resultListener ??= new ResultListener(DATABASE_URL);
+    return this.resultListener;
+  }
+
+  /** Start listening ahead of the first query (a failure only means waiters fall back). */
+  async startListening(): Promise<void> {
+    await this.listener()?.start();
+  }
+
+  async close(): Promise<void> {
+    await this.resultListener?.close();
+  }
+
+  private async awaitHistory(workflowId: string, requestId: string, timeoutMs: number): Promise<TerminalEnvelope | null> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<null>((resolve) => {
       timer = setTimeout(() => resolve(null), timeoutMs);

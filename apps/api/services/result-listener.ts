@@ -1,0 +1,153 @@
+// How the API hears that a request got its terminal envelope without long-polling Temporal's
+// history: `finalize` (shared/db/requests.ts) runs pg_notify(REQUEST_FINAL_CHANNEL, id) in the
+// statement that writes the envelope, so the notification is sent exactly when that write commits.
+// One dedicated LISTEN connection per API process serves every waiter. A notification can be
+// missed (the connection was down, or began listening after the write), so an answer here is a
+// hint to read the row, and every doubt is reported as 'unsure' for the caller's fallback.
+import pg from 'pg';
+import { REQUEST_FINAL_CHANNEL } from '../../../shared/db/requests.ts';
+
+export type Heard = 'notified' | 'unsure' | 'timeout';
+
+export interface Subscription {
+  heard: Promise<Heard>;
+  /** Every notification since the claim reaches `heard`; when false, read the row once as well. */
+  trusted: boolean;
+  cancel(): void;
+}
+
+/** Notifications are kept this long, so a waiter registering just after its own arrived still hears it. */
+const RECENT_MS = 60_000;
+const RECENT_MAX = 20_000;
+/** Clocks of the API and PostgreSQL may differ a little: a listener younger than this is not trusted. */
+const CLOCK_MARGIN_MS = 1_000;
+
+export class ResultListener {
+  private client: pg.Client | undefined;
+  private connecting: Promise<void> | undefined;
+  /** When the current LISTEN took effect (epoch ms); undefined while not listening. */
+  private listeningSince: number | undefined;
+  private readonly waiters = new Map<string, Set<(h: Heard) => void>>();
+  private readonly recent = new Map<string, number>();
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryDelayMs = 100;
+  private closed = false;
+
+  constructor(private readonly databaseUrl: string) {}
+
+  /** Listen now (idempotent); a failure leaves a retry scheduled and waiters fall back. */
+  start(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    if (this.listeningSince !== undefined) return Promise.resolve();
+    this.connecting ??= this.connect().finally(() => {
+      this.connecting = undefined;
+    });
+    return this.connecting;
+  }
+
+  private async connect(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.databaseUrl, keepAlive: true, connectionTimeoutMillis: 5_000 });
+    client.on('notification', (msg) => {
+      if (msg.channel === REQUEST_FINAL_CHANNEL && msg.payload) this.heard(msg.payload);
+    });
+    const lost = () => this.lost(client);
+    client.on('error', lost);
+    client.on('end', lost);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${REQUEST_FINAL_CHANNEL}`);
+    } catch {
+      lost();
+      await client.end().catch(() => {});
+      return;
+    }
+    if (this.closed) {
+      await client.end().catch(() => {});
+      return;
+    }
+    this.client = client;
+    this.listeningSince = Date.now();
+    this.retryDelayMs = 100;
+  }
+
+  /** The connection is gone: every waiter falls back now (notifications may be lost), then reconnect. */
+  private lost(client: pg.Client) {
+    if (this.client !== undefined && this.client !== client) return; // an earlier connection's late event
+    this.client = undefined;
+    this.listeningSince = undefined;
+    for (const [, set] of this.waiters) for (const resolve of set) resolve('unsure');
+    this.waiters.clear();
+    if (this.closed || this.retryTimer) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      void this.start();
+    }, this.retryDelayMs);
+    this.retryTimer.unref();
+    this.retryDelayMs = Math.min(this.retryDelayMs * 2, 5_000);
+  }
+
+  private heard(requestId: string) {
+    const now = Date.now();
+    this.recent.set(requestId, now);
+    // Insertion order is arrival order: drop the old (and the excess) from the front.
+    for (const [id, at] of this.recent) {
+      if (at > now - RECENT_MS && this.recent.size <= RECENT_MAX) break;
+      this.recent.delete(id);
+    }
+    const set = this.waiters.get(requestId);
+    if (!set) return;
+    this.waiters.delete(requestId);
+    for (const resolve of set) resolve('notified');
+  }
+
+  /**
+   * Wait up to `timeoutMs` for `requestId`'s envelope to be written. `since` is when the request
+   * was claimed: a notification sent before this connection listened would have been missed, so
+   * `trusted` is false when the listener is younger than that (the caller reads the row once, after
+   * subscribing, so nothing falls between). Not listening: 'unsure' at once.
+   */
+  subscribe(requestId: string, since: Date | undefined, timeoutMs: number): Subscription {
+    const listening = this.listeningSince;
+    if (listening === undefined) {
+      // Reconnecting (or PostgreSQL down): never hold a waiter on it; the caller falls back now.
+      void this.start();
+      return { heard: Promise.resolve('unsure'), trusted: false, cancel() {} };
+    }
+    if (this.recent.has(requestId)) return { heard: Promise.resolve('notified'), trusted: true, cancel() {} };
+    const trusted = since !== undefined && listening + CLOCK_MARGIN_MS <= since.getTime();
+    let done: (h: Heard) => void = () => {};
+    const heard = new Promise<Heard>((resolve) => {
+      let set = this.waiters.get(requestId);
+      if (!set) this.waiters.set(requestId, (set = new Set()));
+      const timer = setTimeout(() => done('timeout'), Math.max(0, timeoutMs));
+      done = (h: Heard) => {
+        clearTimeout(timer);
+        const s = this.waiters.get(requestId);
+        s?.delete(done);
+        if (s?.size === 0) this.waiters.delete(requestId);
+        resolve(h);
+      };
+      set.add(done);
+    });
+    return { heard, trusted, cancel: () => done('timeout') };
+  }
+
+  /** Waiting now (for tests and metrics). */
+  get waiting(): number {
+    let n = 0;
+    for (const [, s] of this.waiters) n += s.size;
+    return n;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    await this.connecting?.catch(() => {});
+    const client = this.client;
+    this.client = undefined;
+    this.listeningSince = undefined;
+    for (const [, set] of this.waiters) for (const resolve of set) resolve('unsure');
+    this.waiters.clear();
+    await client?.end().catch(() => {});
+  }
+}
