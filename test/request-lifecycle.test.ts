@@ -242,10 +242,14 @@ describe('request lifecycle', () => {
   // RESULT_WAIT=history follows the run through Temporal alone; notify (the default) hears the
   // envelope from PostgreSQL, so Temporal cut off from the API while waiting costs the caller nothing
   // until the history fallback begins (set far off here: it is the other case's path).
+  // A third case: notify whose history fallback begins long before the envelope (300 ms; the site
+  // takes 40 s), so the cut reaches the caller as 503 from the history poll while a late
+  // notification is still awaited; the abandoned wait leaves the API running.
   it.each([
-    ['history', 503],
-    ['notify', 200],
-  ] as const)('Temporal unreachable while waiting (RESULT_WAIT=%s) answers %i; the run still finishes', async (mode, expected) => {
+    ['history', 503, 60_000, 6_000],
+    ['notify', 200, 60_000, 6_000],
+    ['notify', 503, 300, 40_000],
+  ] as const)('Temporal unreachable while waiting (RESULT_WAIT=%s) answers %i (history fallback after %i ms, site %i ms); the run still finishes', async (mode, expected, fallbackMs, siteMs) => {
     // The API reaches Temporal through a proxy this test cuts; the worker reaches it directly.
     const [host, port] = stack().temporalAddress.split(':') as [string, string];
     const sockets = new Set<net.Socket>();
@@ -264,11 +268,11 @@ describe('request lifecycle', () => {
     const proxyAddress = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
     try {
       const [api] = await Promise.all([
-        pool.spawn('api', { ...pair, temporalAddress: proxyAddress, env: { ...pair.env, RESULT_WAIT: mode, RESULT_NOTIFY_FALLBACK_MS: '60000' } }),
+        pool.spawn('api', { ...pair, temporalAddress: proxyAddress, env: { ...pair.env, RESULT_WAIT: mode, RESULT_NOTIFY_FALLBACK_MS: String(fallbackMs) } }),
         pool.spawn('worker'),
       ]);
       const org = await newOrg(5);
-      await slowWeather(6000);
+      await slowWeather(siteMs);
       const pending = query(org.api_key, london, {}, String(api.started.url));
       const row = await until(async () => {
         const r = await db().query(`SELECT id FROM requests WHERE org_id = $1 AND status = 'processing'`, [org.org_id]);
@@ -293,6 +297,9 @@ describe('request lifecycle', () => {
         const r = await db().query('SELECT status FROM requests WHERE id = $1', [row.id]);
         return r.rows[0]?.status === 'succeeded';
       }, 60_000);
+      // The API that answered is still up.
+      const live = await fetch(`${String(api.started.url)}/livez`);
+      expect(live.status).toBe(200);
       expect(await ledgerSettled(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 0, charged: 1 });
     } finally {
       proxy.close();
