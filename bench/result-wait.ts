@@ -2,28 +2,13 @@
 // requests alternate between them within the same load, so a machine whose load drifts during the
 // run (other processes on the same cores) weighs on both alike. At c=16 the two share the
 // throughput, so compare their latencies, not their rates.
-import { percentile, type Summary } from './stats.ts';
+import { summarize } from './stats.ts';
 
 export interface ResultWaitBenchInput {
   apiKey: string;
   /** label → base URL of an API */
   apis: Record<string, string>;
   total?: number;
-}
-
-const round = (x: number) => Math.round(x * 100) / 100;
-
-function summarize(latencies: number[], errors: number, elapsedS: number): Summary {
-  latencies.sort((a, b) => a - b);
-  return {
-    n: latencies.length,
-    p50_ms: round(percentile(latencies, 50)),
-    p95_ms: round(percentile(latencies, 95)),
-    p99_ms: round(percentile(latencies, 99)),
-    mean_ms: round(latencies.reduce((a, b) => a + b, 0) / latencies.length),
-    qps: round(latencies.length / elapsedS),
-    errors,
-  };
 }
 
 export async function benchResultWait({ apiKey, apis, total = 300 }: ResultWaitBenchInput) {

@@ -17,6 +17,20 @@ export function percentile(sorted: number[], p: number): number {
 
 const round = (x: number) => Math.round(x * 100) / 100;
 
+/** Percentiles, mean and rate of `latencies` (ms; sorted in place) over `elapsedS` seconds. */
+export function summarize(latencies: number[], errors: number, elapsedS: number): Summary {
+  latencies.sort((a, b) => a - b);
+  return {
+    n: latencies.length,
+    p50_ms: round(percentile(latencies, 50)),
+    p95_ms: round(percentile(latencies, 95)),
+    p99_ms: round(percentile(latencies, 99)),
+    mean_ms: round(latencies.reduce((a, b) => a + b, 0) / latencies.length),
+    qps: round(latencies.length / elapsedS),
+    errors,
+  };
+}
+
 /** Run `fn` `total` times with `concurrency` in flight; latency of each call and overall rate. */
 export async function load(fn: (i: number) => Promise<boolean>, opts: { total: number; concurrency: number; warmup?: number }): Promise<Summary> {
   for (let i = 0; i < (opts.warmup ?? 0); i++) await fn(-1 - i);
@@ -35,17 +49,7 @@ export async function load(fn: (i: number) => Promise<boolean>, opts: { total: n
       }
     }),
   );
-  const elapsed = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  return {
-    n: latencies.length,
-    p50_ms: round(percentile(latencies, 50)),
-    p95_ms: round(percentile(latencies, 95)),
-    p99_ms: round(percentile(latencies, 99)),
-    mean_ms: round(latencies.reduce((a, b) => a + b, 0) / latencies.length),
-    qps: round(latencies.length / elapsed),
-    errors,
-  };
+  return summarize(latencies, errors, (performance.now() - started) / 1000);
 }
 
 export const ratio = (a: number, b: number) => round(a / b);

@@ -1,8 +1,6 @@
 // The browser engine (playwright-core + Debian Chromium) against the demo sites: every example of
 // every browser demo operation, destination checks, actions, aborts, concurrency and relaunch.
 import { existsSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startDemoSites, type DemoSites } from '../apps/demo-sites/server.ts';
 import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
@@ -10,6 +8,7 @@ import { BrowserPool } from '../activities/engines/browser-engine.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { ServiceError } from '../shared/errors.ts';
+import { startInsideServer, type InsideServer } from './helpers/inside-server.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SECRETS = { WEATHER_API_KEY: 'wk_demo_valid_key_123', SHOP_EMAIL: 'demo@shop.example.test', SHOP_PASSWORD: 'correct-horse' };
@@ -154,22 +153,14 @@ describe.skipIf(!existsSync(CHROMIUM))('browser engine', () => {
 
   describe('every hop and every connection is checked', () => {
     // A loopback server outside the host map: the "internal service" a hostile page points at.
-    let inside: http.Server;
+    let inside: InsideServer;
     let insidePort = 0;
-    let seen = 0;
     beforeAll(async () => {
-      inside = http.createServer((_req, res) => res.end('internal'));
-      inside.on('connection', () => seen++);
-      await new Promise<void>((r) => inside.listen(0, '127.0.0.1', () => r()));
-      insidePort = (inside.address() as AddressInfo).port;
+      inside = await startInsideServer();
+      insidePort = inside.port;
     });
-    afterAll(async () => {
-      inside.closeAllConnections();
-      await new Promise<void>((r) => inside.close(() => r()));
-    });
-    beforeEach(() => {
-      seen = 0;
-    });
+    afterAll(() => inside.close());
+    beforeEach(() => inside.reset());
 
     const books = (steps: unknown[]): Recipe => ({ engine: 'browser', hosts: ['books.example.test'], steps, output: '{{vars.r.t}}' } as Recipe);
     const read = { type: 'extract', fields: { t: { type: 'text', selector: 'h1' } }, save_as: 'r' };
@@ -181,7 +172,7 @@ describe.skipIf(!existsSync(CHROMIUM))('browser engine', () => {
         expect(e.code, to).toBe('workflow_execution_failed');
         expect(e.details, to).toMatchObject({ reason: 'destination_refused' });
       }
-      expect(seen).toBe(0);
+      expect(inside.seen()).toBe(0);
     });
 
     it('a redirect to an undeclared public host is refused and never reaches it', async () => {
@@ -194,7 +185,7 @@ describe.skipIf(!existsSync(CHROMIUM))('browser engine', () => {
     it('a link the page offers to a loopback port is refused when followed', async () => {
       const e = await runError(books([{ type: 'navigate', url: probe({ link: `http://127.0.0.1:${insidePort}/` }) }, { type: 'click', selector: '#next', wait_for_navigation: true }, read]));
       expect(e.details).toMatchObject({ reason: 'destination_refused' });
-      expect(seen).toBe(0);
+      expect(inside.seen()).toBe(0);
     });
 
     it.each([
@@ -206,14 +197,14 @@ describe.skipIf(!existsSync(CHROMIUM))('browser engine', () => {
       const e = await runError(books([{ type: 'navigate', url: probe(q(insidePort)) }, { type: 'wait', selector: '#done', state: 'attached' }, read]));
       expect(e.code).toBe('workflow_execution_failed');
       expect(e.details).toMatchObject({ reason: 'destination_refused' });
-      expect(seen).toBe(0);
+      expect(inside.seen()).toBe(0);
     });
 
     it('an action click whose next page is refused is action_unconfirmed (the click reached the website)', async () => {
       const to = `http://books.example.test/__probe/redirect?to=${encodeURIComponent(`http://127.0.0.1:${insidePort}/`)}`;
       const e = await runError(books([{ type: 'navigate', url: probe({ link: to }) }, { type: 'click', selector: '#next', wait_for_navigation: true, action: true }, read]));
       expect(e.code).toBe('action_unconfirmed');
-      expect(seen).toBe(0);
+      expect(inside.seen()).toBe(0);
     });
 
     it('the same probe page without outbound calls runs (so the refusals above are about the destinations)', async () => {

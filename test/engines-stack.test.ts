@@ -2,32 +2,25 @@
 // redirects or scripts its way to a loopback port outside the host map, queried through the API and
 // run by the worker. The run fails with a clear code, nothing is charged, and the loopback server
 // never sees a connection.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { publishApi } from '../shared/db/catalog.ts';
 import { validateOperationVersion } from '../shared/catalog/validate.ts';
 import type { ApiDefinition } from '../shared/catalog/types.ts';
 import { balanceOf, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
+import { startInsideServer, type InsideServer } from './helpers/inside-server.ts';
 
-let inside: http.Server;
+let inside: InsideServer;
 let insidePort = 0;
-let seen = 0;
 
 beforeAll(async () => {
-  inside = http.createServer((_req, res) => res.end('internal'));
-  inside.on('connection', () => seen++);
-  await new Promise<void>((r) => inside.listen(0, '127.0.0.1', () => r()));
-  insidePort = (inside.address() as AddressInfo).port;
+  inside = await startInsideServer();
+  insidePort = inside.port;
 });
 afterAll(async () => {
-  inside.closeAllConnections();
-  await new Promise<void>((r) => inside.close(() => r()));
+  await inside.close();
   await closeDb();
 });
-beforeEach(() => {
-  seen = 0;
-});
+beforeEach(() => inside.reset());
 
 /** A private workflow of `orgId` that opens `url` on books.example.test with the given engine. */
 async function hostileWorkflow(orgId: string, engine: 'http' | 'browser', url: string, extra: unknown[] = []): Promise<string> {
@@ -70,7 +63,7 @@ describe('destinations on the real stack', () => {
     expect(res.status, res.text).toBe(502);
     expect(res.body.error.code).toBe('workflow_execution_failed');
     expect(res.body.error.details).toMatchObject({ reason: engine === 'http' ? 'host_not_allowed' : 'destination_refused' });
-    expect(seen).toBe(0);
+    expect(inside.seen()).toBe(0);
     expect((await balanceOf(org.org_id)).charged).toBe(0);
     expect((await ledgerOf(org.org_id)).filter((l) => l.kind === 'charge')).toEqual([]);
   });
@@ -82,7 +75,7 @@ describe('destinations on the real stack', () => {
     const res = await query(org.api_key, { api, operation: 'open', input: {} });
     expect(res.status, res.text).toBe(502);
     expect(res.body.error).toMatchObject({ code: 'workflow_execution_failed', details: { reason: 'destination_refused' } });
-    expect(seen).toBe(0);
+    expect(inside.seen()).toBe(0);
     expect((await balanceOf(org.org_id)).charged).toBe(0);
   });
 
