@@ -71,9 +71,9 @@ export interface Keyring {
 }
 
 /** A key's id: a digest prefix, so rows (and Temporal payloads) name their key without revealing it. */
-export const keyId = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 16);
+const keyId = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 16);
 
-export function decodeKey(b64: string, setting: string): Buffer {
+function decodeKey(b64: string, setting: string): Buffer {
   const key = Buffer.from(b64.trim(), 'base64');
   if (key.length !== 32) throw new Error(`${setting} must be base64 of exactly 32 bytes (openssl rand -base64 32)`);
   return key;
@@ -81,7 +81,9 @@ export function decodeKey(b64: string, setting: string): Buffer {
 
 /** A dev key in $DATA_DIR/<fileName>: created once (atomically, mode 0600), then reused. Also the
  *  Temporal payload key's (shared/temporal/payload-keys.ts), in its own file. */
-export async function devKey(dataDir: string, fileName = 'connections-key'): Promise<Buffer> {
+const DEV_KEY_FILE = 'connections-key';
+
+async function devKey(dataDir: string, fileName = DEV_KEY_FILE): Promise<Buffer> {
   const file = path.join(dataDir, fileName);
   const read = async () => decodeKey(await fs.readFile(file, 'utf8'), file);
   try {
@@ -108,18 +110,31 @@ export async function devKey(dataDir: string, fileName = 'connections-key'): Pro
 
 const keyrings = new Map<string, Promise<Keyring>>();
 
-/** The process's keyring from configuration; loaded once. */
-export function loadKeyring(config: Pick<Config, 'CONNECTIONS_ENCRYPTION_KEY' | 'CONNECTIONS_PREVIOUS_KEYS' | 'dataDir'>): Promise<Keyring> {
-  const cacheKey = `${config.CONNECTIONS_ENCRYPTION_KEY ? 'configured' : `dev:${config.dataDir}`}|${config.CONNECTIONS_ENCRYPTION_KEY ?? ''}|${config.CONNECTIONS_PREVIOUS_KEYS ?? ''}`;
+/** Where one keyring's keys come from: the configured key and earlier ones, or a dev key file. */
+export interface KeyringSource {
+  /** Setting names, for error messages: e.g. CONNECTIONS_ENCRYPTION_KEY, CONNECTIONS_PREVIOUS_KEYS. */
+  names: { current: string; previous: string };
+  current: string | undefined;
+  /** Comma-separated earlier keys, still accepted for decryption after a rotation. */
+  previous: string | undefined;
+  /** Without a configured key: a key generated once in `dataDir/devFile`. */
+  dataDir: string;
+  devFile: string;
+}
+
+/**
+ * A keyring from configuration (base64 keys), loaded once per distinct source; the connections
+ * keyring and the Temporal payload keyring are both built here.
+ */
+export function keyringFrom(src: KeyringSource): Promise<Keyring> {
+  const cacheKey = [src.names.current, src.current ?? `dev:${src.dataDir}/${src.devFile}`, src.previous ?? ''].join('|');
   let k = keyrings.get(cacheKey);
   if (!k) {
     k = (async () => {
-      const key = config.CONNECTIONS_ENCRYPTION_KEY
-        ? decodeKey(config.CONNECTIONS_ENCRYPTION_KEY, 'CONNECTIONS_ENCRYPTION_KEY')
-        : await devKey(config.dataDir);
+      const key = src.current ? decodeKey(src.current, src.names.current) : await devKey(src.dataDir, src.devFile);
       const byId = new Map<string, Buffer>([[keyId(key), key]]);
-      for (const prev of (config.CONNECTIONS_PREVIOUS_KEYS ?? '').split(',').filter((s) => s.trim())) {
-        const p = decodeKey(prev, 'CONNECTIONS_PREVIOUS_KEYS');
+      for (const prev of (src.previous ?? '').split(',').filter((s) => s.trim())) {
+        const p = decodeKey(prev, src.names.previous);
         byId.set(keyId(p), p);
       }
       return { current: { id: keyId(key), key }, byId };
@@ -128,6 +143,17 @@ export function loadKeyring(config: Pick<Config, 'CONNECTIONS_ENCRYPTION_KEY' | 
     keyrings.set(cacheKey, k);
   }
   return k;
+}
+
+/** The process's connections keyring from configuration; loaded once. */
+export function loadKeyring(config: Pick<Config, 'CONNECTIONS_ENCRYPTION_KEY' | 'CONNECTIONS_PREVIOUS_KEYS' | 'dataDir'>): Promise<Keyring> {
+  return keyringFrom({
+    names: { current: 'CONNECTIONS_ENCRYPTION_KEY', previous: 'CONNECTIONS_PREVIOUS_KEYS' },
+    current: config.CONNECTIONS_ENCRYPTION_KEY,
+    previous: config.CONNECTIONS_PREVIOUS_KEYS,
+    dataDir: config.dataDir,
+    devFile: DEV_KEY_FILE,
+  });
 }
 
 interface Identity {
