@@ -151,9 +151,22 @@ const ConfigSchema = z.object({
     .enum(['true', 'false', '1', '0'])
     .default('true')
     .transform((v) => v === 'true' || v === '1'),
+  /** Console sign-up (a new user and a new organization, apps/api/console): `open` or `closed`.
+   *  Unset = open on the embedded default, closed when DATABASE_URL is set (production). */
+  CONSOLE_SIGNUP: z.enum(['open', 'closed']).optional(),
+  /** Credits granted to an organization created by console sign-up. */
+  CONSOLE_SIGNUP_CREDITS: z.coerce.number().int().min(0).default(0),
+  /** A console session unused this long ends (minutes). */
+  CONSOLE_SESSION_IDLE_MINUTES: int(120),
+  /** A console session ends this long after sign-in, used or not (hours). */
+  CONSOLE_SESSION_MAX_HOURS: int(12),
+  /** Sign-in throttling: failed attempts per client IP and per email within the window; beyond, 429. */
+  CONSOLE_SIGNIN_WINDOW_SECONDS: int(900),
+  CONSOLE_SIGNIN_MAX_PER_IP: int(50),
+  CONSOLE_SIGNIN_MAX_PER_EMAIL: int(10),
 });
 
-export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string> };
+export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string>; consoleSignup: boolean };
 
 /** How long terminal envelopes are retained, in milliseconds. */
 export const resultRetentionMs = (c: Pick<Config, 'RESULT_RETENTION_MS' | 'RESULT_RETENTION_HOURS'>) =>
@@ -174,5 +187,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       throw new Error('Invalid configuration:\n  SITE_HOST_MAP: must be a JSON object of host -> "ip:port"');
     }
   }
-  return { ...c, dataDir: path.resolve(c.DATA_DIR), siteHostMap };
+  return { ...c, dataDir: path.resolve(c.DATA_DIR), siteHostMap, consoleSignup: (c.CONSOLE_SIGNUP ?? (c.DATABASE_URL ? 'closed' : 'open')) === 'open' };
 }

@@ -84,7 +84,8 @@ export type KeyCheck =
 /** Look a key up by its hash; no cache, so a revocation takes effect on the next request. */
 export async function checkApiKey(db: Db, apiKey: string): Promise<KeyCheck> {
   const r = await db.query(
-    `SELECT k.id, k.org_id, k.expires_at, k.revoked_at, o.plan
+    `SELECT k.id, k.org_id, k.expires_at, k.revoked_at, o.plan,
+            k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute' AS stale_use
        FROM api_keys k JOIN organizations o ON o.id = k.org_id
       WHERE k.key_hash = $1`,
     [sha256(apiKey)],
@@ -93,5 +94,39 @@ export async function checkApiKey(db: Db, apiKey: string): Promise<KeyCheck> {
   if (!row) return { ok: false, code: 'invalid_api_key' };
   if (row.revoked_at) return { ok: false, code: 'revoked_api_key' };
   if (row.expires_at && (row.expires_at as Date).getTime() <= Date.now()) return { ok: false, code: 'expired_api_key' };
+  // "Last used" for the console, minute-accurate: at most one write per key a minute, not one per request.
+  if (row.stale_use) {
+    await db.query(`UPDATE api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`, [row.id]);
+  }
   return { ok: true, orgId: row.org_id, keyId: row.id, plan: row.plan };
+}
+
+export interface KeyInfo {
+  key_id: string;
+  prefix: string;
+  created_at: Date;
+  last_used_at: Date | null;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+}
+
+/** An organization's keys, newest first (never the key itself: only its hash is stored). */
+export async function listKeys(db: Db, orgId: string): Promise<KeyInfo[]> {
+  const r = await db.query(
+    'SELECT id AS key_id, prefix, created_at, last_used_at, expires_at, revoked_at FROM api_keys WHERE org_id = $1 ORDER BY created_at DESC, id',
+    [orgId],
+  );
+  return r.rows;
+}
+
+/** Revoke one of an organization's keys by id; false when it is not that organization's key. */
+export async function revokeKeyOfOrg(db: Db, orgId: string, keyId: string): Promise<boolean> {
+  const r = await db.query('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 AND org_id = $2', [keyId, orgId]);
+  return r.rowCount === 1;
+}
+
+/** The credit balance of an organization, or undefined when there is none. */
+export async function balanceOf(db: Db, orgId: string): Promise<{ granted: number; available: number; reserved: number; charged: number } | undefined> {
+  const r = await db.query('SELECT granted, available, reserved, charged FROM credit_balances WHERE org_id = $1', [orgId]);
+  return r.rows[0];
 }

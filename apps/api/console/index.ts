@@ -1,0 +1,112 @@
+// The web console (/console): server-rendered pages on the same database as the API, in a scope of
+// their own. Cookies, form bodies, CSRF and HTML error pages exist only inside this scope: no API
+// route parses a cookie or a form, and no console route accepts an API key.
+import fs from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import csrf from '@fastify/csrf-protection';
+import view from '@fastify/view';
+import { Eta } from 'eta';
+import type { Config } from '../../../shared/config.ts';
+import { isDatabaseUnavailable } from '../../../shared/db/unavailable.ts';
+import { registerConsoleSession } from '../plugins/console-session.ts';
+import { ConsolePageError, layoutData, when, ROLE_LABELS, type ConsoleContext } from './context.ts';
+import { PAGES } from './pages/index.ts';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(import.meta.url);
+
+export default async function consolePlugin(app: FastifyInstance, opts: { config: Config }) {
+  await app.register(cookie);
+  await app.register(formbody, { bodyLimit: 64 * 1024 });
+  const sessions = registerConsoleSession(app, opts.config);
+  await app.register(csrf, {
+    cookieKey: sessions.policy.csrf,
+    cookieOpts: sessions.cookieOptions,
+    // Only the form field: the console has no script that would send a header.
+    getToken: (req: FastifyRequest) => {
+      const body = req.body as Record<string, unknown> | undefined;
+      return typeof body?._csrf === 'string' ? body._csrf : '';
+    },
+  });
+  await app.register(view, {
+    engine: { eta: new Eta({ autoEscape: true, autoTrim: [false, 'nl'] }) },
+    root: path.join(here, 'views'),
+    layout: 'layout.eta',
+    defaultContext: { when, ROLE_LABELS },
+  });
+
+  // Every state-changing form carries a token bound to the browser's CSRF cookie.
+  app.addHook('preHandler', (request, reply, done) => {
+    if (request.method !== 'POST') return done();
+    app.csrfProtection(request, reply, done);
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    reply.header('x-frame-options', 'DENY');
+    reply.header('referrer-policy', 'same-origin');
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('content-security-policy', "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'");
+  });
+
+  const ctx: ConsoleContext = {
+    config: opts.config,
+    sessions,
+    async render(request, reply, viewName, data, status = 200) {
+      const layout = await layoutData(request, app.db);
+      const page = { ...layout, csrf: reply.generateCsrf(), path: request.url, ...data };
+      return reply.code(status).type('text/html; charset=utf-8').view(viewName, page);
+    },
+  };
+
+  app.setErrorHandler(async (error: FastifyError | ConsolePageError, request, reply) => {
+    let status = 500;
+    let title = 'Something went wrong';
+    let message = 'The console could not answer. Try again in a moment.';
+    if (error instanceof ConsolePageError) {
+      ({ statusCode: status, title, message } = error);
+      reply.headers(error.headers);
+    } else if (error.code === 'FST_CSRF_INVALID_TOKEN' || error.code === 'FST_CSRF_MISSING_SECRET') {
+      status = 403;
+      title = 'Form expired';
+      message = 'This form is no longer valid. Go back, reload the page and send it again.';
+    } else if (isDatabaseUnavailable(error)) {
+      status = 503;
+      title = 'Temporarily unavailable';
+      message = 'The console cannot reach its database right now. Try again in a moment.';
+      reply.header('retry-after', '5');
+    } else if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+      status = error.statusCode;
+      title = 'Bad request';
+      message = 'The request could not be understood.';
+    } else {
+      request.log.error({ err: error }, 'console page failed');
+    }
+    return renderError(request, reply, status, title, message);
+  });
+
+  async function renderError(request: FastifyRequest, reply: FastifyReply, status: number, title: string, message: string) {
+    try {
+      return await ctx.render(request, reply, 'error.eta', { title, message }, status);
+    } catch {
+      // The layout itself needs the database; answer a bare page rather than nothing.
+      return reply.code(status).type('text/html; charset=utf-8').send(`<!doctype html><html lang="en"><title>${title}</title><main><h1>${title}</h1><p>${message}</p></main></html>`);
+    }
+  }
+
+  // Assets from this origin: the stylesheet and htmx (read once from the installed package).
+  const css = await fs.readFile(path.join(here, 'assets', 'console.css'));
+  const htmx = await fs.readFile(require.resolve('htmx.org/dist/htmx.min.js'));
+  app.get('/console/assets/console.css', { schema: { hide: true } }, async (_q, reply) =>
+    reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=3600').send(css),
+  );
+  app.get('/console/assets/htmx.min.js', { schema: { hide: true } }, async (_q, reply) =>
+    reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(htmx),
+  );
+
+  for (const page of PAGES) await page(app, ctx);
+}

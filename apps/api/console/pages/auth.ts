@@ -1,0 +1,87 @@
+// Sign-in, sign-up, sign-out and the organization switcher.
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { findUserByEmail, membershipsOf, AccountError } from '../../../../shared/accounts/users.ts';
+import { verifyPassword } from '../../../../shared/accounts/passwords.ts';
+import { recordFailure, throttled, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
+import { deleteExpiredSessions, signUp, switchOrg } from '../../../../shared/accounts/sessions.ts';
+import { ConsolePageError, needSession, type ConsoleContext } from '../context.ts';
+
+const SignInForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024) });
+const SignUpForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024), organization: z.string().trim().min(1).max(100) });
+const SwitchForm = z.object({ _csrf: z.string(), org_id: z.string().max(100) });
+
+const WRONG = 'Wrong email or password.';
+
+export default async function authPages(app: FastifyInstance, ctx: ConsoleContext) {
+  const limits: ThrottleLimits = {
+    windowMs: ctx.config.CONSOLE_SIGNIN_WINDOW_SECONDS * 1000,
+    perIp: ctx.config.CONSOLE_SIGNIN_MAX_PER_IP,
+    perEmail: ctx.config.CONSOLE_SIGNIN_MAX_PER_EMAIL,
+  };
+  const signup = ctx.config.consoleSignup;
+
+  app.get('/console/sign-in', { schema: { hide: true } }, async (request, reply) => {
+    if (request.consoleSession) return reply.redirect('/console', 303);
+    return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', error: null, signup });
+  });
+
+  app.post('/console/sign-in', { schema: { hide: true } }, async (request, reply) => {
+    const form = SignInForm.safeParse(request.body);
+    if (!form.success) return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', error: WRONG, signup }, 400);
+    const { email, password } = form.data;
+    const wait = await throttled(app.db, request.ip, email, limits);
+    if (wait > 0) {
+      throw new ConsolePageError(429, 'Too many attempts', `Too many sign-in attempts. Wait ${Math.ceil(wait / 60)} minute(s) and try again.`, {
+        'retry-after': String(wait),
+      });
+    }
+    const user = await findUserByEmail(app.db, email);
+    // Verified even when there is no such user (against a dummy hash): the same work either way.
+    const ok = await verifyPassword(user?.password_hash ?? null, password);
+    const orgs = ok && user ? await membershipsOf(app.db, user.id) : [];
+    if (!ok || !user || orgs.length === 0) {
+      await recordFailure(app.db, request.ip, email, limits);
+      return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email, error: WRONG, signup }, 401);
+    }
+    await ctx.sessions.start(request, reply, user.id, orgs[0]!.org_id);
+    if (Math.random() < 0.05) await deleteExpiredSessions(app.db, ctx.sessions.times);
+    return reply.redirect('/console', 303);
+  });
+
+  app.post('/console/sign-out', { schema: { hide: true } }, async (request, reply) => {
+    await ctx.sessions.end(request, reply);
+    return reply.redirect('/console/sign-in', 303);
+  });
+
+  app.post('/console/switch-org', { schema: { hide: true }, preHandler: needSession }, async (request, reply) => {
+    const form = SwitchForm.safeParse(request.body);
+    const id = ctx.sessions.sessionId(request);
+    if (!form.success || !id || !(await switchOrg(app.db, id, form.data.org_id))) {
+      throw new ConsolePageError(404, 'Not found', 'You are not a member of that organization.');
+    }
+    return reply.redirect('/console', 303);
+  });
+
+  app.get('/console/sign-up', { schema: { hide: true } }, async (request, reply) => {
+    if (!signup) throw new ConsolePageError(404, 'Sign-up is closed', 'Ask an operator or an Owner of your organization for an account.');
+    return ctx.render(request, reply, 'sign-up.eta', { title: 'Create an account', email: '', organization: '', error: null });
+  });
+
+  app.post('/console/sign-up', { schema: { hide: true } }, async (request, reply) => {
+    if (!signup) throw new ConsolePageError(404, 'Sign-up is closed', 'Ask an operator or an Owner of your organization for an account.');
+    const form = SignUpForm.safeParse(request.body);
+    const fields = { title: 'Create an account', email: form.data?.email ?? '', organization: form.data?.organization ?? '' };
+    if (!form.success) return ctx.render(request, reply, 'sign-up.eta', { ...fields, error: 'Fill in every field.' }, 400);
+    try {
+      const made = await signUp(app.db, { ...form.data, orgName: form.data.organization, credits: ctx.config.CONSOLE_SIGNUP_CREDITS });
+      await ctx.sessions.start(request, reply, made.user_id, made.org_id);
+      return reply.redirect('/console', 303);
+    } catch (err) {
+      if (!(err instanceof AccountError)) throw err;
+      // An address in use gets the same answer as any refusal would elsewhere: say what to do.
+      const error = err.code === 'email_taken' ? 'That email cannot be used. Sign in instead, or use another address.' : `The ${err.message}.`;
+      return ctx.render(request, reply, 'sign-up.eta', { ...fields, error }, 400);
+    }
+  });
+}

@@ -1,0 +1,63 @@
+// Connections (Owners and Administrators): connected accounts and access keys of the organization.
+// Add and replace go through shared/db/connections.ts (encrypted with its keyring); secret values
+// are never shown again, only the names of their fields.
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { addConnection, ConnectionError, listConnections, loadKeyring, revokeConnection, type Keyring } from '../../../../shared/db/connections.ts';
+import { needManager, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
+
+const AddForm = z.object({
+  _csrf: z.string(),
+  kind: z.enum(['account', 'access_key']),
+  name: z.string().trim().max(100),
+  site: z.string().trim().max(253),
+  email: z.string().max(8192).optional(),
+  password: z.string().max(8192).optional(),
+  value: z.string().max(8192).optional(),
+});
+
+const STATE_LABELS = { active: 'connected', needs_reauth: 'needs sign-in', revoked: 'revoked' } as const;
+
+export default async function connectionPages(app: FastifyInstance, ctx: ConsoleContext) {
+  const guard = { schema: { hide: true }, preHandler: [needSession, needManager] };
+  let ring: Promise<Keyring> | undefined;
+  const keyring = () => (ring ??= loadKeyring(ctx.config));
+
+  async function page(request: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply, form: Record<string, string>, error: string | null, status = 200) {
+    const s = sessionOf(request);
+    const connections = await listConnections(app.db, s.orgId);
+    return ctx.render(request, reply, 'connections.eta', { title: 'Connections', connections, STATE_LABELS, form, error }, status);
+  }
+
+  app.get<{ Querystring: { replace?: string } }>('/console/connections', guard, async (request, reply) => {
+    const s = sessionOf(request);
+    const replace = typeof request.query.replace === 'string' ? (await listConnections(app.db, s.orgId)).find((c) => c.connection_id === request.query.replace) : undefined;
+    const form = replace ? { kind: replace.kind, name: replace.name, site: replace.site } : { kind: 'account', name: '', site: '' };
+    return page(request, reply, form, null);
+  });
+
+  app.post('/console/connections', guard, async (request, reply) => {
+    const s = sessionOf(request);
+    const parsed = AddForm.safeParse(request.body);
+    if (!parsed.success) return page(request, reply, { kind: 'account', name: '', site: '' }, 'Fill in the kind, name and site.', 400);
+    const f = parsed.data;
+    const form = { kind: f.kind, name: f.name, site: f.site };
+    const secret = f.kind === 'account' ? { email: f.email ?? '', password: f.password ?? '' } : f.value ?? '';
+    try {
+      await addConnection(app.db, await keyring(), { orgId: s.orgId, kind: f.kind, name: f.name, site: f.site, secret });
+    } catch (err) {
+      // ConnectionError messages name fields, never values.
+      if (err instanceof ConnectionError) return page(request, reply, form, `Not saved: ${err.message}.`, 400);
+      throw err;
+    }
+    return reply.redirect('/console/connections', 303);
+  });
+
+  app.post<{ Params: { connection_id: string } }>('/console/connections/:connection_id/disconnect', guard, async (request, reply) => {
+    const s = sessionOf(request);
+    const own = (await listConnections(app.db, s.orgId)).some((c) => c.connection_id === request.params.connection_id);
+    if (!own) throw notFound();
+    await revokeConnection(app.db, request.params.connection_id);
+    return reply.redirect('/console/connections', 303);
+  });
+}

@@ -1,0 +1,14 @@
+// Overview: the credit balance, the latest requests, quick links.
+import type { FastifyInstance } from 'fastify';
+import { balanceOf } from '../../../../shared/db/orgs.ts';
+import { needSession, sessionOf, type ConsoleContext } from '../context.ts';
+import { listRequests } from '../reads.ts';
+
+export default async function overviewPage(app: FastifyInstance, ctx: ConsoleContext) {
+  app.get('/console', { schema: { hide: true }, preHandler: needSession }, async (request, reply) => {
+    const s = sessionOf(request);
+    const balance = (await balanceOf(app.db, s.orgId)) ?? { granted: 0, available: 0, reserved: 0, charged: 0 };
+    const recent = await listRequests(app.db, s.orgId, { limit: 5 });
+    return ctx.render(request, reply, 'overview.eta', { title: 'Overview', balance, recent: recent.rows });
+  });
+}

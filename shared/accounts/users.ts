@@ -1,0 +1,143 @@
+// Users and their memberships in organizations. The one writer of `users` and `memberships`.
+// The last Owner rule is enforced here, in one transaction that locks the organization row, so two
+// concurrent demotions or removals cannot both pass the check.
+import { randomBytes } from 'node:crypto';
+import { tx, type Db, type DbClient } from '../db/pool.ts';
+import { hashPassword, passwordProblem } from './passwords.ts';
+
+export const ROLES = ['owner', 'admin', 'member'] as const;
+export type Role = (typeof ROLES)[number];
+export const isRole = (v: unknown): v is Role => typeof v === 'string' && (ROLES as readonly string[]).includes(v);
+
+/** Owners and Administrators manage keys, connections and members; Members run, read and build. */
+export const canManage = (role: Role) => role === 'owner' || role === 'admin';
+
+export const newUserId = () => `usr_${randomBytes(12).toString('hex')}`;
+
+// Deliberately loose (one @, no spaces): the address is a sign-in name, never mailed by this service.
+const EMAIL_RE = /^[^\s@]{1,64}@[^\s@]{1,189}$/;
+export const normalizeEmail = (email: string) => email.trim().toLowerCase();
+
+export class AccountError extends Error {
+  constructor(
+    readonly code: 'invalid_email' | 'weak_password' | 'email_taken' | 'not_found' | 'last_owner' | 'already_member' | 'forbidden',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'AccountError';
+  }
+}
+
+export interface UserRow {
+  id: string;
+  email: string;
+  password_hash: string;
+}
+
+export interface Membership {
+  org_id: string;
+  org_name: string;
+  role: Role;
+}
+
+export async function findUserByEmail(db: Db | DbClient, email: string): Promise<UserRow | undefined> {
+  const r = await db.query('SELECT id, email, password_hash FROM users WHERE email = $1', [normalizeEmail(email)]);
+  return r.rows[0];
+}
+
+/** Create a user (hashing the password); `email_taken` when the address is already used. */
+export async function insertUser(c: Db | DbClient, email: string, password: string): Promise<{ user_id: string; email: string }> {
+  const e = normalizeEmail(email);
+  if (!EMAIL_RE.test(e)) throw new AccountError('invalid_email', 'email must look like name@example.com');
+  const problem = passwordProblem(password);
+  if (problem) throw new AccountError('weak_password', `password ${problem}`);
+  const id = newUserId();
+  const r = await c.query('INSERT INTO users (id, email, password_hash) VALUES ($1, $2, $3) ON CONFLICT (email) DO NOTHING RETURNING id', [
+    id,
+    e,
+    await hashPassword(password),
+  ]);
+  if (r.rowCount === 0) throw new AccountError('email_taken', 'a user with that email already exists');
+  return { user_id: id, email: e };
+}
+
+/** Operators: create a user and make them a member of an existing organization with a role. */
+export async function createUserInOrg(db: Db, a: { email: string; password: string; orgId: string; role: Role }) {
+  return tx(db, async (c) => {
+    const org = await c.query('SELECT 1 FROM organizations WHERE id = $1', [a.orgId]);
+    if (org.rowCount === 0) throw new AccountError('not_found', `organization ${a.orgId} not found`);
+    const user = await insertUser(c, a.email, a.password);
+    await c.query('INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3)', [a.orgId, user.user_id, a.role]);
+    return { ...user, org_id: a.orgId, role: a.role };
+  });
+}
+
+export async function membershipsOf(db: Db | DbClient, userId: string): Promise<Membership[]> {
+  const r = await db.query(
+    `SELECT m.org_id, o.name AS org_name, m.role FROM memberships m JOIN organizations o ON o.id = m.org_id
+      WHERE m.user_id = $1 ORDER BY o.name, m.org_id`,
+    [userId],
+  );
+  return r.rows;
+}
+
+export async function roleIn(db: Db | DbClient, userId: string, orgId: string): Promise<Role | undefined> {
+  const r = await db.query('SELECT role FROM memberships WHERE user_id = $1 AND org_id = $2', [userId, orgId]);
+  return r.rows[0]?.role;
+}
+
+export interface MemberRow {
+  user_id: string;
+  email: string;
+  role: Role;
+  created_at: Date;
+}
+
+export async function listMembers(db: Db, orgId: string): Promise<MemberRow[]> {
+  const r = await db.query(
+    `SELECT m.user_id, u.email, m.role, m.created_at FROM memberships m JOIN users u ON u.id = m.user_id
+      WHERE m.org_id = $1 ORDER BY array_position(ARRAY['owner','admin','member'], m.role), u.email`,
+    [orgId],
+  );
+  return r.rows;
+}
+
+/** Only an Owner may grant the Owner role or change an Owner's role. */
+function checkActor(actor: Role, from: Role | null, to: Role | null) {
+  if (!canManage(actor)) throw new AccountError('forbidden', 'only Owners and Administrators manage members');
+  if (actor !== 'owner' && (from === 'owner' || to === 'owner')) throw new AccountError('forbidden', 'only an Owner can grant or change the Owner role');
+}
+
+/** Add an existing user (by email) to an organization. */
+export async function addMember(db: Db, actor: Role, orgId: string, email: string, role: Role): Promise<MemberRow> {
+  checkActor(actor, null, role);
+  const user = await findUserByEmail(db, email);
+  if (!user) throw new AccountError('not_found', 'no user with that email; an operator creates users (npm run admin -- user create)');
+  const r = await db.query(
+    'INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING user_id, role, created_at',
+    [orgId, user.id, role],
+  );
+  if (r.rowCount === 0) throw new AccountError('already_member', 'that user is already a member');
+  return { ...r.rows[0], email: user.email };
+}
+
+/**
+ * Change a member's role (`to`) or remove them (`to` = null). The organization row is locked first,
+ * so the count of Owners read here cannot change before this transaction commits.
+ */
+export async function changeMember(db: Db, actor: Role, orgId: string, userId: string, to: Role | null): Promise<void> {
+  await tx(db, async (c) => {
+    await c.query('SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE', [orgId]);
+    const cur = await c.query('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, userId]);
+    const from: Role | undefined = cur.rows[0]?.role;
+    if (!from) throw new AccountError('not_found', 'no such member');
+    checkActor(actor, from, to);
+    if (from === 'owner' && to !== 'owner') {
+      const owners = await c.query(`SELECT count(*)::int AS n FROM memberships WHERE org_id = $1 AND role = 'owner'`, [orgId]);
+      if (owners.rows[0].n <= 1) throw new AccountError('last_owner', 'the last Owner cannot be removed or demoted; make another member Owner first');
+    }
+    // Removing the membership deletes that user's sessions on this organization (foreign key cascade).
+    if (to === null) await c.query('DELETE FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, userId]);
+    else await c.query('UPDATE memberships SET role = $3 WHERE org_id = $1 AND user_id = $2', [orgId, userId, to]);
+  });
+}
