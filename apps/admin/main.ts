@@ -7,6 +7,7 @@ import { loadConfig } from '../../shared/config.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { migrate } from '../../shared/db/migrate.ts';
 import { createKey, createOrg, grant, revokeKey } from '../../shared/db/orgs.ts';
+import { ACCOUNT_USAGE, runAccountCommand } from './account-commands.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
 import { addConnection, expireConnection, listConnections, loadKeyring, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
 
@@ -19,7 +20,8 @@ const USAGE = `usage:
       (--secret - reads the JSON from stdin, keeping it out of shell history; the output never shows it)
   npm run admin -- connection revoke --id <conn_id>      (disconnected: queries get auth_revoked)
   npm run admin -- connection expire --id <conn_id>      (needs a fresh sign-in: queries get auth_required)
-  npm run admin -- connection list --org <org_id>`;
+  npm run admin -- connection list --org <org_id>
+${ACCOUNT_USAGE}`;
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -33,6 +35,9 @@ const { positionals, values } = parseArgs({
     kind: { type: 'string' },
     site: { type: 'string' },
     secret: { type: 'string' },
+    email: { type: 'string' },
+    password: { type: 'string' },
+    role: { type: 'string' },
   },
 });
 
@@ -123,7 +128,8 @@ try {
       out = { connections: await listConnections(db, need('org')) };
       break;
     default:
-      fail(`unknown command "${positionals.join(' ')}"`);
+      out = await runAccountCommand(db, `${noun} ${verb}`, { need, readStdin, fail });
+      if (out === undefined) fail(`unknown command "${positionals.join(' ')}"`);
   }
   console.log(JSON.stringify(out));
 } catch (err) {

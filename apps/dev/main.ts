@@ -44,6 +44,7 @@ try {
 
   Base URL:  ${stack.url}${ui}${config.METRICS_ENABLED ? metrics : ''}
   API key:   ${stack.apiKey}   (also in ${config.dataDir}/dev-api-key)
+  Console:   ${stack.url}/console   sign in as ${stack.consoleUser.email} / ${stack.consoleUser.password}   (password also in ${stack.consoleUser.passwordFile})
 
   Try:
     curl -s ${stack.url}/v1/query -H "Authorization: Bearer ${stack.apiKey}" -H 'Content-Type: application/json' \\

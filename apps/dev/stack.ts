@@ -10,11 +10,14 @@ import { startDemoSites, type DemoSites } from '../demo-sites/server.ts';
 import { startWorker } from '../worker/worker.ts';
 import { runtimeOptions } from '../worker/telemetry.ts';
 import { startApi } from '../api/server.ts';
+import { ensureDevUser } from './dev-user.ts';
 
 export interface DevStack {
   url: string;
   apiKey: string;
   orgId: string;
+  /** The dev organization's console Owner (apps/dev/dev-user.ts). */
+  consoleUser: { email: string; password: string; passwordFile: string };
   databaseUrl: string;
   temporalAddress: string;
   /** The Temporal Web UI (embedded dev server started with `temporalUi`), else undefined. */
@@ -59,6 +62,7 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
     stops.push(() => db.end());
     await prepareDatabase(databaseUrl, db);
     const dev = await ensureDevOrg(db, config.dataDir);
+    const consoleUser = await ensureDevUser(db, config.dataDir, dev.orgId);
 
     // The demo sites stand in for the web: recipes' real-looking hosts are routed to them.
     const sites = await startDemoSites({ port: 0 });
@@ -73,7 +77,7 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
     stops.push(() => worker.shutdown());
     const api = await startApi(full);
     stops.push(() => api.close());
-    return { url: api.url, apiKey: dev.apiKey, orgId: dev.orgId, databaseUrl, temporalAddress, temporalUiUrl: temporal?.uiUrl, sites, stop: stopAll, workerDone: worker.done, config: full };
+    return { url: api.url, apiKey: dev.apiKey, orgId: dev.orgId, consoleUser, databaseUrl, temporalAddress, temporalUiUrl: temporal?.uiUrl, sites, stop: stopAll, workerDone: worker.done, config: full };
   } catch (err) {
     await stopAll();
     throw err;

@@ -141,3 +141,19 @@ export async function changeMember(db: Db, actor: Role, orgId: string, userId: s
     else await c.query('UPDATE memberships SET role = $3 WHERE org_id = $1 AND user_id = $2', [orgId, userId, to]);
   });
 }
+
+/** Operators and the dev bootstrap: set a user's password (their sessions end: a reset means distrust). */
+export async function setPassword(db: Db, userId: string, password: string): Promise<void> {
+  const problem = passwordProblem(password);
+  if (problem) throw new AccountError('weak_password', `password ${problem}`);
+  const hashed = await hashPassword(password);
+  await tx(db, async (c) => {
+    await c.query('UPDATE users SET password_hash = $2 WHERE id = $1', [userId, hashed]);
+    await c.query('DELETE FROM console_sessions WHERE user_id = $1', [userId]);
+  });
+}
+
+/** Make a user a member with a role if they are not one yet (the dev bootstrap). */
+export async function ensureMembership(db: Db, orgId: string, userId: string, role: Role): Promise<void> {
+  await db.query('INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [orgId, userId, role]);
+}
