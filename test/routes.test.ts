@@ -20,8 +20,12 @@ import { call, closeDb, newOrg, ownPair, stack } from './helpers/stack.ts';
  * Routes that are not operations of the API, hence not in the document:
  * - HEAD: Fastify answers HEAD wherever GET is (exposeHeadRoutes); the document says so once.
  * - /docs/assets/:file: the static files of the reference page (swagger-ui), not an API.
+ * - /console and /console/*: the web console's HTML pages and forms (cookie sessions, CSRF), for
+ *   people in a browser; not part of the HTTP contract, which takes only API keys
+ *   (apps/api/console/README.md). test/console-*.test.ts cover them.
  */
-const UNDOCUMENTED = (r: { method: string; url: string }) => r.method === 'HEAD' || r.url === '/docs/assets/:file';
+const UNDOCUMENTED = (r: { method: string; url: string }) =>
+  r.method === 'HEAD' || r.url === '/docs/assets/:file' || r.url === '/console' || r.url.startsWith('/console/');
 
 /** Sample values for path parameters: well-formed, so a request reaches the handler. */
 const SAMPLE_PARAMS: Record<string, string> = { request_id: 'req_routes_test_0001', sha256: '0'.repeat(64), workflow_name: 'weather', file: 'init.js' };
@@ -134,8 +138,12 @@ describe('the document and the routes agree', () => {
     const routes = app.routeTable.filter((r) => !UNDOCUMENTED(r)).map((r) => `${r.method} ${toDocPath(r.url)}`);
     expect(routes.length).toBeGreaterThan(15);
     expect(routes.filter((r) => !documented.has(r))).toEqual([]);
-    // And the allow-list hides nothing else: each entry is a HEAD or the reference's assets.
-    expect(app.routeTable.filter(UNDOCUMENTED).every((r) => r.method === 'HEAD' || r.url.startsWith('/docs/assets/'))).toBe(true);
+    // And the allow-list hides nothing else: each entry is a HEAD, the reference's assets or a console page.
+    const isConsole = (url: string) => url === '/console' || url.startsWith('/console/');
+    expect(app.routeTable.filter(UNDOCUMENTED).every((r) => r.method === 'HEAD' || r.url.startsWith('/docs/assets/') || isConsole(r.url))).toBe(true);
+    expect(app.routeTable.some((r) => r.method === 'POST' && r.url === '/console/sign-in')).toBe(true);
+    // The console is not in the document: it is for browsers, not the HTTP contract.
+    expect(Object.keys(doc.paths).filter(isConsole)).toEqual([]);
   });
 });
 

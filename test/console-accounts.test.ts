@@ -1,0 +1,366 @@
+// The console's accounts, sessions, roles and boundaries over HTTP, on the shared stack's API
+// process (and one of this file's own for https cookies and open sign-up):
+// - sign-in: generic refusal, hashed server-side session regenerated at each sign-in, cookie flags;
+// - CSRF on every form; sign-out and member removal end sessions at once;
+// - roles: Members cannot reach keys, connections or members; the last Owner stays (race-safe);
+// - other organizations' ids are 404; a cookie is never an API/MCP credential and a key never opens
+//   the console; sign-in throttling answers 429 with Retry-After;
+// - admin commands `user create` and `org show`.
+import { execFile } from 'node:child_process';
+import net from 'node:net';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256 } from '../shared/ids.ts';
+import { changeMember } from '../shared/accounts/users.ts';
+import { addConnection, loadKeyring } from '../shared/db/connections.ts';
+import { loadConfig } from '../shared/config.ts';
+import { insertClaim } from '../shared/db/requests.ts';
+import { newRequestId } from '../shared/ids.ts';
+import { call, closeDb, db, newOrg, ownPair, stack } from './helpers/stack.ts';
+import { startApiProcess, ROOT, type ServiceProcess } from './helpers/processes.ts';
+import { ConsoleClient, orgWithUser, PASSWORD, signedIn } from './helpers/console-http.ts';
+
+const run = promisify(execFile);
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+afterAll(async () => {
+  await closeDb();
+});
+
+async function keyCount(orgId: string) {
+  const r = await db().query('SELECT count(*)::int AS n FROM api_keys WHERE org_id = $1', [orgId]);
+  return r.rows[0].n as number;
+}
+
+/** A request row of an organization, as the query path writes it (no run needed to see it listed). */
+async function requestRow(orgId: string) {
+  const id = newRequestId();
+  const op = await db().query(`SELECT o.id FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = '@weather' AND o.name = 'current_weather' AND a.visibility = 'public'`);
+  const row = await insertClaim(db(), {
+    id, orgId, keyHash: null, fingerprint: null, workflowId: `wf-${id}`, api: '@weather', operation: 'current_weather',
+    operationId: Number(op.rows[0].id), version: 1, performsActions: false, isPublicApi: true,
+  });
+  expect(row?.id).toBe(id);
+  return id;
+}
+
+describe('sign-in and sessions', () => {
+  it('refuses a wrong password and an unknown email alike, without a session', async () => {
+    const f = await orgWithUser('owner');
+    const c = new ConsoleClient();
+    const wrong = await c.signIn(f.email, 'not the password at all');
+    const unknown = await c.signIn(`nobody-${f.email}`, 'not the password at all');
+    for (const res of [wrong, unknown]) {
+      expect(res.status).toBe(401);
+      expect(res.text).toContain('Wrong email or password.');
+      expect(res.setCookies.some((s) => s.startsWith('wqs_session='))).toBe(false);
+    }
+  });
+
+  it('stores only the hash of a fresh session id, in an HttpOnly SameSite=Lax cookie (plain http: no Secure, no __Host-)', async () => {
+    const f = await orgWithUser('owner');
+    const c = new ConsoleClient();
+    const first = await c.signIn(f.email, PASSWORD);
+    expect(first.status).toBe(303);
+    expect(first.location).toBe('/console');
+    const cookie = first.setCookies.find((s) => s.startsWith('wqs_session='))!;
+    expect(cookie).toMatch(/HttpOnly/i);
+    expect(cookie).toMatch(/SameSite=Lax/i);
+    expect(cookie).toMatch(/Path=\//);
+    expect(cookie).not.toMatch(/Secure/i);
+    const id1 = c.cookies.get('wqs_session')!;
+    const rows = await db().query('SELECT id_hash FROM console_sessions WHERE user_id = $1', [f.userId]);
+    expect(rows.rows.map((r) => Buffer.from(r.id_hash).toString('hex'))).toEqual([sha256(id1).toString('hex')]);
+    // Signing in again (same browser) gives a new id and deletes the old session: no fixation.
+    expect((await c.get('/console/sign-in')).location).toBe('/console'); // already signed in
+    expect((await c.submit('/console', '/console/sign-in', { email: f.email, password: PASSWORD })).status).toBe(303);
+    const id2 = c.cookies.get('wqs_session')!;
+    expect(id2).not.toBe(id1);
+    const after = await db().query('SELECT id_hash FROM console_sessions WHERE user_id = $1', [f.userId]);
+    expect(after.rows.map((r) => Buffer.from(r.id_hash).toString('hex'))).toEqual([sha256(id2).toString('hex')]);
+    const overview = await c.get('/console');
+    expect(overview.status).toBe(200);
+    expect(overview.text).toContain('<h1>Overview</h1>');
+    expect(overview.text).toContain('>100<'); // the org's 100 available credits
+  });
+
+  it('ends a session on sign-out (the old cookie opens nothing)', async () => {
+    const { client } = await signedIn('owner');
+    const old = client.cookies.get('wqs_session')!;
+    expect((await client.submit('/console', '/console/sign-out', {})).status).toBe(303);
+    const stale = new ConsoleClient();
+    stale.cookies.set('wqs_session', old);
+    const res = await stale.get('/console');
+    expect(res.status).toBe(303);
+    expect(res.location).toBe('/console/sign-in');
+    expect((await db().query('SELECT 1 FROM console_sessions WHERE id_hash = $1', [sha256(old)])).rowCount).toBe(0);
+  });
+
+  it('ends an idle or expired session', async () => {
+    const { client, userId } = await signedIn('member');
+    await db().query(`UPDATE console_sessions SET last_seen_at = now() - interval '3 hours' WHERE user_id = $1`, [userId]);
+    expect((await client.get('/console')).location).toBe('/console/sign-in');
+    const again = await signedIn('member');
+    await db().query(`UPDATE console_sessions SET expires_at = now() - interval '1 second' WHERE user_id = $1`, [again.userId]);
+    expect((await again.client.get('/console')).location).toBe('/console/sign-in');
+  });
+
+  it('switches between the organizations of a user, and only to those', async () => {
+    const a = await signedIn('owner');
+    const other = await newOrg(5, 'Second org');
+    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, [other.org_id, a.userId]);
+    const before = await a.client.get('/console');
+    expect(before.text).toContain('id="org-switch"');
+    expect((await a.client.submit('/console', '/console/switch-org', { org_id: other.org_id })).status).toBe(303);
+    const after = await a.client.get('/console');
+    expect(after.text).toMatch(/<dt>Available<\/dt><dd>5<\/dd>/);
+    // As a Member there, the keys page is closed.
+    expect((await a.client.get('/console/keys')).status).toBe(403);
+    const stranger = await newOrg(1, 'Not mine');
+    expect((await a.client.submit('/console', '/console/switch-org', { org_id: stranger.org_id })).status).toBe(404);
+  });
+});
+
+describe('CSRF', () => {
+  it('refuses a form without its token or with a wrong one (403), and changes nothing', async () => {
+    const { client, org } = await signedIn('owner');
+    const before = await keyCount(org.org_id);
+    const missing = await client.request('POST', '/console/keys', { form: {} });
+    expect(missing.status).toBe(403);
+    expect(missing.text).toContain('Form expired');
+    const wrong = await client.request('POST', '/console/keys', { form: { _csrf: 'forged-token' } });
+    expect(wrong.status).toBe(403);
+    // A token from another browser (its own CSRF cookie) does not fit this one.
+    const other = await signedIn('owner');
+    const foreign = await other.client.token('/console/keys');
+    expect((await client.request('POST', '/console/keys', { form: { _csrf: foreign } })).status).toBe(403);
+    expect(await keyCount(org.org_id)).toBe(before);
+    // The sign-in form is protected too.
+    expect((await new ConsoleClient().request('POST', '/console/sign-in', { form: { email: 'a@example.com', password: 'x' } })).status).toBe(403);
+  });
+});
+
+describe('API keys in the console', () => {
+  it('creates a key shown once, records its use, and revokes it for the next request', async () => {
+    const { client, org } = await signedIn('admin');
+    const created = await client.submit('/console/keys', '/console/keys', {});
+    expect(created.status).toBe(200);
+    const key = /id="new-key" class="secret" readonly value="(svc_sk_[A-Za-z0-9]+)"/.exec(created.text)![1]!;
+    const used = await call('GET', '/v1/catalog/tools', { key });
+    expect(used.status).toBe(200);
+    const row = await db().query('SELECT id, last_used_at FROM api_keys WHERE key_hash = $1', [sha256(key)]);
+    expect(row.rows[0].last_used_at).not.toBeNull();
+    const list = await client.get('/console/keys');
+    expect(list.text).toContain(`${key.slice(0, 12)}…`);
+    expect(list.text).not.toContain(key); // never shown again
+    const revoke = await client.submit('/console/keys', `/console/keys/${row.rows[0].id}/revoke`, {});
+    expect(revoke.status).toBe(303);
+    const after = await call('GET', '/v1/catalog/tools', { key });
+    expect(after.status).toBe(401);
+    expect(after.body.error.code).toBe('revoked_api_key');
+    // The org's original key still works.
+    expect((await call('GET', '/v1/catalog/tools', { key: org.api_key })).status).toBe(200);
+  });
+});
+
+describe('roles', () => {
+  it('keeps Members out of keys, connections and members (403 page), and changes nothing', async () => {
+    const { client, org } = await signedIn('member');
+    for (const path of ['/console/keys', '/console/connections', '/console/members']) {
+      const res = await client.get(path);
+      expect(res.status, path).toBe(403);
+      expect(res.text).toContain('Only Owners and Administrators');
+    }
+    const token = await client.token('/console');
+    expect((await client.request('POST', '/console/keys', { form: { _csrf: token } })).status).toBe(403);
+    expect(await keyCount(org.org_id)).toBe(1);
+    const home = await client.get('/console');
+    expect(home.text).not.toContain('href="/console/keys"');
+    expect((await client.get('/console/requests')).status).toBe(200);
+    expect((await client.get('/console/workflows')).status).toBe(200);
+  });
+
+  it('adds a member by email, changes roles, and removing a member ends their session at once', async () => {
+    const owner = await signedIn('owner');
+    const joiner = await orgWithUser('member'); // a user of another organization
+    const add = await owner.client.submit('/console/members', '/console/members', { email: joiner.email.toUpperCase(), role: 'member' });
+    expect(add.status).toBe(303);
+    const jc = new ConsoleClient();
+    await jc.signIn(joiner.email, PASSWORD);
+    expect((await jc.submit('/console', '/console/switch-org', { org_id: owner.org.org_id })).status).toBe(303);
+    expect((await jc.get('/console/members')).status).toBe(403);
+    expect((await owner.client.submit('/console/members', `/console/members/${joiner.userId}/role`, { role: 'admin' })).status).toBe(303);
+    expect((await jc.get('/console/members')).status).toBe(200); // the role is read on every request
+    expect((await owner.client.submit('/console/members', `/console/members/${joiner.userId}/remove`, {})).status).toBe(303);
+    const gone = await jc.get('/console');
+    expect(gone.status).toBe(303);
+    expect(gone.location).toBe('/console/sign-in');
+  });
+
+  it('never removes or demotes the last Owner, even when two owners demote each other at once', async () => {
+    const owner = await signedIn('owner');
+    const lone = await owner.client.submit('/console/members', `/console/members/${owner.userId}/role`, { role: 'member' });
+    expect(lone.status).toBe(409);
+    expect(lone.text).toContain('last Owner');
+    expect((await owner.client.submit('/console/members', `/console/members/${owner.userId}/remove`, {})).status).toBe(409);
+    const second = await orgWithUser('member');
+    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'owner')`, [owner.org.org_id, second.userId]);
+    const results = await Promise.allSettled([
+      changeMember(db(), 'owner', owner.org.org_id, owner.userId, 'member'),
+      changeMember(db(), 'owner', owner.org.org_id, second.userId, null),
+    ]);
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    const owners = await db().query(`SELECT count(*)::int AS n FROM memberships WHERE org_id = $1 AND role = 'owner'`, [owner.org.org_id]);
+    expect(owners.rows[0].n).toBe(1);
+  });
+
+  it('lets only an Owner grant the Owner role', async () => {
+    const admin = await signedIn('admin');
+    const target = await signedIn('member', admin.org.org_id);
+    const res = await admin.client.submit('/console/members', `/console/members/${target.userId}/role`, { role: 'owner' });
+    expect(res.status).toBe(403);
+    expect((await db().query('SELECT role FROM memberships WHERE user_id = $1 AND org_id = $2', [target.userId, admin.org.org_id])).rows[0].role).toBe('member');
+  });
+});
+
+describe('isolation and boundaries', () => {
+  it("answers 404 for another organization's request, key, connection and member ids", async () => {
+    const mine = await signedIn('owner');
+    const theirs = await orgWithUser('owner');
+    const theirRequest = await requestRow(theirs.org.org_id);
+    const myRequest = await requestRow(mine.org.org_id);
+    expect((await mine.client.get(`/console/requests/${myRequest}`)).status).toBe(200);
+    expect((await mine.client.get(`/console/requests/${theirRequest}`)).status).toBe(404);
+    const theirKey = (await db().query('SELECT id FROM api_keys WHERE org_id = $1', [theirs.org.org_id])).rows[0].id;
+    expect((await mine.client.submit('/console/keys', `/console/keys/${theirKey}/revoke`, {})).status).toBe(404);
+    expect((await call('GET', '/v1/catalog/tools', { key: theirs.org.api_key })).status).toBe(200);
+    const conn = await addConnection(db(), await loadKeyring({ ...loadConfig(), dataDir: stack().dataDir }), {
+      orgId: theirs.org.org_id, kind: 'access_key', name: 'WEATHER_API_KEY', site: 'weather.example.test', secret: 'their-secret-value',
+    });
+    expect((await mine.client.submit('/console/connections', `/console/connections/${conn.connection_id}/disconnect`, {})).status).toBe(404);
+    expect((await db().query('SELECT status FROM connections WHERE id = $1', [conn.connection_id])).rows[0].status).toBe('active');
+    expect((await mine.client.submit('/console/members', `/console/members/${theirs.userId}/remove`, {})).status).toBe(404);
+    expect((await mine.client.submit(`/console/requests/${myRequest}`, `/console/requests/${theirRequest}/feedback`, { value: 'up' })).status).toBe(404);
+    const list = await mine.client.get('/console/requests');
+    expect(list.text).toContain(myRequest);
+    expect(list.text).not.toContain(theirRequest);
+  });
+
+  it('never takes a session cookie as an API or MCP credential', async () => {
+    const { client } = await signedIn('owner');
+    const cookie = [...client.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+    const q = await call('POST', '/v1/query', { body: { api: '@weather', operation: 'current_weather', input: { city: 'London' } }, headers: { cookie } });
+    expect(q.status).toBe(401);
+    expect(q.body.error.code).toBe('api_key_required');
+    const mcp = await call('POST', '/mcp', { body: { jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers: { cookie, accept: 'application/json, text/event-stream' } });
+    expect(mcp.status).toBe(401);
+  });
+
+  it('never opens the console with an API key', async () => {
+    const org = await newOrg(10);
+    const c = new ConsoleClient();
+    for (const path of ['/console', '/console/keys', '/console/requests']) {
+      const res = await c.get(path, { authorization: `Bearer ${org.api_key}` });
+      expect(res.status, path).toBe(303);
+      expect(res.location).toBe('/console/sign-in');
+      expect(res.text).not.toContain('Available');
+    }
+  });
+});
+
+describe('sign-in throttling', () => {
+  it('answers 429 with Retry-After and a friendly page after too many failures for one email, even with the right password', async () => {
+    const f = await orgWithUser('owner');
+    const c = new ConsoleClient();
+    const limit = loadConfig().CONSOLE_SIGNIN_MAX_PER_EMAIL;
+    for (let i = 0; i < limit; i++) expect((await c.signIn(f.email, `wrong password ${i}`)).status).toBe(401);
+    const blocked = await c.signIn(f.email, PASSWORD);
+    expect(blocked.status).toBe(429);
+    expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(blocked.text).toContain('Too many sign-in attempts');
+    expect(blocked.setCookies.some((s) => s.includes('wqs_session='))).toBe(false);
+  });
+});
+
+describe('on an https base URL, with sign-up open', () => {
+  let api: ServiceProcess;
+  let base: string;
+  beforeAll(async () => {
+    // The process's base URL is the public https one; it listens on this loopback port.
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    api = await startApiProcess(
+      ownPair('console-https', {
+        PORT: String(port),
+        PUBLIC_BASE_URL: 'https://console.example.test',
+        CONSOLE_SIGNUP: 'open',
+        CONSOLE_SIGNUP_CREDITS: '25',
+        CONSOLE_SIGNIN_MAX_PER_IP: '1000',
+      }),
+    );
+  }, 120_000);
+  afterAll(async () => {
+    await api?.kill();
+  });
+
+  it('uses __Host- cookies with Secure, and signs up a new Owner with the configured credits', async () => {
+    const c = new ConsoleClient(base);
+    const form = await c.get('/console/sign-up');
+    expect(form.status).toBe(200);
+    expect(form.setCookies.find((s) => s.startsWith('__Host-wqs_csrf='))).toMatch(/Secure/);
+    const email = `new-${Math.random().toString(36).slice(2, 8)}@example.com`;
+    const res = await c.submit('/console/sign-up', '/console/sign-up', { organization: 'Fresh Co', email, password: PASSWORD });
+    expect(res.status).toBe(303);
+    const session = res.setCookies.find((s) => s.startsWith('__Host-wqs_session='))!;
+    expect(session).toMatch(/; Secure/i);
+    expect(session).toMatch(/Path=\//);
+    expect(session).not.toMatch(/Domain=/i);
+    const home = await c.get('/console');
+    expect(home.text).toMatch(/<dt>Available<\/dt><dd>25<\/dd>/);
+    const user = await db().query(`SELECT u.password_hash, m.role FROM users u JOIN memberships m ON m.user_id = u.id WHERE u.email = $1`, [email]);
+    expect(user.rows[0].role).toBe('owner');
+    expect(user.rows[0].password_hash).toMatch(/^\$argon2id\$/);
+  });
+
+  it('keeps sign-up closed on the shared stack (DATABASE_URL set)', async () => {
+    expect((await new ConsoleClient().get('/console/sign-up')).status).toBe(404);
+  });
+});
+
+describe('admin commands', () => {
+  const admin = (args: string[], input?: string) => {
+    const child = run('node', ['--import', 'tsx', 'apps/admin/main.ts', ...args], {
+      cwd: ROOT,
+      env: { ...process.env, DATABASE_URL: stack().databaseUrl, LOG_LEVEL: 'silent' },
+    });
+    if (input !== undefined) {
+      child.child.stdin!.end(input);
+    }
+    return child;
+  };
+
+  it('creates a user (password from stdin) and shows the organization with its credits', async () => {
+    const org = await newOrg(42);
+    const email = `ops-${Math.random().toString(36).slice(2, 8)}@example.com`;
+    const made = JSON.parse((await admin(['user', 'create', '--email', email, '--password', '-', '--org', org.org_id, '--role', 'owner'], `${PASSWORD}\n`)).stdout);
+    expect(made).toMatchObject({ email, org_id: org.org_id, role: 'owner' });
+    expect(made.user_id).toMatch(/^usr_/);
+    expect((await new ConsoleClient().signIn(email, PASSWORD)).status).toBe(303);
+    const shown = JSON.parse((await admin(['org', 'show', '--org', org.org_id])).stdout);
+    expect(shown).toMatchObject({ org_id: org.org_id, credits: { granted: 42, available: 42, reserved: 0, charged: 0 }, members: [{ email, role: 'owner' }] });
+    const bad = await admin(['user', 'create', '--email', email, '--password', 'short', '--org', org.org_id, '--role', 'owner']).catch((e) => e);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('at least 10 characters');
+    expect(bad.stderr).not.toContain('short');
+  });
+});

@@ -1,0 +1,47 @@
+// Real Chromium for the console tests (playwright-core with Debian's Chromium, launched like the
+// browser engine), an axe-core check of the WCAG 2.x A/AA rules, and screenshots to
+// .tools/screenshots/ (ignored; a few good ones are copied to docs/screenshots/ by hand).
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { loadConfig } from '../../shared/config.ts';
+import { CHROMIUM_ARGS } from '../../activities/engines/browser-engine.ts';
+import { ROOT } from './processes.ts';
+
+export const AXE_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa'];
+const AXE_PATH = path.join(ROOT, 'node_modules/axe-core/axe.min.js');
+export const SCREENSHOTS = path.join(ROOT, '.tools/screenshots');
+
+export const launchBrowser = (): Promise<Browser> =>
+  chromium.launch({ executablePath: loadConfig().CHROMIUM_PATH, args: [...CHROMIUM_ARGS], headless: true });
+
+/**
+ * A fresh browser context (its own cookies). bypassCSP only lets the test inject axe-core; the
+ * pages' own Content-Security-Policy is asserted on the HTTP answers.
+ */
+export async function newPage(browser: Browser, baseURL: string): Promise<Page> {
+  const context = await browser.newContext({ baseURL, bypassCSP: true, viewport: { width: 1200, height: 800 } });
+  return context.newPage();
+}
+
+export interface AxeViolation {
+  id: string;
+  impact: string | null;
+  help: string;
+  targets: string[];
+}
+
+/** axe-core's violations of the WCAG 2.0/2.1/2.2 A and AA rules on the current page. */
+export async function axeViolations(page: Page): Promise<AxeViolation[]> {
+  if (!(await page.evaluate(() => 'axe' in window))) await page.addScriptTag({ path: AXE_PATH });
+  return page.evaluate(async (tags) => {
+    const axe = (window as unknown as { axe: { run(ctx: Document, opts: unknown): Promise<{ violations: Array<{ id: string; impact: string | null; help: string; nodes: Array<{ target: unknown[] }> }> }> } }).axe;
+    const result = await axe.run(document, { runOnly: { type: 'tag', values: tags } });
+    return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => String(n.target)) }));
+  }, AXE_TAGS);
+}
+
+export async function screenshot(page: Page, name: string): Promise<void> {
+  await fs.mkdir(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
