@@ -7,10 +7,10 @@
 //   the console; sign-in throttling answers 429 with Retry-After;
 // - admin commands `user create` and `org show`.
 import { execFile } from 'node:child_process';
-import net from 'node:net';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../shared/ids.ts';
+import { freePort } from '../shared/infra/free-port.ts';
 import { changeMember } from '../shared/accounts/users.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
 import { loadConfig } from '../shared/config.ts';
@@ -21,17 +21,6 @@ import { startApiProcess, ROOT, type ServiceProcess } from './helpers/processes.
 import { ConsoleClient, orgWithUser, PASSWORD, signedIn } from './helpers/console-http.ts';
 
 const run = promisify(execFile);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 afterAll(async () => {
   await closeDb();
@@ -230,6 +219,58 @@ describe('roles', () => {
     const res = await admin.client.submit('/console/members', `/console/members/${target.userId}/role`, { role: 'owner' });
     expect(res.status).toBe(403);
     expect((await db().query('SELECT role FROM memberships WHERE user_id = $1 AND org_id = $2', [target.userId, admin.org.org_id])).rows[0].role).toBe('member');
+  });
+});
+
+describe('pages of an organization', () => {
+  it('lists requests newest first, filters them by status and workflow, and pages with a cursor', async () => {
+    const { client, org } = await signedIn('member');
+    const ids: string[] = [];
+    for (let i = 0; i < 27; i++) ids.push(await requestRow(org.org_id));
+    await db().query(`UPDATE requests SET status = 'failed', error_code = 'site_error', completed_at = created_at + interval '2 seconds' WHERE id = $1`, [ids[0]]);
+    const first = await client.get('/console/requests');
+    const shown = (text: string) => [...text.matchAll(/href="\/console\/requests\/(req_[A-Za-z0-9_-]+)"/g)].map((m) => m[1]!);
+    const page1 = shown(first.text);
+    expect(page1).toHaveLength(25);
+    const next = /href="\/console\/requests\?([^"]+)">Older requests/.exec(first.text)![1]!.replace(/&amp;/g, '&');
+    const page2 = shown((await client.get(`/console/requests?${next}`)).text);
+    expect(page2).toHaveLength(2);
+    // Newest first over both pages: every row exactly once.
+    expect([...page1, ...page2]).toEqual([...ids].reverse());
+    const failed = await client.get('/console/requests?status=failed&workflow=%40weather');
+    expect(shown(failed.text)).toEqual([ids[0]]);
+    expect(failed.text).toContain('site_error');
+    expect(failed.text).toContain('2.0 s');
+    expect(shown((await client.get('/console/requests?workflow=%40nothing')).text)).toEqual([]);
+    expect((await client.get('/console/requests?status=bogus')).status).toBe(400);
+    expect((await client.get('/console/requests?cursor=not-a-cursor')).status).toBe(400);
+  });
+
+  it("lists the organization's own workflows, private and public, and no one else's", async () => {
+    const { client, org } = await signedIn('member');
+    const other = await newOrg(1);
+    const handle = `@own-${Math.random().toString(36).slice(2, 8)}`;
+    await db().query(`INSERT INTO apis (handle, visibility, owner_org_id, name, category) VALUES ($1, 'private', $2, 'Our tool', 'Testing'), ($1, 'private', $3, 'Their tool', 'Testing')`, [handle, org.org_id, other.org_id]);
+    const page = await client.get('/console/workflows');
+    expect(page.text).toContain(handle);
+    expect(page.text).toContain('Our tool');
+    expect(page.text).not.toContain('Their tool');
+  });
+
+  it('replaces a connection (the old one revoked, the new one connected) without ever showing a value', async () => {
+    const { client, org } = await signedIn('owner');
+    const add = (password: string) => client.submit('/console/connections', '/console/connections', { kind: 'account', name: 'shop_account', site: 'Shop.Example.Test', email: 'me@shop.test', password });
+    expect((await add('first-secret-value')).status).toBe(303);
+    expect((await add('second-secret-value')).status).toBe(303);
+    const rows = await db().query(`SELECT status FROM connections WHERE org_id = $1 ORDER BY created_at`, [org.org_id]);
+    expect(rows.rows.map((r) => r.status)).toEqual(['revoked', 'active']);
+    const page = await client.get('/console/connections');
+    expect(page.text).toContain('shop.example.test');
+    expect(page.text).toContain('email, password');
+    expect(page.text).not.toContain('secret-value');
+    const bad = await client.submit('/console/connections', '/console/connections', { kind: 'account', name: 'bad name!', site: 'shop.example.test', email: 'x', password: 'y' });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain('Not saved: name must match');
   });
 });
 

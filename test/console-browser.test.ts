@@ -42,6 +42,10 @@ describe('console in Chromium', () => {
     await page.goto('/console');
     expect(new URL(page.url()).pathname).toBe('/console/sign-in');
     await look(page, 'sign-in');
+    // The check can fail: an input without a label is a violation.
+    await page.evaluate(() => document.querySelector('main')!.insertAdjacentHTML('beforeend', '<input id="unlabelled">'));
+    expect((await axeViolations(page)).map((v) => v.id)).toContain('label');
+    await page.reload();
     await signIn(page, owner.email, owner.password);
     await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
     for (const name of ['Overview', 'Requests', 'API keys', 'Connections', 'Workflows', 'Members']) {

@@ -10,6 +10,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../shared/infra/free-port.ts';
 import { ROOT, spawnService, type ServiceProcess } from './helpers/processes.ts';
 import { call, query, until } from './helpers/stack.ts';
+import { ConsoleClient } from './helpers/console-http.ts';
+import { DEV_USER_EMAIL } from '../apps/dev/dev-user.ts';
 
 const run = promisify(execFile);
 const dirs: string[] = [];
@@ -48,6 +50,12 @@ describe('npm start', () => {
     expect(one.base).toBe(`http://127.0.0.1:${portA}`);
     expect(two.base).toBe(`http://127.0.0.1:${portB}`);
     expect(one.p.output()).toContain(one.key);
+    // The dev organization's console Owner: printed beside the key, its password in DATA_DIR (0600).
+    const consolePasswordFile = path.join(a, 'dev-console-password');
+    const consolePassword = (await fs.readFile(consolePasswordFile, 'utf8')).trim();
+    expect((await fs.stat(consolePasswordFile)).mode & 0o777).toBe(0o600);
+    expect(one.p.output()).toContain(`sign in as ${DEV_USER_EMAIL} / ${consolePassword}`);
+    expect((await new ConsoleClient(one.base).signIn(DEV_USER_EMAIL, consolePassword)).status).toBe(303);
     expect(one.key).not.toBe(two.key);
 
     // The Temporal Web UI of each instance, on its own free port, in the banner and runtime.json.
@@ -102,6 +110,8 @@ describe('npm start', () => {
     // Restart on the same DATA_DIR (another port): same key, same request, same balance.
     const again = await start(a, await freePort());
     expect(again.key).toBe(one.key);
+    expect((await fs.readFile(consolePasswordFile, 'utf8')).trim()).toBe(consolePassword);
+    expect((await new ConsoleClient(again.base).signIn(DEV_USER_EMAIL, consolePassword)).status).toBe(303);
     expect(await fs.readFile(payloadKeyFile, 'utf8')).toBe(payloadKey); // histories written before still decode
     const st = await call('GET', `/v1/query/requests/${rid}`, { key: again.key, baseUrl: again.base });
     expect(st.status).toBe(200);
