@@ -83,6 +83,23 @@ describe('sign-in and sessions', () => {
     expect(overview.text).toContain('>100<'); // the org's 100 available credits
   });
 
+  it('serves pages with a strict Content-Security-Policy, no caching, and htmx and the stylesheet from this origin', async () => {
+    const { client } = await signedIn('member');
+    const page = await client.get('/console');
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(page.headers.get('cache-control')).toBe('no-store');
+    expect(page.text).toContain('<script src="/console/assets/htmx.min.js" defer></script>');
+    const htmx = await client.get('/console/assets/htmx.min.js');
+    expect(htmx.status).toBe(200);
+    expect(htmx.headers.get('content-type')).toMatch(/^text\/javascript/);
+    expect(htmx.text).toContain('htmx');
+    const css = await client.get('/console/assets/console.css');
+    expect(css.headers.get('content-type')).toMatch(/^text\/css/);
+    expect(css.text).toContain(':focus-visible');
+  });
+
   it('ends a session on sign-out (the old cookie opens nothing)', async () => {
     const { client } = await signedIn('owner');
     const old = client.cookies.get('wqs_session')!;

@@ -70,6 +70,12 @@ describe('console in Chromium', () => {
     const row = page.getByRole('row').filter({ hasText: requestId });
     expect(await row.innerText()).toMatch(/succeeded[\s\S]*@weather · current_weather/);
     await look(page, 'requests');
+    // htmx (from this origin, under the page's CSP) refreshes the list when a filter changes.
+    await page.getByLabel('Status').selectOption('failed');
+    await page.getByText('No requests match.').waitFor();
+    await page.waitForURL(/status=failed/);
+    await page.getByLabel('Status').selectOption('succeeded');
+    await page.getByRole('link', { name: requestId }).waitFor();
     await page.getByRole('link', { name: requestId }).click();
     await page.getByRole('heading', { name: 'Receipt' }).waitFor();
     expect(await page.locator('pre.json').innerText()).toContain('"success": true');

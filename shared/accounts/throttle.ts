@@ -38,3 +38,8 @@ export async function recordFailure(db: Db, ip: string, email: string, l: Thrott
     [buckets(ip, email), l.windowMs],
   );
 }
+
+/** Windows that have ended count for nothing; deleted now and then by sign-ins. */
+export async function deleteEndedWindows(db: Db, l: ThrottleLimits): Promise<void> {
+  await db.query(`DELETE FROM sign_in_throttle WHERE window_start <= now() - $1 * interval '1 millisecond'`, [l.windowMs]);
+}

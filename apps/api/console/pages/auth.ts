@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { findUserByEmail, membershipsOf, AccountError } from '../../../../shared/accounts/users.ts';
 import { verifyPassword } from '../../../../shared/accounts/passwords.ts';
-import { recordFailure, throttled, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
+import { deleteEndedWindows, recordFailure, throttled, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
 import { deleteExpiredSessions, signUp, switchOrg } from '../../../../shared/accounts/sessions.ts';
 import { ConsolePageError, needSession, type ConsoleContext } from '../context.ts';
 
@@ -45,7 +45,11 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
       return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email, error: WRONG, signup }, 401);
     }
     await ctx.sessions.start(request, reply, user.id, orgs[0]!.org_id);
-    if (Math.random() < 0.05) await deleteExpiredSessions(app.db, ctx.sessions.times);
+    // Housekeeping of two small tables, on a few sign-ins rather than a scheduler of its own.
+    if (Math.random() < 0.05) {
+      await deleteExpiredSessions(app.db, ctx.sessions.times);
+      await deleteEndedWindows(app.db, limits);
+    }
     return reply.redirect('/console', 303);
   });
 
