@@ -363,7 +363,8 @@ describe('on an https base URL, with sign-up open', () => {
         PUBLIC_BASE_URL: 'https://console.example.test',
         CONSOLE_SIGNUP: 'open',
         CONSOLE_SIGNUP_CREDITS: '25',
-        CONSOLE_SIGNIN_MAX_PER_IP: '1000',
+        // Low, to see the per-IP limit; the IP bucket is shared (PostgreSQL) with the stack's own API.
+        CONSOLE_SIGNIN_MAX_PER_IP: '3',
       }),
     );
   }, 120_000);
@@ -388,6 +389,19 @@ describe('on an https base URL, with sign-up open', () => {
     const user = await db().query(`SELECT u.password_hash, m.role FROM users u JOIN memberships m ON m.user_id = u.id WHERE u.email = $1`, [email]);
     expect(user.rows[0].role).toBe('owner');
     expect(user.rows[0].password_hash).toMatch(/^\$argon2id\$/);
+  });
+
+  it('limits failed sign-ins per client IP, across different emails', async () => {
+    const c = new ConsoleClient(base);
+    let blocked: Awaited<ReturnType<ConsoleClient['signIn']>> | undefined;
+    // Distinct emails each time, so no per-email bucket is near its limit: only the IP's can refuse.
+    for (let i = 0; i < 5 && !blocked; i++) {
+      const res = await c.signIn(`ip-${i}-${Math.random().toString(36).slice(2, 8)}@example.com`, 'wrong password here');
+      if (res.status === 429) blocked = res;
+      else expect(res.status).toBe(401);
+    }
+    expect(blocked?.status).toBe(429);
+    expect(Number(blocked!.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 
   it('keeps sign-up closed on the shared stack (DATABASE_URL set)', async () => {
