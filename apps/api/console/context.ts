@@ -1,6 +1,7 @@
 // What every console page module gets: rendering inside the layout, the guards, the session helpers.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../../../shared/config.ts';
+import type { Db } from '../../../shared/db/pool.ts';
 import type { Session } from '../../../shared/accounts/sessions.ts';
 import { canManage, membershipsOf } from '../../../shared/accounts/users.ts';
 import type { ConsoleSessions } from '../plugins/console-session.ts';
@@ -47,7 +48,7 @@ export async function needManager(request: FastifyRequest) {
 }
 
 /** The layout's data: who is signed in, the organizations they can switch to, the nav for their role. */
-export async function layoutData(request: FastifyRequest, db: import('../../../shared/db/pool.ts').Db) {
+export async function layoutData(request: FastifyRequest, db: Db) {
   const s = request.consoleSession;
   if (!s) return { session: null, orgs: [], nav: [] };
   const orgs = await membershipsOf(db, s.userId);

@@ -1,7 +1,7 @@
 // Connections (Owners and Administrators): connected accounts and access keys of the organization.
 // Add and replace go through shared/db/connections.ts (encrypted with its keyring); secret values
 // are never shown again, only the names of their fields.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { addConnection, ConnectionError, listConnections, loadKeyring, revokeConnection, type Keyring } from '../../../../shared/db/connections.ts';
 import { needManager, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
@@ -23,7 +23,7 @@ export default async function connectionPages(app: FastifyInstance, ctx: Console
   let ring: Promise<Keyring> | undefined;
   const keyring = () => (ring ??= loadKeyring(ctx.config));
 
-  async function page(request: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply, form: Record<string, string>, error: string | null, status = 200) {
+  async function page(request: FastifyRequest, reply: FastifyReply, form: Record<string, string>, error: string | null, status = 200) {
     const s = sessionOf(request);
     const connections = await listConnections(app.db, s.orgId);
     return ctx.render(request, reply, 'connections.eta', { title: 'Connections', connections, STATE_LABELS, form, error }, status);

@@ -17,13 +17,13 @@ export default async function memberPages(app: FastifyInstance, ctx: ConsoleCont
     return ctx.render(request, reply, 'members.eta', { title: 'Members', members: await listMembers(app.db, s.orgId), roles: ROLES, error }, status);
   }
 
-  /** A refused change re-renders the page with the reason; an unknown member is 404. */
-  async function attempt(request: FastifyRequest, reply: FastifyReply, fn: () => Promise<unknown>) {
+  /** A refused change re-renders the page with the reason; a member id from the URL that is not one is 404. */
+  async function attempt(request: FastifyRequest, reply: FastifyReply, fn: () => Promise<unknown>, idInUrl = false) {
     try {
       await fn();
     } catch (err) {
       if (!(err instanceof AccountError)) throw err;
-      if (err.code === 'not_found' && request.url.includes('/usr_')) throw notFound();
+      if (err.code === 'not_found' && idInUrl) throw notFound();
       const status = err.code === 'forbidden' ? 403 : err.code === 'not_found' ? 404 : 409;
       return page(request, reply, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}.`, status);
     }
@@ -44,12 +44,12 @@ export default async function memberPages(app: FastifyInstance, ctx: ConsoleCont
     if (!USER_ID_RE.test(request.params.user_id)) throw notFound();
     const f = RoleForm.safeParse(request.body);
     if (!f.success) return page(request, reply, 'Choose a role.', 400);
-    return attempt(request, reply, () => changeMember(app.db, s.role, s.orgId, request.params.user_id, f.data.role));
+    return attempt(request, reply, () => changeMember(app.db, s.role, s.orgId, request.params.user_id, f.data.role), true);
   });
 
   app.post<{ Params: { user_id: string } }>('/console/members/:user_id/remove', guard, async (request, reply) => {
     const s = sessionOf(request);
     if (!USER_ID_RE.test(request.params.user_id)) throw notFound();
-    return attempt(request, reply, () => changeMember(app.db, s.role, s.orgId, request.params.user_id, null));
+    return attempt(request, reply, () => changeMember(app.db, s.role, s.orgId, request.params.user_id, null), true);
   });
 }

@@ -1,6 +1,6 @@
 // Requests: the organization's requests (filters, cursor pages) and one request's page with its
 // receipt, stages, retained result and the feedback control (the API's rules: shared/db/feedback.ts).
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { REQUEST_ID_PATTERN } from '../../../../shared/ids.ts';
 import { findForOrg } from '../../../../shared/db/requests.ts';
@@ -52,7 +52,7 @@ export default async function requestPages(app: FastifyInstance, ctx: ConsoleCon
     });
   });
 
-  async function requestPage(request: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply, id: string, notice: string | null, status = 200) {
+  async function requestPage(request: FastifyRequest, reply: FastifyReply, id: string, notice: string | null, status = 200) {
     const s = sessionOf(request);
     if (!REQUEST_ID_PATTERN.test(id)) throw notFound();
     const row = await findForOrg(app.db, s.orgId, id);
