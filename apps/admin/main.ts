@@ -8,6 +8,7 @@ import { createPool } from '../../shared/db/pool.ts';
 import { migrate } from '../../shared/db/migrate.ts';
 import { createKey, createOrg, grant, revokeKey } from '../../shared/db/orgs.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
+import { WORKFLOW_USAGE, workflowCommand } from './workflow-commands.ts';
 import { addConnection, expireConnection, listConnections, loadKeyring, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
 
 const USAGE = `usage:
@@ -19,7 +20,8 @@ const USAGE = `usage:
       (--secret - reads the JSON from stdin, keeping it out of shell history; the output never shows it)
   npm run admin -- connection revoke --id <conn_id>      (disconnected: queries get auth_revoked)
   npm run admin -- connection expire --id <conn_id>      (needs a fresh sign-in: queries get auth_required)
-  npm run admin -- connection list --org <org_id>`;
+  npm run admin -- connection list --org <org_id>
+${WORKFLOW_USAGE}`;
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -33,6 +35,8 @@ const { positionals, values } = parseArgs({
     kind: { type: 'string' },
     site: { type: 'string' },
     secret: { type: 'string' },
+    file: { type: 'string' },
+    share: { type: 'boolean' },
   },
 });
 
@@ -121,6 +125,10 @@ try {
       break;
     case 'connection list':
       out = { connections: await listConnections(db, need('org')) };
+      break;
+    case 'workflow template':
+    case 'workflow build':
+      ({ code, out } = await workflowCommand(verb, values, { db, config }));
       break;
     default:
       fail(`unknown command "${positionals.join(' ')}"`);
