@@ -56,6 +56,12 @@ describe('builder definition', () => {
     expect(paths(unmarked)).toEqual(['/operations/0/recipe/steps/0/action']);
   });
 
+  it('refuses a definition over the size bound before looking further', () => {
+    const d: any = workflowTemplate();
+    d.description = 'x'.repeat(600 * 1024);
+    expect(definitionIssues(d)).toEqual([{ path: '/', message: expect.stringMatching(/at most 524288 are accepted$/) }]);
+  });
+
   it('parseDefinition throws invalid_input with details.issues', () => {
     const d: any = workflowTemplate();
     delete d.name;

@@ -240,10 +240,11 @@ describe('examples that fail and definitions that are invalid', () => {
   it('an invalid definition is refused before anything runs, with a pointer per issue', async () => {
     const org = await newOrg(10);
     const def = workflowTemplate(handle('bad')) as unknown as Record<string, any>;
-    def.operations[0].recipe.hosts = ['elsewhere.example.test'];
+    def.operations[0].recipe.hosts.push('elsewhere.example.test');
+    def.operations[0].recipe.steps[0].url = 42;
     const err = (await testRun(deps(), org.org_id, def).catch((e: unknown) => e)) as { code: string; details: { issues: Array<{ path: string }> } };
     expect(err.code).toBe('invalid_input');
-    expect(err.details.issues.map((i) => i.path)).toContain('/operations/0/recipe/hosts/0');
+    expect(err.details.issues.map((i) => i.path).sort()).toEqual(['/operations/0/recipe/steps/0/url']);
     const runs = await db().query('SELECT count(*)::int AS n FROM builder_test_runs WHERE org_id = $1', [org.org_id]);
     expect(runs.rows[0].n).toBe(0);
   });

@@ -44,6 +44,9 @@ export interface BuilderDefinition {
   operations: BuilderOperation[];
 }
 
+/** Largest definition accepted (JSON bytes). */
+export const MAX_DEFINITION_BYTES = 512 * 1024;
+
 const HOST = '^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$';
 
 /** The definition format as JSON Schema (draft 2020-12): the first, structural check. */
@@ -125,9 +128,9 @@ function ajvIssue(e: ErrorObject, prefix = ''): ValidationIssue {
   return { path: `${prefix}${e.instancePath}` || '/', message: `${e.message ?? 'is invalid'}${extra}` };
 }
 
-/** "steps[0].url" (the recipe parser's path) as a JSON Pointer under `base`. */
+/** "steps[0].url" (the recipe parser's path) or "steps/0/action" (the catalog check's) as a JSON Pointer under `base`. */
 function recipePointer(base: string, path: string): string {
-  const segs = path.replace(/\[(\d+)\]/g, '.$1').split('.').filter(Boolean);
+  const segs = path.replace(/\[(\d+)\]/g, '.$1').split(/[./]/).filter(Boolean);
   return [base, ...segs.map((s) => s.replace(/~/g, '~0').replace(/\//g, '~1'))].join('/');
 }
 
@@ -143,6 +146,9 @@ function compileSchema(schema: JsonSchema, at: string, issues: ValidationIssue[]
 
 /** The definition's problems; empty when it can be test-run and published. */
 export function definitionIssues(json: unknown): ValidationIssue[] {
+  // Bounded before anything else: the whole definition travels in a test run's workflow input.
+  const bytes = Buffer.byteLength(JSON.stringify(json) ?? '');
+  if (bytes > MAX_DEFINITION_BYTES) return [{ path: '/', message: `is ${bytes} bytes of JSON; at most ${MAX_DEFINITION_BYTES} are accepted` }];
   if (!checkStructure(json)) return (checkStructure.errors ?? []).map((e) => ajvIssue(e));
   const def = json as unknown as BuilderDefinition;
   const issues: ValidationIssue[] = [];

@@ -141,7 +141,12 @@ async function publishIn(
       );
       apiId = Number(ins.rows[0].id);
     }
-    const last = await c.query('SELECT coalesce(max(version), 0) AS v FROM builder_versions WHERE api_id = $1', [apiId]);
+    // Past every version the workflow has, including operation versions written before it was built here.
+    const last = await c.query(
+      `SELECT greatest((SELECT coalesce(max(version), 0) FROM builder_versions WHERE api_id = $1),
+                       (SELECT coalesce(max(v.version), 0) FROM operation_versions v JOIN operations o ON o.id = v.operation_id WHERE o.api_id = $1)) AS v`,
+      [apiId],
+    );
     const version = Number(last.rows[0].v) + 1;
     const charge = visibility === 'private' ? PRIVATE_BUILD_CREDITS : 0;
     const ledgerId = charge ? await chargeBuild(c, orgId, charge, `build ${def.handle} v${version}`) : null;
