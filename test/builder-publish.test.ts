@@ -8,6 +8,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { diffVersions, getVersion, listVersions, listWorkflows, publish, restore, testRun, workflowTemplate, type BuilderDefinition } from '../shared/builder/index.ts';
 import type { healthCheckWorkflow } from '../workflows/health-check-workflow.ts';
+import { weatherApi } from '../shared/catalog/demo/weather.ts';
+import { addConnection, loadKeyring } from '../shared/db/connections.ts';
+import { loadConfig } from '../shared/config.ts';
 import { balanceOf, call, closeDb, dataConverter, db, newOrg, query, stack, until } from './helpers/stack.ts';
 
 let connection: Connection;
@@ -235,6 +238,31 @@ describe('examples that fail and definitions that are invalid', () => {
     expect(blocked.passed).toBe(false);
     expect(blocked.results[0]!.output).toBeNull();
     expect(blocked.results[0]!.error?.code).toBe('workflow_execution_failed');
+  });
+
+  it("a draft needing a connection runs with the testing organization's own, like a query", async () => {
+    const op = weatherApi.operations.find((o) => o.name === 'weather_history')!;
+    const v = op.versions[0]!;
+    const def: BuilderDefinition = {
+      handle: handle('history'),
+      name: 'My weather history',
+      description: 'Past weather with our own key.',
+      category: 'weather',
+      sites: [{ name: 'Skyline Weather', host: 'weather.example.test' }],
+      operations: [{ name: 'history', label: op.label, description: op.description, input_schema: v.input_schema, output_schema: v.output_schema, recipe: v.recipe as Record<string, unknown>, examples: v.examples.slice(0, 1), access: op.access }],
+    };
+    const [org, stranger] = await Promise.all([newOrg(10), newOrg(10)]);
+    const connect = async (orgId: string, key: string) =>
+      addConnection(db(), await loadKeyring(loadConfig()), { orgId, kind: 'access_key', name: 'WEATHER_API_KEY', site: 'weather.example.test', secret: { WEATHER_API_KEY: key } });
+    // Another organization's connection is never used.
+    await connect(stranger.org_id, 'wk_demo_valid_key_123');
+    const none = await testRun(deps(), org.org_id, def);
+    expect(none.results[0]).toMatchObject({ passed: false, output: null, error: { code: 'credentials_missing' } });
+    await connect(org.org_id, 'wk_demo_valid_key_123');
+    const own = await testRun(deps(), org.org_id, def);
+    expect(own.results[0]).toMatchObject({ passed: true, equal: true, error: null });
+    expect(JSON.stringify(own)).not.toContain('wk_demo_valid_key_123');
+    await expectIdentity(org.org_id, { granted: 10, available: 10, charged: 0 });
   });
 
   it('an invalid definition is refused before anything runs, with a pointer per issue', async () => {
