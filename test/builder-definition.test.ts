@@ -1,7 +1,7 @@
 // The builder's definition format (pure): the template is valid, every kind of mistake gets a
 // precise JSON Pointer, performs_actions follows the recipe, and the hash ignores key order.
 import { describe, expect, it } from 'vitest';
-import { definitionHash, definitionIssues, parseDefinition, performsActions, workflowTemplate } from '../shared/builder/index.ts';
+import { definitionHash, definitionIssues, parseDefinition, performsActions, shareIssues, workflowTemplate } from '../shared/builder/index.ts';
 
 const paths = (json: unknown) => definitionIssues(json).map((i) => i.path);
 
@@ -44,6 +44,15 @@ describe('builder definition', () => {
     expect(paths(d4)).toEqual(['/operations/1/name']);
   });
 
+  it('refuses regular expressions that backtrack catastrophically, wherever they are', () => {
+    const d: any = workflowTemplate();
+    d.operations[0].input_schema.properties.note = { type: 'string', pattern: '^(a+)+$' };
+    d.operations[0].output_schema.patternProperties = { '(x*)*': {} };
+    expect(paths(d)).toEqual(['/operations/0/input_schema/properties/note/pattern', '/operations/0/output_schema/patternProperties/(x*)*']);
+    // The template's own patterns (ISBN, currency) are fine, and editing one copy leaves the next alone.
+    expect(definitionIssues(workflowTemplate())).toEqual([]);
+  });
+
   it('derives performs_actions from action steps; a contradicting declaration is refused', () => {
     const d: any = workflowTemplate();
     d.operations[0].recipe.steps.unshift({ type: 'request', method: 'POST', url: 'http://books.example.test/basket', action: true });
@@ -60,6 +69,16 @@ describe('builder definition', () => {
     const d: any = workflowTemplate();
     d.description = 'x'.repeat(600 * 1024);
     expect(definitionIssues(d)).toEqual([{ path: '/', message: expect.stringMatching(/at most 524288 are accepted$/) }]);
+  });
+
+  it('sharing needs every recipe host to be a site of the access requirements (callers\' connections stay on their sites)', () => {
+    const d: any = workflowTemplate();
+    expect(shareIssues(d)).toEqual([]); // no connections: nothing to leak
+    d.sites.push({ name: 'Other', host: 'other.example.test' });
+    d.operations[0].recipe.hosts.push('other.example.test');
+    d.operations[0].access = [{ kind: 'access_key', name: 'BOOKS_KEY', site: 'books.example.test' }];
+    expect(definitionIssues(d)).toEqual([]);
+    expect(shareIssues(d).map((i) => i.path)).toEqual(['/operations/0/recipe/hosts/1']);
   });
 
   it('parseDefinition throws invalid_input with details.issues', () => {

@@ -263,6 +263,15 @@ describe('examples that fail and definitions that are invalid', () => {
     expect(own.results[0]).toMatchObject({ passed: true, equal: true, error: null });
     expect(JSON.stringify(own)).not.toContain('wk_demo_valid_key_123');
     await expectIdentity(org.org_id, { granted: 10, available: 10, charged: 0 });
+
+    // Shared, it would run with its callers' keys: a recipe host that is not the key's site refuses sharing.
+    const leaky: BuilderDefinition = structuredClone(def);
+    leaky.sites.push({ name: 'Collector', host: 'books.example.test' });
+    leaky.operations[0]!.recipe.hosts = ['weather.example.test', 'books.example.test'];
+    expect((await testRun(deps(), org.org_id, leaky)).passed).toBe(true);
+    const err = (await publish(db(), org.org_id, leaky, { share: true }).catch((e: unknown) => e)) as { code: string; details: { reason: string; issues: Array<{ path: string }> } };
+    expect(err).toMatchObject({ code: 'publish_refused', details: { reason: 'connections_leave_site', issues: [{ path: '/operations/0/recipe/hosts/1' }] } });
+    expect((await db().query('SELECT count(*)::int AS n FROM apis WHERE handle = $1', [leaky.handle])).rows[0].n).toBe(0);
   });
 
   it('an invalid definition is refused before anything runs, with a pointer per issue', async () => {

@@ -4,6 +4,7 @@
 // recipe). Every problem is one issue: a JSON Pointer into the definition and a message.
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import safeRegex from 'safe-regex2';
 import { CATEGORIES } from '../catalog/categories.ts';
 import { recipeActions, validateOperationVersion } from '../catalog/validate.ts';
 import type { AccessRequirement, ApiDefinition, JsonSchema, OperationDefinition } from '../catalog/types.ts';
@@ -128,6 +129,24 @@ function ajvIssue(e: ErrorObject, prefix = ''): ValidationIssue {
   return { path: `${prefix}${e.instancePath}` || '/', message: `${e.message ?? 'is invalid'}${extra}` };
 }
 
+/**
+ * Regular expressions a built workflow carries (`pattern`, `patternProperties` in its schemas, a
+ * recipe field's `pattern`) run in the API and the worker on other people's input: one with
+ * catastrophic backtracking would stall a process every organization shares. safe-regex2 (star
+ * height) refuses them.
+ */
+function unsafePatterns(value: unknown, at: string, issues: ValidationIssue[], depth = 0): void {
+  if (depth > 64 || !value || typeof value !== 'object') return;
+  for (const [k, v] of Object.entries(value)) {
+    const here = `${at}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+    if (k === 'pattern' && typeof v === 'string' && !safeRegex(v)) issues.push({ path: here, message: 'this regular expression can backtrack catastrophically (nested repetition); rewrite it' });
+    if (k === 'patternProperties' && v && typeof v === 'object' && !Array.isArray(v)) {
+      for (const p of Object.keys(v)) if (!safeRegex(p)) issues.push({ path: `${here}/${p.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: 'this regular expression can backtrack catastrophically (nested repetition); rewrite it' });
+    }
+    unsafePatterns(v, here, issues, depth + 1);
+  }
+}
+
 /** "steps[0].url" (the recipe parser's path) or "steps/0/action" (the catalog check's) as a JSON Pointer under `base`. */
 function recipePointer(base: string, path: string): string {
   const segs = path.replace(/\[(\d+)\]/g, '.$1').split(/[./]/).filter(Boolean);
@@ -178,11 +197,34 @@ export function definitionIssues(json: unknown): ValidationIssue[] {
     (op.access ?? []).forEach((a, j) => {
       if (!hosts.has(a.site)) issues.push({ path: `${at}/access/${j}/site`, message: `site "${a.site}" is not one of the definition's sites` });
     });
+    unsafePatterns({ input_schema: op.input_schema, output_schema: op.output_schema, recipe: op.recipe }, at, issues);
     const input = compileSchema(op.input_schema, `${at}/input_schema`, issues);
     const output = compileSchema(op.output_schema, `${at}/output_schema`, issues);
     op.examples.forEach((ex, j) => {
       if (input && !input(ex.input)) for (const e of input.errors ?? []) issues.push(ajvIssue(e, `${at}/examples/${j}/input`));
       if (output && !output(ex.output)) for (const e of output.errors ?? []) issues.push(ajvIssue(e, `${at}/examples/${j}/output`));
+    });
+  });
+  return issues;
+}
+
+/**
+ * What stops a valid definition from being shared. A shared workflow runs with the CALLING
+ * organization's connections, so its recipe may reach only the sites those connections are for:
+ * otherwise its author could send another organization's key or session to a host of their own.
+ */
+export function shareIssues(def: BuilderDefinition): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  def.operations.forEach((op, i) => {
+    const access = op.access ?? [];
+    if (access.length === 0) return;
+    const allowed = new Set(access.map((a) => a.site));
+    const parsed = safeParseRecipe(op.recipe);
+    if (!parsed.ok) return;
+    parsed.recipe.hosts.forEach((h, j) => {
+      if (!allowed.has(h)) {
+        issues.push({ path: `/operations/${i}/recipe/hosts/${j}`, message: `a shared workflow sends callers' connections only to their sites: "${h}" is not the site of an access requirement` });
+      }
     });
   });
   return issues;

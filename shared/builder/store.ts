@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors.ts';
 import { tx, type Db, type DbClient } from '../db/pool.ts';
 import { canonicalPretty } from './canonical.ts';
-import { definitionHash, parseDefinition, toOperation, type BuilderDefinition } from './definition.ts';
+import { definitionHash, parseDefinition, shareIssues, toOperation, type BuilderDefinition } from './definition.ts';
 
 /** What a private build or update costs (shared workflows are free). */
 export const PRIVATE_BUILD_CREDITS = 100;
@@ -28,8 +28,10 @@ export interface PublishResult {
   restored_from: number | null;
 }
 
-function refused(reason: 'test_run_required' | 'handle_taken' | 'already_shared', message: string, param?: string): ServiceError {
-  return new ServiceError('publish_refused', message, { param, details: { reason } });
+type RefusalReason = 'test_run_required' | 'handle_taken' | 'already_shared' | 'connections_leave_site';
+
+function refused(reason: RefusalReason, message: string, param?: string, extra: Record<string, unknown> = {}): ServiceError {
+  return new ServiceError('publish_refused', message, { param, details: { reason, ...extra } });
 }
 
 /** A new test-run row (status `running`); the test-run workflow records its outcome. */
@@ -126,6 +128,8 @@ async function publishIn(
       throw refused('already_shared', `${def.handle} is shared; sharing cannot be turned off for a published workflow`, 'share');
     }
     if (visibility === 'public') {
+      const leaks = shareIssues(def);
+      if (leaks.length) throw refused('connections_leave_site', `Cannot share ${def.handle}: ${leaks[0]!.message}`, 'share', { issues: leaks });
       const other = await c.query(`SELECT 1 FROM apis WHERE handle = $1 AND visibility = 'public' AND owner_org_id <> $2`, [def.handle, orgId]);
       if (other.rowCount) throw refused('handle_taken', `The public handle ${def.handle} belongs to another workflow; choose another handle to share`, 'handle');
     }

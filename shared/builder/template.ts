@@ -6,7 +6,12 @@ import type { BuilderDefinition } from './definition.ts';
 const HOST = 'books.example.test';
 const ISBN13 = { type: 'string', pattern: '^97[89][0-9]{10}$', description: '13-digit ISBN without hyphens' };
 
+/** A fresh copy on every call: callers edit it (shared sub-objects would leak edits between calls). */
 export function workflowTemplate(handle = '@my-bookshop'): BuilderDefinition {
+  return structuredClone(template(handle));
+}
+
+function template(handle: string): BuilderDefinition {
   return {
     handle,
     name: 'My bookshop prices',
