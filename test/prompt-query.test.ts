@@ -96,10 +96,19 @@ describe('a routed prompt runs like a direct query', () => {
   it('blocked_apis keeps routing away from the listed APIs', async () => {
     const org = await newOrg(20);
     const res = await query(org.api_key, { prompt: LONDON, blocked_apis: ['@weather'] });
-    expect(res.status, res.text).not.toBe(200);
-    expect(res.body.error.code).toBe('prompt_unroutable');
-    expect(res.body.error.details.candidates.map((c: { api: string }) => c.api)).not.toContain('@weather');
-    expect(await ledgerOf(org.org_id)).toEqual([]);
+    // Whatever the router answers (another API, or an abstention), @weather is never considered.
+    if (res.status === 200) {
+      expect(res.body.data.receipt.api).not.toBe('@weather');
+      const status = await call('GET', `/v1/query/requests/${res.body.data.receipt.request_id}`, { key: org.api_key });
+      expect(status.body.data.routing.candidates.map((c: { api: string }) => c.api)).not.toContain('@weather');
+    } else {
+      expect(res.body.error.code, res.text).toBe('prompt_unroutable');
+      expect(res.body.error.details.candidates.map((c: { api: string }) => c.api)).not.toContain('@weather');
+    }
+    // Unblocked, the same prompt runs on @weather: the block is what kept it away.
+    const open = await query(org.api_key, { prompt: LONDON, blocked_apis: ['@books'] });
+    expect(open.status, open.text).toBe(200);
+    expect(open.body.data.receipt.api).toBe('@weather');
   });
 
   it('streams a prompt query: progress events, then one result naming the routed operation', async () => {
@@ -142,17 +151,28 @@ describe('idempotency: the prompt is part of the request identity', () => {
     });
     expect(await streamed.text()).toContain(first.body.data.receipt.request_id);
 
+    // The key is met before routing: a different prompt is a conflict whether or not it would route.
     const other = await query(org.api_key, { prompt: 'What is the current weather in Paris?' }, { 'idempotency-key': k });
     expect(other.status, other.text).toBe(409);
     expect(other.body.error.code).toBe('idempotency_key_conflict');
     const scoped = await query(org.api_key, { prompt: LONDON, allowed_apis: ['@weather'] }, { 'idempotency-key': k });
     expect(scoped.status, scoped.text).toBe(409);
     expect(scoped.body.error.code).toBe('idempotency_key_conflict');
+    const nonsense = await query(org.api_key, { prompt: 'Translate this poem into Klingon and sing it to me' }, { 'idempotency-key': k });
+    expect(nonsense.status, nonsense.text).toBe(409);
+    expect(nonsense.body.error.code).toBe('idempotency_key_conflict');
+    // A routable prompt under a key of its own runs once more.
+    const fresh = await query(org.api_key, { prompt: LONDON }, { 'idempotency-key': key() });
+    expect(fresh.status, fresh.text).toBe(200);
+    expect(fresh.body.data.receipt.request_id).not.toBe(first.body.data.receipt.request_id);
 
     const rid = first.body.data.receipt.request_id;
+    const rid2 = fresh.body.data.receipt.request_id;
     expect(await ledgerOf(org.org_id)).toEqual([
       { request_id: rid, kind: 'reserve', amount: PRICE },
       { request_id: rid, kind: 'settle', amount: PRICE },
+      { request_id: rid2, kind: 'reserve', amount: PRICE },
+      { request_id: rid2, kind: 'settle', amount: PRICE },
     ]);
   });
 });
@@ -172,12 +192,16 @@ describe('what costs nothing', () => {
     }
   });
 
-  it('an action is never taken on a prompt that does not ask for it', async () => {
+  it('an action is never chosen for a prompt that does not ask for it', async () => {
     const org = await newOrg(20);
-    const res = await query(org.api_key, { prompt: 'shop' });
-    // Whatever it answers, no order was placed and nothing was charged for one.
-    if (res.status === 200) expect(res.body.data.receipt.operation).not.toBe('place_order');
-    else expect(['prompt_unroutable', 'prompt_input_missing']).toContain(res.body.error.code);
+    for (const prompt of ['show my shop orders', 'shop', 'what does the shop sell?']) {
+      const res = await query(org.api_key, { prompt });
+      // Wherever the answer shows the chosen operation, it is not the one that places orders.
+      if (res.status === 200) expect(res.body.data.receipt.operation, prompt).not.toBe('place_order');
+      else if (res.body.error.code === 'prompt_input_missing') expect(res.body.error.details.operation, prompt).not.toBe('place_order');
+      else expect(res.body.error.message, prompt).not.toContain('place_order');
+    }
+    expect((await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = $1 AND operation = 'place_order'`, [org.org_id])).rows[0].n).toBe(0);
   });
 
   it('a required input the prompt does not give: 422 prompt_input_missing listing each field', async () => {

@@ -123,8 +123,8 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       const org = request.auth!;
       const key = svc.checkIdempotencyKey(request.headers['idempotency-key']);
       const q = svc.parseBody(request.body);
-      const op = await svc.resolve(org.orgId, q);
-      const sub = await svc.submit(org.orgId, q, op, key);
+      // A keyed prompt meets its key before routing (replay or conflict); otherwise resolve and submit.
+      const sub = (await svc.meetKey(org.orgId, q, key)) ?? (await svc.submit(org.orgId, q, await svc.resolve(org.orgId, q), key));
       if (sub.stream) return app.streamQuery(reply, sub);
       if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);
       // Give the workflow its whole deadline plus a margin for settlement; the client may leave meanwhile.

@@ -96,7 +96,7 @@ export class PromptRouting {
 
     const filled = await router
       .fill(
-        { api: op.handle, operation: op.operation, input_schema: op.inputSchema, performs_actions: op.performsActions, examples: op.examples.map((e) => ({ input: e.input })) },
+        { api: op.handle, operation: op.operation, label: chosen.label, input_schema: op.inputSchema, performs_actions: op.performsActions, examples: op.examples.map((e) => ({ input: e.input })) },
         prompt,
         attachments,
       )

@@ -185,15 +185,27 @@ export class QueryService {
   }
 
   /**
+   * A keyed prompt meets its key before it is routed: the same key and body replay what ran
+   * (even if the catalog changed since, so the prompt would route elsewhere or not at all), and a
+   * different prompt or scope is idempotency_key_conflict rather than whatever routing it would
+   * get. Null: nothing retained under the key, go on (route, then submit).
+   */
+  async meetKey(orgId: string, q: QueryRequest, idempotencyKey: string | undefined): Promise<Submission | null> {
+    if (q.prompt === undefined || !idempotencyKey) return null;
+    const existing = await findByKey(this.deps.db, orgId, sha256Hex(idempotencyKey));
+    if (!existing) return null;
+    const outcome = await this.idempotency.existing(existing, fingerprintOf(q));
+    if (outcome.kind !== 'replay') return null;
+    return { ...outcome, stream: q.stream === true, rate: await this.admission.peek(orgId) };
+  }
+
+  /**
    * Claim (when keyed) and dispatch; admission and the claim are one atomic step per organization.
    * A keyed request meeting an existing claim gets what the idempotency table says.
    */
   async submit(orgId: string, q: QueryRequest, resolved: Resolved, idempotencyKey: string | undefined): Promise<Submission> {
     const stream = q.stream === true;
-    // The body as sent is the request's identity: in prompt mode the prompt, its scope and
-    // attachments, never the input routing filled (a retry routes again, then replays).
-    const { stream: _ignored, ...identity } = q;
-    const fingerprint = sha256Hex(canonicalJson(identity));
+    const fingerprint = fingerprintOf(q);
     const keyHash = idempotencyKey ? sha256Hex(idempotencyKey) : null;
     const { q: run, op } = runOf(q, resolved);
     this.dispatch.checkSize(orgId, run, op);
@@ -254,6 +266,15 @@ export class QueryService {
   remainingMs(createdAt: Date): number {
     return createdAt.getTime() + this.deps.config.QUERY_DEADLINE_MS - Date.now();
   }
+}
+
+/**
+ * The body as sent is the request's identity (not `stream`): in prompt mode the prompt, its scope
+ * and attachments, never the input routing filled.
+ */
+function fingerprintOf(q: QueryRequest): string {
+  const { stream: _ignored, ...identity } = q;
+  return sha256Hex(canonicalJson(identity));
 }
 
 /**
