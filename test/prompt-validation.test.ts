@@ -1,7 +1,7 @@
 // Prompt mode's validation rules over real HTTP (issue 10): each is refused with the precise
 // `param` and `details.issues`, before any routing, with no request row and nothing charged.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { balanceOf, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
 import { createFile } from '../shared/db/files.ts';
 
 const DAY = 86_400_000;
@@ -121,5 +121,24 @@ describe('a prompt that names an API', () => {
     expectError(await query(org.api_key, { prompt: 'weather in London', api: '@nope' }), 404, 'unknown_api_slug', 'api');
     // @weather is public: the private side has no such API for this organization.
     expectError(await query(org.api_key, { prompt: 'weather in London', api: '@weather', visibility: 'private' }), 404, 'unknown_api_slug', 'api');
+  });
+});
+
+describe('documented', () => {
+  it('the new codes are in the error guide, and the request status documents routing', async () => {
+    const guide = await call('GET', '/docs/errors.json');
+    const byCode = Object.fromEntries(guide.body.data.items.map((i: { code: string }) => [i.code, i]));
+    expect(byCode.prompt_unroutable).toMatchObject({ status: 422, type: 'validation_error', retryable: false });
+    expect(byCode.prompt_input_missing).toMatchObject({ status: 422, type: 'validation_error', retryable: false });
+    expect(byCode.file_not_found).toMatchObject({ status: 404, retryable: false });
+    expect(byCode.file_expired).toMatchObject({ status: 410, retryable: false });
+    const html = await call('GET', '/docs/errors');
+    for (const code of ['prompt_unroutable', 'prompt_input_missing', 'file_not_found', 'file_expired']) expect(html.text).toContain(`id="${code}"`);
+
+    const doc = (await call('GET', '/openapi.json')).body;
+    const routing = doc.components.schemas.RequestStatus.properties.routing;
+    const object = (routing.anyOf ?? routing.oneOf).find((s: { type?: string }) => s.type === 'object');
+    expect(object.required).toEqual(expect.arrayContaining(['router', 'score', 'candidates', 'search_credits']));
+    expect(object.properties.candidates.items.required).toEqual(expect.arrayContaining(['api', 'operation', 'label', 'score']));
   });
 });
