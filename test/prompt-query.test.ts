@@ -2,6 +2,9 @@
 // input filled, and it runs as the direct query it routes to (same workflow, streaming,
 // idempotency, status), billed 5 credits plus the operation's price once on success; abstentions,
 // missing inputs and failed runs cost nothing. The prompts are ones any sensible router must route.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
@@ -174,6 +177,25 @@ describe('idempotency: the prompt is part of the request identity', () => {
       { request_id: rid2, kind: 'reserve', amount: PRICE },
       { request_id: rid2, kind: 'settle', amount: PRICE },
     ]);
+  });
+});
+
+describe('MCP', () => {
+  it('svc_get_run reads a prompt run like any run: what ran, its output, billed once', async () => {
+    const org = await newOrg(20);
+    const res = await query(org.api_key, { prompt: LONDON }, { 'idempotency-key': key() });
+    expect(res.status, res.text).toBe(200);
+    const rid = res.body.data.receipt.request_id;
+    const client = new Client({ name: 'prompt-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${stack().baseUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${org.api_key}` } } }));
+    try {
+      const got = (await client.callTool({ name: 'svc_get_run', arguments: { request_id: rid } })) as CallToolResult;
+      expect(got.isError).toBeFalsy();
+      expect(got.structuredContent).toMatchObject({ status: 'succeeded', request_id: rid, api: '@weather', operation: 'current_weather', output: { city: 'London' } });
+    } finally {
+      await client.close();
+    }
+    expect(await balanceOf(org.org_id)).toMatchObject({ available: 20 - PRICE, charged: PRICE });
   });
 });
 
