@@ -8,6 +8,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
+import { publishApi } from '../shared/db/catalog.ts';
 
 const LONDON = 'What is the current weather in London?';
 const PRICE = 1 + 5; // current_weather's price and the prompt-search fee
@@ -177,6 +178,48 @@ describe('idempotency: the prompt is part of the request identity', () => {
       { request_id: rid2, kind: 'reserve', amount: PRICE },
       { request_id: rid2, kind: 'settle', amount: PRICE },
     ]);
+  });
+});
+
+describe('one organization never routes to another one\'s private workflow', () => {
+  it('a private operation is a candidate for its owner only', async () => {
+    const [owner, stranger] = await Promise.all([newOrg(0), newOrg(20)]);
+    const handle = `@tides-${Math.random().toString(36).slice(2, 8)}`;
+    await publishApi(
+      db(),
+      {
+        handle,
+        name: 'Harbour tides',
+        description: 'Tide tables of the harbour',
+        category: 'other',
+        website_url: null,
+        sites: [],
+        operations: [
+          {
+            name: 'tide_times',
+            label: 'Tide times',
+            description: 'High and low tide times at the harbour today',
+            cost_credits: 1,
+            default_version: 1,
+            versions: [{ version: 1, input_schema: { type: 'object', additionalProperties: false, properties: {} }, output_schema: {}, examples: [], recipe: {} }],
+          },
+        ],
+      },
+      { ownerOrgId: owner.org_id },
+    );
+    const prompt = 'Tide times at the harbour today: high and low tide';
+    // The owner's prompt reaches it (and stops at the owner's empty balance: nothing runs).
+    const own = await query(owner.api_key, { prompt });
+    expect(own.status, own.text).toBe(402);
+    expect(own.body.error.receipt).toMatchObject({ api: handle, operation: 'tide_times', billing: { status: 'not_started', charged_credits: 0 } });
+    // Nobody else's prompt sees it, even naming it in the scope.
+    for (const body of [{ prompt }, { prompt, allowed_apis: [handle] }]) {
+      const res = await query(stranger.api_key, body);
+      const seen = res.status === 200 ? [res.body.data.receipt] : res.body.error.details?.candidates ?? [];
+      expect(seen.map((c: { api: string }) => c.api), res.text).not.toContain(handle);
+      expect(res.text).not.toContain('tide_times');
+    }
+    expect(await query(stranger.api_key, { prompt, api: handle })).toMatchObject({ status: 404, body: { error: { code: 'unknown_api_slug' } } });
   });
 });
 
