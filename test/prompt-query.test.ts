@@ -9,6 +9,7 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
 import { publishApi } from '../shared/db/catalog.ts';
+import { createFile } from '../shared/db/files.ts';
 
 const LONDON = 'What is the current weather in London?';
 const PRICE = 1 + 5; // current_weather's price and the prompt-search fee
@@ -134,6 +135,26 @@ describe('a routed prompt runs like a direct query', () => {
     expect(result.data.output.city).toBe('London');
     expect(result.data.receipt).toMatchObject({ api: '@weather', operation: 'current_weather', billing: { status: 'settled', charged_credits: PRICE } });
     expect(await balanceOf(org.org_id)).toMatchObject({ available: 20 - PRICE, charged: PRICE });
+  });
+});
+
+describe('response shaping and attachments apply to the routed operation', () => {
+  it('response.include is checked against the routed operation and shapes its output', async () => {
+    const org = await newOrg(20);
+    const bad = await query(org.api_key, { prompt: LONDON, response: { include: ['city', 'no_such_field'] } });
+    await expectFree(bad, org.org_id, 400, 'invalid_input');
+    expect(bad.body.error.param).toBe('response.include.1');
+    const res = await query(org.api_key, { prompt: LONDON, response: { include: ['city'] } });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.output).toEqual({ city: 'London' });
+  });
+
+  it("the organization's own text file as context goes along; the run is the same", async () => {
+    const org = await newOrg(20);
+    const notes = await createFile(db(), { orgId: org.org_id, name: 'trip.txt', contentType: 'text/plain', bytes: Buffer.from('Packing list for a trip') });
+    const res = await query(org.api_key, { prompt: LONDON, attachments: [{ id: notes.id, purpose: 'context' }] });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.receipt).toMatchObject({ api: '@weather', operation: 'current_weather', billing: { charged_credits: PRICE } });
   });
 });
 
