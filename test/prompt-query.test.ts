@@ -278,6 +278,13 @@ describe('what costs nothing', () => {
     }
   });
 
+  it('with stream: true a refused prompt is still a JSON error (the stream never opened)', async () => {
+    const org = await newOrg(20);
+    const res = await query(org.api_key, { prompt: 'Translate this poem into Klingon and sing it to me', stream: true }, { accept: 'text/event-stream' });
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    await expectFree(res, org.org_id, 422, 'prompt_unroutable');
+  });
+
   it('an action is never chosen for a prompt that does not ask for it', async () => {
     const org = await newOrg(20);
     for (const prompt of ['show my shop orders', 'shop', 'what does the shop sell?']) {
