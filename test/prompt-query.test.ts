@@ -285,6 +285,16 @@ describe('what costs nothing', () => {
     await expectFree(res, org.org_id, 422, 'prompt_unroutable');
   });
 
+  it('hostile prompts get an ordinary answer, never a 5xx: 10,000 characters, search operators, control characters', async () => {
+    const org = await newOrg(20);
+    const words = Array.from({ length: 1250 }, (_, i) => ['zq', 'weather', 'x', 'l0ndon', '&|!', "o'brien"][i % 6]).join(' ').slice(0, 10_000);
+    for (const prompt of [words, "weather & | ! ( ) : * ' \\ <-> London", '%_%\u0000\u202e weather in London', 'é'.repeat(10_000)]) {
+      const res = await query(org.api_key, { prompt });
+      expect(res.status, `${res.status} ${res.text.slice(0, 300)}`).toBeLessThan(500);
+      expect(res.body.success === true || typeof res.body.error.code === 'string').toBe(true);
+    }
+  });
+
   it('an action is never chosen for a prompt that does not ask for it', async () => {
     const org = await newOrg(20);
     for (const prompt of ['show my shop orders', 'shop', 'what does the shop sell?']) {
