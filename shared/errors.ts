@@ -27,6 +27,8 @@ export const ERRORS = {
   invalid_provider_input: { status: 422, type: 'validation_error', retryable: false, title: "The input breaks the operation's input schema" },
   payload_too_large: { status: 413, type: 'validation_error', retryable: false, title: 'The request body is too large' },
   unsupported_media_type: { status: 415, type: 'validation_error', retryable: false, title: 'The request body must be JSON' },
+  prompt_unroutable: { status: 422, type: 'validation_error', retryable: false, title: 'No operation is a clear match for the prompt; details.candidates lists the closest (use direct mode)' },
+  prompt_input_missing: { status: 422, type: 'validation_error', retryable: false, title: 'The prompt does not give every required input; details.missing lists each field' },
   feature_unavailable: { status: 501, type: 'service_error', retryable: false, title: 'This feature is not available on this deployment yet' },
 
   // Authentication
@@ -46,6 +48,8 @@ export const ERRORS = {
   route_not_found: { status: 404, type: 'not_found_error', retryable: false, title: 'No route matches the method and path' },
   method_not_allowed: { status: 405, type: 'validation_error', retryable: false, title: 'The route does not accept this method' },
   not_found: { status: 404, type: 'not_found_error', retryable: false, title: 'The workflow found no match for the input' },
+  file_not_found: { status: 404, type: 'not_found_error', retryable: false, title: "No file with that id exists for the organization" },
+  file_expired: { status: 410, type: 'not_found_error', retryable: false, title: 'The file passed its 30-day retention; upload it again' },
   icon_not_found: { status: 404, type: 'not_found_error', retryable: false, title: 'No icon with that hash' },
 
   // Billing

@@ -107,9 +107,9 @@ describe('QueryRequest shape (invalid_input)', () => {
     expectError(await query(org.api_key, weather, { 'idempotency-key': 'k'.repeat(256) }), 400, 'invalid_input', 'Idempotency-Key');
   });
 
-  it('prompt mode answers a documented error and runs nothing', async () => {
-    const res = await query(org.api_key, { prompt: 'weather in London' });
-    expectError(res, 501, 'feature_unavailable', 'prompt');
+  it('a prompt no operation serves is refused and runs nothing (prompt mode: test/prompt-*.test.ts)', async () => {
+    const res = await query(org.api_key, { prompt: 'Translate this poem into Klingon and sing it to me' });
+    expectError(res, 422, 'prompt_unroutable', 'prompt');
   });
 });
 

@@ -68,8 +68,8 @@ describe('POST /v1/query', () => {
     expect(deepInput.status, deepInput.text).toBe(422);
     expect(deepInput.body.error.code).toBe('invalid_provider_input');
     const brackets = await post('/v1/query', JSON.stringify({ prompt: '['.repeat(5_000) + '"{'.repeat(500) }));
-    expect(brackets.status, brackets.text).toBe(501);
-    expect(brackets.body.error.code).toBe('feature_unavailable');
+    expect(brackets.status, brackets.text).toBe(422);
+    expect(brackets.body.error.code).toBe('prompt_unroutable');
   });
 
   it('prototype keys anywhere are a 400 envelope naming the key', async () => {

@@ -16,6 +16,7 @@ import queryRoutes from './routes/query.ts';
 import requestRoutes from './routes/requests.ts';
 import catalogRoutes from './routes/catalog.ts';
 import { QueryService } from './services/query-service.ts';
+import { createRouter } from '../../shared/router/index.ts';
 
 export const SERVICE_VERSION = '1.2.0';
 
@@ -59,7 +60,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   app.decorate('db', deps.db);
   app.decorate('baseUrl', deps.baseUrl);
-  const queries = new QueryService({ db: deps.db, temporal: deps.temporal, config: deps.config, baseUrl: deps.baseUrl });
+  const queries = new QueryService({
+    db: deps.db,
+    temporal: deps.temporal,
+    config: deps.config,
+    baseUrl: deps.baseUrl,
+    // Created on the first prompt, not at start-up: direct mode never waits for it.
+    router: async () => createRouter({ db: deps.db }),
+  });
   app.decorate('queries', queries);
   // Not awaited: PostgreSQL down at start-up must not hold the API; waiters fall back meanwhile.
   app.addHook('onReady', async () => void queries.startListening());

@@ -28,8 +28,21 @@ export interface RequestRow {
   feedback: number | null;
   performs_actions: boolean;
   is_public_api: boolean;
+  /** Prompt mode only: how the request was routed (null in direct mode). */
+  routing: RoutingAudit | null;
   created_at: Date;
   completed_at: Date | null;
+}
+
+/** A prompt-mode request's routing, as recorded with its claim and shown in its status. */
+export interface RoutingAudit {
+  router: 'offline' | 'llm';
+  /** The chosen operation's score (0..1). */
+  score: number;
+  /** The best candidates considered, best first. */
+  candidates: { api: string; operation: string; label: string; score: number }[];
+  /** The prompt-search fee included in the receipt's credits. */
+  search_credits: number;
 }
 
 /** Allowed source states of each target state. */
@@ -68,16 +81,18 @@ export interface ClaimFields {
   version: number;
   performsActions: boolean;
   isPublicApi: boolean;
+  /** Prompt mode: recorded with the claim so the status shows it from the first moment. */
+  routing?: RoutingAudit;
 }
 
 /** Insert a fresh claim in `reserving`; undefined when the organization already holds the key. */
 export async function insertClaim(c: Q, f: ClaimFields): Promise<RequestRow | undefined> {
   const r = await c.query(
     `INSERT INTO requests (id, org_id, idempotency_key_hash, fingerprint, workflow_id, api, operation, operation_id, version,
-                           performs_actions, is_public_api, status)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'reserving')
+                           performs_actions, is_public_api, routing, status)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'reserving')
      ON CONFLICT DO NOTHING RETURNING *`,
-    [f.id, f.orgId, f.keyHash, f.fingerprint, f.workflowId, f.api, f.operation, f.operationId, f.version, f.performsActions, f.isPublicApi],
+    [f.id, f.orgId, f.keyHash, f.fingerprint, f.workflowId, f.api, f.operation, f.operationId, f.version, f.performsActions, f.isPublicApi, f.routing ? JSON.stringify(f.routing) : null],
   );
   return r.rows[0] as RequestRow | undefined;
 }

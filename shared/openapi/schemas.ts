@@ -61,6 +61,17 @@ export const RequestStatus = z
     feedback: z.union([z.literal(1), z.literal(-1), z.null()]),
     can_rate: z.boolean(),
     feedback_unavailable_reason: z.enum(['own_api', 'private_api', 'request_incomplete', 'expired', 'not_independent']).nullable(),
+    routing: z
+      .strictObject({
+        router: z.enum(['offline', 'llm']).describe('which router chose the operation: the offline hybrid one or an OpenAI-compatible model'),
+        score: z.number().min(0).max(1).describe("the chosen operation's score"),
+        candidates: z
+          .array(z.strictObject({ api: z.string(), operation: z.string(), label: z.string(), score: z.number().min(0).max(1) }))
+          .describe('the best operations considered, best first (at most 5)'),
+        search_credits: z.number().int().describe("the prompt-search fee included in the receipt's credits (5)"),
+      })
+      .nullable()
+      .describe('prompt mode: how the prompt was routed; null in direct mode'),
   })
   .meta({ id: 'RequestStatus' });
 

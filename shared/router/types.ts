@@ -55,6 +55,9 @@ export interface RankResult {
 export interface FillTarget {
   api: string;
   operation: string;
+  /** The operation's label and search labels: words that name the operation are never taken as search terms. */
+  label?: string;
+  labels?: string[];
   input_schema: JsonSchema;
   performs_actions: boolean;
   examples: { input: Record<string, unknown> }[];

@@ -104,13 +104,19 @@ export const QueryRequest = z
     operation: OperationName.optional().describe('callable operation name (direct mode)'),
     version: z.number().int().min(1).max(2147483647).optional().describe('pins an immutable contract version (direct mode)'),
     input: z.json().optional().describe("operation input; must satisfy the operation's input_schema"),
-    prompt: z.string().min(1).max(10000).optional().describe('free text (prompt mode)'),
-    allowed_apis: HandleList.optional(),
-    blocked_apis: HandleList.optional(),
+    prompt: z.string().min(1).max(10000).optional().describe('free text (prompt mode): routed to one operation whose input is filled from it; 5 credits on success plus the operation price'),
+    allowed_apis: HandleList.optional().describe('prompt mode: route only within these handles (1 to 100, unique; never also in blocked_apis)'),
+    blocked_apis: HandleList.optional().describe('prompt mode: never route to these handles (1 to 100, unique)'),
     attachments: z
-      .array(z.strictObject({ id: z.string().regex(FILE_ID_PATTERN), purpose: z.enum(['input', 'context']).default('input') }))
+      .array(
+        z.strictObject({
+          id: z.string().regex(FILE_ID_PATTERN).describe("an uploaded file of the caller's organization (POST /v1/files), not expired"),
+          purpose: z.enum(['input', 'context']).default('input').describe('`input` may fill a file or text field; `context` only informs routing'),
+        }),
+      )
       .max(4)
-      .optional(),
+      .optional()
+      .describe('prompt mode: at most 4 files'),
     stream: z.boolean().optional().describe('true returns a server-sent event stream'),
     response: ResponseSpec.optional(),
     visibility: z.enum(['public', 'private']).optional().describe('restricts the handle to the public or the private workflow'),
@@ -146,6 +152,10 @@ export const QueryRequest = z
           if (blocked.has(h)) ctx.addIssue({ code: 'custom', path: ['allowed_apis', i], message: 'must not also be in blocked_apis' });
         });
       }
+      // A scope that leaves nothing to route to is the caller's contradiction, not an abstention.
+      if (q.api !== undefined && q.blocked_apis?.includes(q.api)) ctx.addIssue({ code: 'custom', path: ['api'], message: 'must not be in blocked_apis' });
+      if (q.api !== undefined && q.allowed_apis && !q.allowed_apis.includes(q.api))
+        ctx.addIssue({ code: 'custom', path: ['api'], message: 'must be one of allowed_apis when both are given' });
     } else {
       need('api', 'in direct mode (or send prompt)');
       need('operation', 'in direct mode');

@@ -65,7 +65,7 @@ const EXAMPLES = {
     summary: 'Direct mode, schema and mapping',
     value: { api: '@books', operation: 'search_books', input: { query: 'dune' }, response: { schema: { type: 'object', properties: { first: { type: 'string' } } }, mapping: [{ target: '/first', source: '/books/0/title' }] } },
   },
-  prompt: { summary: 'Prompt mode (answers 501 feature_unavailable on this deployment)', value: { prompt: 'Find books about sand planets', allowed_apis: ['@books'] } },
+  prompt: { summary: 'Prompt mode', value: { prompt: 'What is the weather in London right now?', allowed_apis: ['@weather'] } },
   stream: { summary: 'Streamed', value: { api: '@weather', operation: 'current_weather', input: { city: 'Oslo' }, stream: true } },
 };
 
@@ -99,7 +99,7 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
         operationId: 'query',
         summary: 'Run an operation (direct mode) or route a prompt (prompt mode)',
         description:
-          'Direct mode: `api` + `operation` + `input` (optionally `version`). Prompt mode: `prompt` (optionally `api`, `allowed_apis`, `blocked_apis`, `attachments`); not available on this deployment yet (501 `feature_unavailable`). `response` shapes `data.output`: `format`, `include`, `exclude`, `schema`, `mapping` (mapping requires schema; include excludes the others; exclude excludes schema and mapping). A direct call costs 1 credit; a successful prompt search 5 credits.',
+          'Direct mode: `api` + `operation` + `input` (optionally `version`). Prompt mode: `prompt` (optionally `api`, `allowed_apis`, `blocked_apis`, `attachments`): the prompt is routed to one operation and its input filled from the prompt, then it runs exactly like direct mode (the receipt names the operation that ran; GET /v1/query/requests/{request_id} shows `routing`). No clear match: 422 `prompt_unroutable` with `details.candidates`; a required input the prompt does not give: 422 `prompt_input_missing` with `details.missing`; both free. `response` shapes `data.output`: `format`, `include`, `exclude`, `schema`, `mapping` (mapping requires schema; include excludes the others; exclude excludes schema and mapping). A direct call costs the operation price (1 credit in the demo catalog); a successful prompt run costs 5 credits plus that price, shown as one total in the receipt and `X-Svc-Cost-Credits`.',
         tags: ['Query'],
         security: BEARER,
         headers: z.looseObject({ 'Idempotency-Key': IdempotencyKeyHeader.optional().describe('opaque, unique per logical query, scoped to the organization') }),
@@ -123,8 +123,8 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       const org = request.auth!;
       const key = svc.checkIdempotencyKey(request.headers['idempotency-key']);
       const q = svc.parseBody(request.body);
-      const op = await svc.resolve(org.orgId, q);
-      const sub = await svc.submit(org.orgId, q, op, key);
+      // A keyed prompt meets its key before routing (replay or conflict); otherwise resolve and submit.
+      const sub = (await svc.meetKey(org.orgId, q, key)) ?? (await svc.submit(org.orgId, q, await svc.resolve(org.orgId, q), key));
       if (sub.stream) return app.streamQuery(reply, sub);
       if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);
       // Give the workflow its whole deadline plus a margin for settlement; the client may leave meanwhile.

@@ -40,6 +40,7 @@ export function requestStatusOf(r: RequestRow, orgId: string, rating: RatingCont
     feedback: rating.value,
     can_rate: reason === null,
     feedback_unavailable_reason: reason,
+    routing: r.routing,
   };
 }
 

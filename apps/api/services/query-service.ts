@@ -19,10 +19,14 @@ import { Admission, rateHeaders, type RateInfo } from './admission.ts';
 import { Dispatch } from './dispatch.ts';
 import { Idempotency } from './idempotency.ts';
 import { RunWatch } from './run-watch.ts';
+import { PROMPT_SEARCH_CREDITS, PromptRouting, type PromptPlan, type RouterSource } from './prompt-routing.ts';
 
 export { rateHeaders, type RateInfo, type RequestRow };
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+
+/** What a query runs: in prompt mode, the routed operation with the plan routing made for it. */
+export type Resolved = ResolvedOperation & { prompt?: PromptPlan };
 
 export type Submission =
   | { kind: 'replay'; request: RequestRow; envelope: TerminalEnvelope; stream: boolean; rate: RateInfo }
@@ -36,10 +40,12 @@ export class QueryService {
   private readonly watch: RunWatch;
   private readonly idempotency: Idempotency;
   private readonly dispatch: Dispatch;
+  private readonly prompts: PromptRouting;
 
   constructor(
-    private readonly deps: { db: Db; temporal: () => Promise<Client>; config: Config; baseUrl: () => string },
+    private readonly deps: { db: Db; temporal: () => Promise<Client>; config: Config; baseUrl: () => string; router?: RouterSource },
   ) {
+    this.prompts = new PromptRouting({ db: deps.db, router: deps.router });
     this.admission = new Admission({ db: deps.db, config: deps.config });
     this.watch = new RunWatch(deps);
     this.idempotency = new Idempotency({ db: deps.db, watch: this.watch, staleClaimMs: deps.config.STALE_CLAIM_MS });
@@ -76,12 +82,18 @@ export class QueryService {
     return value;
   }
 
-  /** Resolve api/operation/version for the organization and check the input against the version's input_schema. */
-  async resolve(orgId: string, q: QueryRequest): Promise<ResolvedOperation> {
+  /**
+   * Resolve api/operation/version for the organization and check the input against the version's
+   * input_schema. In prompt mode the router chooses the operation and fills the input, which then
+   * meets the same checks as a direct query's.
+   */
+  async resolve(orgId: string, q: QueryRequest): Promise<Resolved> {
     if (q.prompt !== undefined) {
-      throw new ServiceError('feature_unavailable', 'Prompt mode is not available on this deployment yet; send api, operation and input (direct mode)', {
-        param: 'prompt',
-      });
+      const { op, plan } = await this.prompts.plan(orgId, q);
+      this.checkInput(op, plan.input);
+      this.checkResponse(op, q.response);
+      await this.checkAccess(orgId, op);
+      return { ...op, prompt: plan };
     }
     let res;
     try {
@@ -173,15 +185,30 @@ export class QueryService {
   }
 
   /**
+   * A keyed prompt meets its key before it is routed: the same key and body replay what ran
+   * (even if the catalog changed since, so the prompt would route elsewhere or not at all), and a
+   * different prompt or scope is idempotency_key_conflict rather than whatever routing it would
+   * get. Null: nothing retained under the key, go on (route, then submit).
+   */
+  async meetKey(orgId: string, q: QueryRequest, idempotencyKey: string | undefined): Promise<Submission | null> {
+    if (q.prompt === undefined || !idempotencyKey) return null;
+    const existing = await findByKey(this.deps.db, orgId, sha256Hex(idempotencyKey));
+    if (!existing) return null;
+    const outcome = await this.idempotency.existing(existing, fingerprintOf(q));
+    if (outcome.kind !== 'replay') return null;
+    return { ...outcome, stream: q.stream === true, rate: await this.admission.peek(orgId) };
+  }
+
+  /**
    * Claim (when keyed) and dispatch; admission and the claim are one atomic step per organization.
    * A keyed request meeting an existing claim gets what the idempotency table says.
    */
-  async submit(orgId: string, q: QueryRequest, op: ResolvedOperation, idempotencyKey: string | undefined): Promise<Submission> {
+  async submit(orgId: string, q: QueryRequest, resolved: Resolved, idempotencyKey: string | undefined): Promise<Submission> {
     const stream = q.stream === true;
-    const { stream: _ignored, ...identity } = q;
-    const fingerprint = sha256Hex(canonicalJson(identity));
+    const fingerprint = fingerprintOf(q);
     const keyHash = idempotencyKey ? sha256Hex(idempotencyKey) : null;
-    this.dispatch.checkSize(orgId, q, op);
+    const { q: run, op } = runOf(q, resolved);
+    this.dispatch.checkSize(orgId, run, op);
 
     for (let attempt = 0; attempt < 3; attempt++) {
       if (keyHash) {
@@ -206,9 +233,10 @@ export class QueryService {
         version: op.version,
         performsActions: op.performsActions,
         isPublicApi: op.visibility === 'public',
+        routing: resolved.prompt?.routing,
       });
       if (!request) continue; // a concurrent identical request claimed the key first
-      await this.dispatch.start(request, q, op);
+      await this.dispatch.start(request, run, op);
       return { kind: 'started', request, workflowId, stream, op, rate };
     }
     throw new ServiceError('request_in_progress', 'The original request is still running; retry with the same key', {
@@ -238,4 +266,28 @@ export class QueryService {
   remainingMs(createdAt: Date): number {
     return createdAt.getTime() + this.deps.config.QUERY_DEADLINE_MS - Date.now();
   }
+}
+
+/**
+ * The body as sent is the request's identity (not `stream`): in prompt mode the prompt, its scope
+ * and attachments, never the input routing filled.
+ */
+function fingerprintOf(q: QueryRequest): string {
+  const { stream: _ignored, ...identity } = q;
+  return sha256Hex(canonicalJson(identity));
+}
+
+/**
+ * What the workflow runs. A prompt runs as the direct query routing made of it (the routed
+ * operation at its default version, the filled input, the caller's response shaping), and costs
+ * the prompt-search fee on top of the operation's price: one reservation and one settlement of the
+ * sum, so the fee is charged once with a successful run and released with a failed one.
+ */
+function runOf(q: QueryRequest, resolved: Resolved): { q: QueryRequest; op: ResolvedOperation } {
+  const { prompt, ...op } = resolved;
+  if (!prompt) return { q, op };
+  return {
+    q: { api: op.handle, operation: op.operation, version: op.version, input: prompt.input, response: q.response, stream: q.stream },
+    op: { ...op, costCredits: op.costCredits + PROMPT_SEARCH_CREDITS },
+  };
 }

@@ -1,0 +1,166 @@
+// Prompt mode (issue 10): from a validated prompt-mode request to the operation and input a direct
+// query would carry. Attachments are the caller's own unexpired files; the router ranks within the
+// scope and abstains when unsure; it fills the input without inventing values. Nothing here claims,
+// reserves or runs: every refusal is free and leaves no request row. The query service then checks
+// the filled input with the operation's schema and runs it exactly like direct mode.
+import { z } from 'zod';
+import { ServiceError } from '../../../shared/errors.ts';
+import { getFile } from '../../../shared/db/files.ts';
+import { resolveOperation, type ResolvedOperation } from '../../../shared/db/catalog.ts';
+import type { RoutingAudit } from '../../../shared/db/requests.ts';
+import type { Db } from '../../../shared/db/pool.ts';
+import type { QueryRequest } from '../../../shared/schemas/query.ts';
+import type { Candidate, PromptAttachment, PromptRouter, RouteScope } from '../../../shared/router/types.ts';
+
+/** A successful prompt search costs this much on top of the operation's own price (spec: Credits). */
+export const PROMPT_SEARCH_CREDITS = 5;
+
+/** A filled input must be plain JSON, as a direct query's body is (no Date or undefined slips through). */
+const FilledInput = z.record(z.string(), z.json());
+
+/** What routing decided: run `op` with `input`; `routing` is recorded with the request. */
+export interface PromptPlan {
+  input: z.infer<typeof FilledInput>;
+  routing: RoutingAudit;
+}
+
+/** The router is created on first use (it loads its index and model) and shared afterwards. */
+export type RouterSource = () => Promise<PromptRouter>;
+
+const TEXT_TYPES = /^(text\/|application\/(json|xml|csv|x-ndjson)\b)/;
+/** A file's text, when it is UTF-8 text; bytes are never handed to the router. */
+function textOf(contentType: string, bytes: Buffer): string | null {
+  if (!TEXT_TYPES.test(contentType)) return null;
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+const publicCandidate = (c: Candidate) => ({ api: c.api, operation: c.operation, label: c.label, score: round(c.score) });
+const round = (n: number) => Math.round(n * 1000) / 1000;
+
+export class PromptRouting {
+  private router?: Promise<PromptRouter>;
+
+  constructor(private readonly deps: { db: Db; router?: RouterSource }) {}
+
+  private async getRouter(): Promise<PromptRouter> {
+    if (!this.deps.router)
+      throw new ServiceError('feature_unavailable', 'Prompt mode is not available on this deployment; send api, operation and input (direct mode)', { param: 'prompt' });
+    // A failed start is not cached: the next prompt tries again.
+    this.router ??= this.deps.router().catch((err) => {
+      this.router = undefined;
+      throw err;
+    });
+    try {
+      return await this.router;
+    } catch {
+      throw new ServiceError('catalog_unavailable', 'The prompt router cannot start right now; retry, or use direct mode', { headers: { 'retry-after': '5' } });
+    }
+  }
+
+  /** Route and fill; throws the catalog's errors (nothing charged, no request row). */
+  async plan(orgId: string, q: QueryRequest): Promise<{ op: ResolvedOperation; plan: PromptPlan }> {
+    const prompt = q.prompt!;
+    const attachments = await this.attachments(orgId, q.attachments ?? []);
+    if (q.api !== undefined) await this.checkHandle(orgId, q.api, q.visibility);
+    const router = await this.getRouter();
+    const scope: RouteScope = { orgId, api: q.api, visibility: q.visibility, allowedApis: q.allowed_apis, blockedApis: q.blocked_apis };
+
+    const ranked = await router.rank(prompt, scope, attachments).catch(() => {
+      throw new ServiceError('catalog_unavailable', 'The catalog cannot be searched right now', { headers: { 'retry-after': '5' } });
+    });
+    const candidates = ranked.candidates.map(publicCandidate);
+    const chosen = ranked.chosen;
+    if (!chosen) {
+      throw new ServiceError(
+        'prompt_unroutable',
+        candidates.length
+          ? 'No operation is a clear match for this prompt; nothing was charged. Pick one of details.candidates and call it in direct mode'
+          : 'No operation in scope matches this prompt; nothing was charged',
+        { param: 'prompt', details: { candidates, router: ranked.router } },
+      );
+    }
+
+    let resolved;
+    try {
+      resolved = await resolveOperation(this.deps.db, orgId, { api: chosen.api, operation: chosen.operation, visibility: chosen.visibility });
+    } catch {
+      throw new ServiceError('catalog_unavailable', 'The catalog cannot be read right now', { headers: { 'retry-after': '5' } });
+    }
+    // The router saw the catalog a moment ago; an operation withdrawn since is no clear winner.
+    if (!resolved.ok) throw new ServiceError('prompt_unroutable', `${chosen.api} ${chosen.operation} is no longer available; nothing was charged`, { param: 'prompt', details: { candidates, router: ranked.router } });
+    const op = resolved.op;
+
+    const filled = await router
+      .fill(
+        { api: op.handle, operation: op.operation, label: chosen.label, input_schema: op.inputSchema, performs_actions: op.performsActions, examples: op.examples.map((e) => ({ input: e.input })) },
+        prompt,
+        attachments,
+      )
+      .catch(() => {
+        throw new ServiceError('catalog_unavailable', 'The prompt router cannot fill the input right now', { headers: { 'retry-after': '5' } });
+      });
+    if (filled.missing.length) {
+      const fields = filled.missing.map((m) => m.field.replace(/^\//, '').replaceAll('/', '.'));
+      throw new ServiceError(
+        'prompt_input_missing',
+        `The prompt routes to ${op.handle} ${op.operation} but does not say ${fields.join(', ')}; say it in the prompt or call it in direct mode. Nothing was charged`,
+        {
+          param: 'prompt',
+          details: { api: op.handle, operation: op.operation, missing: filled.missing.map((m) => ({ field: m.field, description: m.description })), candidates },
+        },
+      );
+    }
+    const input = FilledInput.safeParse(filled.input);
+    // A router bug, never the caller's: refuse it rather than run something nobody said.
+    if (!input.success) throw new ServiceError('internal_error', 'The prompt router filled an input that is not JSON; nothing was charged');
+    return {
+      op,
+      plan: { input: input.data, routing: { router: ranked.router, score: round(chosen.score), candidates, search_credits: PROMPT_SEARCH_CREDITS } },
+    };
+  }
+
+  /**
+   * Each attachment must be the organization's own file. Another organization's file is
+   * indistinguishable from none (404 file_not_found); the organization's own file past its
+   * retention but not yet purged is 410 file_expired.
+   */
+  private async attachments(orgId: string, items: NonNullable<QueryRequest['attachments']>): Promise<PromptAttachment[]> {
+    const out: PromptAttachment[] = [];
+    for (const [i, a] of items.entries()) {
+      let file;
+      try {
+        // The epoch as "now" finds the organization's file whatever its expiry; expiry is decided here.
+        file = await getFile(this.deps.db, orgId, a.id, new Date(0));
+      } catch {
+        throw new ServiceError('catalog_unavailable', 'Files cannot be read right now', { headers: { 'retry-after': '5' } });
+      }
+      const param = `attachments.${i}.id`;
+      if (!file) throw new ServiceError('file_not_found', `No file ${a.id} for this organization`, { param, details: { issues: [{ path: param, message: 'no such file for this organization' }] } });
+      if (new Date(file.expires_at).getTime() <= Date.now())
+        throw new ServiceError('file_expired', `File ${a.id} expired at ${file.expires_at}; upload it again`, { param, details: { issues: [{ path: param, message: 'the file has expired' }] } });
+      out.push({ id: file.id, purpose: a.purpose, name: file.name, content_type: file.content_type, text: textOf(file.content_type, file.bytes) });
+    }
+    return out;
+  }
+
+  /** A prompt that names an API names one the organization can reach, as in direct mode. */
+  private async checkHandle(orgId: string, api: string, visibility: 'public' | 'private' | undefined) {
+    let found;
+    try {
+      found = await this.deps.db.query(
+        `SELECT 1 FROM apis
+          WHERE handle = $1 AND status = 'active'
+            AND ((visibility = 'public' AND availability = 'available') OR (visibility = 'private' AND owner_org_id = $2))
+            AND ($3::text IS NULL OR visibility = $3) LIMIT 1`,
+        [api, orgId, visibility ?? null],
+      );
+    } catch {
+      throw new ServiceError('catalog_unavailable', 'The catalog cannot be read right now', { headers: { 'retry-after': '5' } });
+    }
+    if (!found.rowCount) throw new ServiceError('unknown_api_slug', `No workflow ${api} is available to this organization`, { param: 'api' });
+  }
+}

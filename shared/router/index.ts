@@ -1,0 +1,38 @@
+// The offline prompt router (issue 10): PostgreSQL retrieval within the scope, a cheap rerank
+// with abstention, and schema-driven slot filling. See README.md in this folder.
+import type { Db } from '../db/pool.ts';
+import { fillInput, targetVocabulary } from './fill.ts';
+import { readPrompt } from './prompt-facts.ts';
+import { rerank } from './rank.ts';
+import { retrieve } from './retrieve.ts';
+import type { FillResult, FillTarget, PromptAttachment, PromptRouter, RankResult, RouteScope } from './types.ts';
+
+export type * from './types.ts';
+
+export interface RouterDeps {
+  db: Db;
+  /** Reference time for relative dates (tests); the clock when left out. */
+  now?: () => Date;
+}
+
+/** Context attachments inform ranking only: their name and the start of their text. */
+function rankText(prompt: string, attachments: PromptAttachment[] = []): string {
+  const context = attachments.filter((a) => a.purpose === 'context').map((a) => `${a.name} ${(a.text ?? '').slice(0, 500)}`);
+  return [prompt, ...context].join('\n');
+}
+
+export function createRouter(deps: RouterDeps): PromptRouter {
+  const now = deps.now ?? (() => new Date());
+  return {
+    async rank(prompt: string, scope: RouteScope, attachments?: PromptAttachment[]): Promise<RankResult> {
+      const text = rankText(prompt, attachments);
+      const rows = await retrieve(deps.db, text, scope);
+      return rerank(rows, readPrompt(prompt, { now: now() }), text);
+    },
+    async fill(target: FillTarget, prompt: string, attachments?: PromptAttachment[], opts?: { timeZone?: string; now?: Date }): Promise<FillResult> {
+      const facts = readPrompt(prompt, { timeZone: opts?.timeZone, now: opts?.now ?? now() });
+      const vocabulary = targetVocabulary(target.operation, target.label ?? '', target.labels ?? [], target.input_schema);
+      return fillInput(target.input_schema, facts, vocabulary, attachments);
+    },
+  };
+}

@@ -1,0 +1,83 @@
+// Candidates for a prompt from PostgreSQL: full text over each operation's routing document
+// (migrations/1700000001200_router_documents.sql) plus near words (typos) through the trigram
+// vocabulary, with every scope filter in the WHERE clause, so nothing out of scope is ranked.
+import type { JsonSchema } from '../catalog/types.ts';
+import type { Db } from '../db/pool.ts';
+import type { RouteScope } from './types.ts';
+import { STOP_WORDS, words } from './text.ts';
+
+export interface RouteRow {
+  operation_id: string;
+  api: string;
+  visibility: 'public' | 'private';
+  api_name: string;
+  api_description: string;
+  sites: string[];
+  operation: string;
+  label: string;
+  description: string;
+  labels: string[];
+  performs_actions: boolean;
+  input_schema: JsonSchema;
+  examples: { title?: string; input: Record<string, unknown> }[];
+  /** PostgreSQL's full-text rank of the prompt's words in the document. */
+  rank: number;
+}
+
+const MAX_WORDS = 12;
+const NEAR_WORDS = 4;
+const NEAR_MIN_SIMILARITY = 0.45;
+export const CANDIDATES = 24;
+
+/** The prompt's content words for retrieval: no stop words, no numbers or ids, at most 12. */
+export function retrievalWords(prompt: string): string[] {
+  const ws = words(prompt).filter((w) => !STOP_WORDS.has(w) && /^[a-z]/.test(w) && w.length >= 2 && w.length <= 40);
+  return [...new Set(ws)].slice(0, MAX_WORDS);
+}
+
+export async function retrieve(db: Db, prompt: string, scope: RouteScope): Promise<RouteRow[]> {
+  const ws = retrievalWords(prompt);
+  if (ws.length === 0) return [];
+  const params: unknown[] = [];
+  const p = (v: unknown) => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const wordsP = p(ws);
+  // Prefix match for words of 4+ letters ("forecasts" → forecast:*, stemmed by the english config).
+  const tq = `to_tsquery('english', ${p(ws.map((w) => (w.length >= 4 ? `${w}:*` : w)).join(' | '))})`;
+  const where = [`a.status = 'active'`, `a.availability = 'available'`, `v.available`, `(a.visibility = 'public' OR a.owner_org_id = ${p(scope.orgId)})`];
+  if (scope.api) where.push(`a.handle = ${p(scope.api)}`);
+  if (scope.visibility) where.push(`a.visibility = ${p(scope.visibility)}`);
+  if (scope.allowedApis) where.push(`a.handle = ANY(${p(scope.allowedApis)}::text[])`);
+  if (scope.blockedApis?.length) where.push(`NOT (a.handle = ANY(${p(scope.blockedApis)}::text[]))`);
+  // A private API of the caller shadows a public one of the same handle only when asked by
+  // visibility; otherwise both are candidates and the ranking decides.
+  const sql = `
+    WITH pw AS (SELECT unnest(${wordsP}::text[]) AS w),
+    near AS (
+      SELECT coalesce(array_agg(DISTINCT n.word), '{}') AS ws FROM pw
+        CROSS JOIN LATERAL (
+          SELECT k.word FROM router_keywords k
+           WHERE NOT EXISTS (SELECT 1 FROM router_keywords e WHERE e.word = pw.w)
+             AND k.word % pw.w AND similarity(k.word, pw.w) >= ${NEAR_MIN_SIMILARITY}
+           ORDER BY similarity(k.word, pw.w) DESC, k.word LIMIT ${NEAR_WORDS}) n),
+    hits AS (
+      SELECT d.operation_id, d.api_id,
+             ts_rank(d.tsv, ${tq}) + 0.3 * cardinality(ARRAY(SELECT unnest(d.words) INTERSECT SELECT unnest(near.ws))) AS rank
+        FROM router_documents d CROSS JOIN near
+       WHERE d.tsv @@ ${tq} OR d.words && near.ws)
+    SELECT o.id::text AS operation_id, a.handle AS api, a.visibility, a.name AS api_name, a.description AS api_description,
+           ARRAY(SELECT s.name FROM api_sites s WHERE s.api_id = a.id ORDER BY s.position) AS sites,
+           o.name AS operation, o.label, o.description, o.labels, o.performs_actions,
+           v.input_schema, v.examples, h.rank
+      FROM hits h
+      JOIN operations o ON o.id = h.operation_id
+      JOIN apis a ON a.id = h.api_id
+      JOIN operation_versions v ON v.operation_id = o.id AND v.version = o.default_version
+     WHERE ${where.join(' AND ')}
+     ORDER BY h.rank DESC, o.id
+     LIMIT ${CANDIDATES}`;
+  const r = await db.query<RouteRow>(sql, params);
+  return r.rows;
+}
