@@ -20,8 +20,8 @@ function toApplicationFailure(code: ErrorCode, message: string, details?: unknow
   return ApplicationFailure.create({ type: code, message, details: details === undefined ? [] : [details], nonRetryable: final });
 }
 
-/** A connection that stopped being usable between the API's check and the run. */
-function accessFailure(items: AccessItem[]): ApplicationFailure {
+/** A connection that stopped being usable between the API's check and the run (also a builder test run's answer). */
+export function accessFailure(items: AccessItem[]): ApplicationFailure {
   const bad = items.filter((i) => i.status !== 'connected');
   const details = { access: items.map(({ kind, name, site, status }) => ({ kind, name, site, status })) };
   const list = (s: string) => bad.filter((i) => i.status === s).map((i) => `${i.name} (${i.site})`).join(', ');

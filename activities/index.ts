@@ -3,10 +3,11 @@ import type { Db } from '../shared/db/pool.ts';
 import { createBillingActivities } from './billing.ts';
 import { createExecuteActivities } from './execute.ts';
 import { createHealthActivities } from './health.ts';
+import { createBuilderActivities } from './builder.ts';
 import type { RecipeRunner } from './engines/index.ts';
 import type { Keyring } from '../shared/db/connections.ts';
-import type { HealthActivities, QueryActivities } from './types.ts';
+import type { BuilderActivities, HealthActivities, QueryActivities } from './types.ts';
 
-export function createActivities(deps: { db: Db; runner: RecipeRunner; keyring: () => Promise<Keyring> }): QueryActivities & HealthActivities {
-  return { ...createBillingActivities(deps.db), ...createExecuteActivities(deps), ...createHealthActivities(deps) };
+export function createActivities(deps: { db: Db; runner: RecipeRunner; keyring: () => Promise<Keyring> }): QueryActivities & HealthActivities & BuilderActivities {
+  return { ...createBillingActivities(deps.db), ...createExecuteActivities(deps), ...createHealthActivities(deps), ...createBuilderActivities(deps) };
 }

@@ -95,3 +95,40 @@ export interface HealthActivities {
 }
 
 export type QueryActivities = BillingActivities & ExecuteActivities;
+
+/** One verified example of a draft definition, as a builder test run executes it. */
+export interface DraftExample {
+  operation: string;
+  index: number;
+  title: string;
+  recipe: unknown;
+  outputSchema: Record<string, unknown>;
+  access: Array<{ kind: 'account' | 'access_key'; name: string; site: string }>;
+  input: Record<string, unknown>;
+  expected: unknown;
+}
+
+/** What a test run shows per example: the output beside the expected one, and the schema check. */
+export interface DraftExampleResult {
+  operation: string;
+  index: number;
+  title: string;
+  input: Record<string, unknown>;
+  expected: unknown;
+  /** null when the run failed (see `error`). */
+  output: unknown;
+  equal: boolean;
+  /** null when there was no output to check. */
+  schema_ok: boolean | null;
+  schema_errors: Array<{ path: string; message: string }>;
+  error: { code: string; message: string } | null;
+  passed: boolean;
+  ms: number;
+}
+
+export interface BuilderActivities {
+  /** Runs one example of a DRAFT recipe with the query engines, guards and the org's own connections. Never throws for a site's failure. */
+  runDraftExample(a: { orgId: string; testRunId: string; example: DraftExample }): Promise<DraftExampleResult>;
+  /** Stores the test run's outcome (the row publish checks). */
+  recordTestRun(a: { testRunId: string; status: 'passed' | 'failed' | 'error'; results: DraftExampleResult[] }): Promise<void>;
+}

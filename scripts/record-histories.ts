@@ -6,6 +6,7 @@
 //
 // It creates two small organizations of its own and RESETS THE DEMO SITES' STATE (bookings,
 // faults) first, so the action books a free slot and the injected fault is the only one.
+// `npm run record-histories -- builder-test-run` records only that file (no other run is made).
 //
 // The saga's branches a real stack cannot produce on demand (deadline passed, ledger unreachable,
 // an action timing out, a request closed or released under the run) are recorded from the same
@@ -29,6 +30,7 @@ import { createDataConverter } from '../shared/temporal/data-converter.ts';
 import { decryptPayloadsIn } from '../shared/temporal/payload-codec.ts';
 import { loadPayloadKeyring } from '../shared/temporal/payload-keys.ts';
 import { OUTPUT, sagaInput, scenarios, stubs, type Scenario } from '../test/helpers/saga-stubs.ts';
+import { testRun, workflowTemplate } from '../shared/builder/index.ts';
 
 const OUT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../test/histories');
 /** A history above this is a sign the run did far more than a recording needs. */
@@ -78,6 +80,9 @@ async function query(apiKey: string, body: unknown, expectStatus: number, expect
   if (!r.rows[0]) throw new Error(`no request row for ${requestId}`);
   return r.rows[0].workflow_id;
 }
+
+/** `-- builder-test-run`: record only the builder's test-run history. */
+const builderOnly = process.argv.slice(2).join(' ') === 'builder-test-run';
 
 async function save(name: string, workflowId: string, runId?: string) {
   const handle = client.workflow.getHandle(workflowId, runId);
@@ -171,39 +176,44 @@ try {
   await demo('/__demo/reset');
   const org = await createOrg(db, `History recorder ${Date.now()}`, 10);
   const broke = await createOrg(db, `History recorder (no credits) ${Date.now()}`, 0);
+  // builderTestRunWorkflow: the template's example on the real engine, outcome recorded.
+  const builderRun = await testRun({ db, temporal: client, taskQueue }, org.org_id, workflowTemplate('@recorded-bookshop'));
+  if (!builderRun.passed) throw new Error('the template test run did not pass: not recorded');
+  await save('builder-test-run', `builder-test-${org.org_id}-${builderRun.test_run_id}`);
+  if (!builderOnly) {
+    // queryWorkflow: reserve → execute → settle + finalize.
+    await save('query-success', await query(org.api_key, london, 200));
+    // queryWorkflow, response shaping on the way.
+    await save('query-shaped', await query(org.api_key, { ...london, response: { format: 'markdown' } }, 200));
+    // queryWorkflow: the site answers 404 (the recipe's not_found, non-retryable) → refund pending,
+    // release, failed envelope.
+    await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', status: 404, times: 1 });
+    await save('query-failure-released', await query(org.api_key, london, 404, 'released'));
+    // queryWorkflow: too few credits → rejected with local activities only.
+    await save('query-insufficient-credits', await query(broke.api_key, london, 402));
+    // queryWorkflow for an action (performs_actions: one attempt, heartbeats).
+    const booking = { api: '@clinic', operation: 'book_appointment', input: { slot_id: '20250610-REYE-0930', patient_name: 'Jordan Lee', email: 'jordan.lee@example.com' } };
+    await save('query-action', await query(org.api_key, booking, 200));
 
-  // queryWorkflow: reserve → execute → settle + finalize.
-  await save('query-success', await query(org.api_key, london, 200));
-  // queryWorkflow, response shaping on the way.
-  await save('query-shaped', await query(org.api_key, { ...london, response: { format: 'markdown' } }, 200));
-  // queryWorkflow: the site answers 404 (the recipe's not_found, non-retryable) → refund pending,
-  // release, failed envelope.
-  await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', status: 404, times: 1 });
-  await save('query-failure-released', await query(org.api_key, london, 404, 'released'));
-  // queryWorkflow: too few credits → rejected with local activities only.
-  await save('query-insufficient-credits', await query(broke.api_key, london, 402));
-  // queryWorkflow for an action (performs_actions: one attempt, heartbeats).
-  const booking = { api: '@clinic', operation: 'book_appointment', input: { slot_id: '20250610-REYE-0930', patient_name: 'Jordan Lee', email: 'jordan.lee@example.com' } };
-  await save('query-action', await query(org.api_key, booking, 200));
+    // healthCheckWorkflow, limited to one API so the history stays small.
+    const healthId = `record-health-check-${Date.now()}`;
+    await client.workflow.start('healthCheckWorkflow', { taskQueue, workflowId: healthId, args: [{ apis: ['@weather'], concurrency: 2, exampleTimeoutMs: 30_000 }] });
+    await save('health-check', healthId);
 
-  // healthCheckWorkflow, limited to one API so the history stays small.
-  const healthId = `record-health-check-${Date.now()}`;
-  await client.workflow.start('healthCheckWorkflow', { taskQueue, workflowId: healthId, args: [{ apis: ['@weather'], concurrency: 2, exampleTimeoutMs: 30_000 }] });
-  await save('health-check', healthId);
+    // maintenanceWorkflow, exactly as its Schedule starts it (the worker created the Schedule).
+    const schedule = client.schedule.getHandle(maintenanceScheduleId(taskQueue));
+    const t0 = Date.now();
+    await schedule.trigger();
+    let run: { workflowId: string; firstExecutionRunId: string } | undefined;
+    for (const end = Date.now() + 60_000; !run && Date.now() < end; await new Promise((r) => setTimeout(r, 300))) {
+      run = (await schedule.describe()).info.recentActions.find((a) => a.takenAt.getTime() >= t0)?.action.workflow;
+    }
+    if (!run) throw new Error('the maintenance Schedule did not start a run within 60 s');
+    await save('maintenance', run.workflowId, run.firstExecutionRunId);
+    await demo('/__demo/reset');
 
-  // maintenanceWorkflow, exactly as its Schedule starts it (the worker created the Schedule).
-  const schedule = client.schedule.getHandle(maintenanceScheduleId(taskQueue));
-  const t0 = Date.now();
-  await schedule.trigger();
-  let run: { workflowId: string; firstExecutionRunId: string } | undefined;
-  for (const end = Date.now() + 60_000; !run && Date.now() < end; await new Promise((r) => setTimeout(r, 300))) {
-    run = (await schedule.describe()).info.recentActions.find((a) => a.takenAt.getTime() >= t0)?.action.workflow;
+    await recordBranches();
   }
-  if (!run) throw new Error('the maintenance Schedule did not start a run within 60 s');
-  await save('maintenance', run.workflowId, run.firstExecutionRunId);
-  await demo('/__demo/reset');
-
-  await recordBranches();
 } finally {
   await connection.close();
   await db.end();

@@ -42,6 +42,7 @@ export const ERRORS = {
   workflow_version_unavailable: { status: 409, type: 'validation_error', retryable: false, title: 'The pinned contract version is not available' },
   request_not_found: { status: 404, type: 'not_found_error', retryable: false, title: 'No request with that id exists for the organization' },
   feedback_unavailable: { status: 409, type: 'access_error', retryable: false, title: 'The request cannot be rated; details.reason says why' },
+  publish_refused: { status: 409, type: 'validation_error', retryable: false, title: 'The workflow cannot be published; details.reason says why' },
   route_not_found: { status: 404, type: 'not_found_error', retryable: false, title: 'No route matches the method and path' },
   method_not_allowed: { status: 405, type: 'validation_error', retryable: false, title: 'The route does not accept this method' },
   not_found: { status: 404, type: 'not_found_error', retryable: false, title: 'The workflow found no match for the input' },

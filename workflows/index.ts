@@ -2,3 +2,4 @@
 export { queryWorkflow } from './query-workflow.ts';
 export { healthCheckWorkflow } from './health-check-workflow.ts';
 export { maintenanceWorkflow } from './maintenance-workflow.ts';
+export { builderTestRunWorkflow } from './builder-test-workflow.ts';

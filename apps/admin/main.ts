@@ -9,6 +9,7 @@ import { migrate } from '../../shared/db/migrate.ts';
 import { createKey, createOrg, grant, revokeKey } from '../../shared/db/orgs.ts';
 import { ACCOUNT_USAGE, runAccountCommand } from './account-commands.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
+import { WORKFLOW_USAGE, workflowCommand } from './workflow-commands.ts';
 import { addConnection, expireConnection, listConnections, loadKeyring, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
 
 const USAGE = `usage:
@@ -21,7 +22,8 @@ const USAGE = `usage:
   npm run admin -- connection revoke --id <conn_id>      (disconnected: queries get auth_revoked)
   npm run admin -- connection expire --id <conn_id>      (needs a fresh sign-in: queries get auth_required)
   npm run admin -- connection list --org <org_id>
-${ACCOUNT_USAGE}`;
+${ACCOUNT_USAGE}
+${WORKFLOW_USAGE}`;
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -38,6 +40,8 @@ const { positionals, values } = parseArgs({
     email: { type: 'string' },
     password: { type: 'string' },
     role: { type: 'string' },
+    file: { type: 'string' },
+    share: { type: 'boolean' },
   },
 });
 
@@ -126,6 +130,10 @@ try {
       break;
     case 'connection list':
       out = { connections: await listConnections(db, need('org')) };
+      break;
+    case 'workflow template':
+    case 'workflow build':
+      ({ code, out } = await workflowCommand(verb, values, { db, config }));
       break;
     default:
       out = await runAccountCommand(db, `${noun} ${verb}`, { need, readStdin, fail });

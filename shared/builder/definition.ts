@@ -1,0 +1,280 @@
+// The definition of an organization-built workflow (README.md in this folder documents it):
+// its JSON Schema, checked with ajv, then the checks a schema cannot express (recipes parse, their
+// hosts are declared sites, schemas compile, examples fit them, performs_actions agrees with the
+// recipe). Every problem is one issue: a JSON Pointer into the definition and a message.
+import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import safeRegex from 'safe-regex2';
+import { CATEGORIES } from '../catalog/categories.ts';
+import { recipeActions, validateOperationVersion } from '../catalog/validate.ts';
+import type { AccessRequirement, ApiDefinition, JsonSchema, OperationDefinition } from '../catalog/types.ts';
+import { RecipeValidationError, safeParseRecipe } from '../recipes/schema.ts';
+import { ServiceError, type ValidationIssue } from '../errors.ts';
+import { canonicalHash } from './canonical.ts';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+
+export interface BuilderExample {
+  title?: string;
+  input: Record<string, unknown>;
+  output: unknown;
+}
+
+export interface BuilderOperation {
+  name: string;
+  label: string;
+  description: string;
+  /** Credits per completed run (default 1). */
+  cost_credits?: number;
+  /** Optional: derived from the recipe's `action: true` steps; when given it must agree. */
+  performs_actions?: boolean;
+  input_schema: JsonSchema;
+  output_schema: JsonSchema;
+  recipe: Record<string, unknown>;
+  examples: BuilderExample[];
+  access?: AccessRequirement[];
+}
+
+export interface BuilderDefinition {
+  handle: string;
+  name: string;
+  description: string;
+  category: string;
+  website_url?: string | null;
+  sites: Array<{ name: string; host: string }>;
+  operations: BuilderOperation[];
+}
+
+/** Largest definition accepted (JSON bytes). */
+export const MAX_DEFINITION_BYTES = 512 * 1024;
+
+const HOST = '^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$';
+
+/** The definition format as JSON Schema (draft 2020-12): the first, structural check. */
+export const DEFINITION_SCHEMA = {
+  $schema: 'https://json-schema.org/draft/2020-12/schema',
+  type: 'object',
+  additionalProperties: false,
+  required: ['handle', 'name', 'description', 'category', 'sites', 'operations'],
+  properties: {
+    handle: { type: 'string', pattern: '^@[a-z0-9][a-z0-9_-]{0,99}$' },
+    name: { type: 'string', minLength: 1, maxLength: 120 },
+    description: { type: 'string', maxLength: 2000 },
+    category: { enum: CATEGORIES.map((c) => c.id) },
+    website_url: { anyOf: [{ type: 'null' }, { type: 'string', format: 'uri', pattern: '^https?://', maxLength: 2048 }] },
+    sites: {
+      type: 'array',
+      minItems: 1,
+      maxItems: 20,
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name', 'host'],
+        properties: { name: { type: 'string', minLength: 1, maxLength: 120 }, host: { type: 'string', pattern: HOST } },
+      },
+    },
+    operations: {
+      type: 'array',
+      minItems: 1,
+      maxItems: 20,
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name', 'label', 'description', 'input_schema', 'output_schema', 'recipe', 'examples'],
+        properties: {
+          name: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,99}$' },
+          label: { type: 'string', minLength: 1, maxLength: 120 },
+          description: { type: 'string', maxLength: 2000 },
+          cost_credits: { type: 'integer', minimum: 0, maximum: 1000 },
+          performs_actions: { type: 'boolean' },
+          input_schema: { type: 'object' },
+          output_schema: { type: 'object' },
+          recipe: { type: 'object' },
+          examples: {
+            type: 'array',
+            minItems: 1,
+            maxItems: 10,
+            items: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['input', 'output'],
+              properties: { title: { type: 'string', maxLength: 200 }, input: { type: 'object' }, output: true },
+            },
+          },
+          access: {
+            type: 'array',
+            maxItems: 10,
+            items: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['kind', 'name', 'site'],
+              properties: {
+                kind: { enum: ['account', 'access_key'] },
+                name: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_]{0,63}$' },
+                site: { type: 'string', pattern: HOST },
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+} as const;
+
+const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
+const checkStructure = ajv.compile(DEFINITION_SCHEMA);
+
+function ajvIssue(e: ErrorObject, prefix = ''): ValidationIssue {
+  const extra = e.keyword === 'additionalProperties' ? ` ("${String(e.params.additionalProperty)}")` : e.keyword === 'required' ? ` ("${String(e.params.missingProperty)}")` : '';
+  return { path: `${prefix}${e.instancePath}` || '/', message: `${e.message ?? 'is invalid'}${extra}` };
+}
+
+/**
+ * Regular expressions a built workflow carries (`pattern`, `patternProperties` in its schemas, a
+ * recipe field's `pattern`) run in the API and the worker on other people's input: one with
+ * catastrophic backtracking would stall a process every organization shares. safe-regex2 (star
+ * height) refuses them.
+ */
+function unsafePatterns(value: unknown, at: string, issues: ValidationIssue[], depth = 0): void {
+  if (depth > 64 || !value || typeof value !== 'object') return;
+  for (const [k, v] of Object.entries(value)) {
+    const here = `${at}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+    if (k === 'pattern' && typeof v === 'string' && !safeRegex(v)) issues.push({ path: here, message: 'this regular expression can backtrack catastrophically (nested repetition); rewrite it' });
+    if (k === 'patternProperties' && v && typeof v === 'object' && !Array.isArray(v)) {
+      for (const p of Object.keys(v)) if (!safeRegex(p)) issues.push({ path: `${here}/${p.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: 'this regular expression can backtrack catastrophically (nested repetition); rewrite it' });
+    }
+    unsafePatterns(v, here, issues, depth + 1);
+  }
+}
+
+/** "steps[0].url" (the recipe parser's path) or "steps/0/action" (the catalog check's) as a JSON Pointer under `base`. */
+function recipePointer(base: string, path: string): string {
+  const segs = path.replace(/\[(\d+)\]/g, '.$1').split(/[./]/).filter(Boolean);
+  return [base, ...segs.map((s) => s.replace(/~/g, '~0').replace(/\//g, '~1'))].join('/');
+}
+
+/** Compile a user's JSON Schema; undefined with an issue when it is not one. */
+function compileSchema(schema: JsonSchema, at: string, issues: ValidationIssue[]) {
+  try {
+    return ajv.compile(schema);
+  } catch (err) {
+    issues.push({ path: at, message: `is not a valid JSON Schema: ${err instanceof Error ? err.message : 'unknown error'}` });
+    return undefined;
+  }
+}
+
+/** The definition's problems; empty when it can be test-run and published. */
+export function definitionIssues(json: unknown): ValidationIssue[] {
+  // Bounded before anything else: the whole definition travels in a test run's workflow input.
+  const bytes = Buffer.byteLength(JSON.stringify(json) ?? '');
+  if (bytes > MAX_DEFINITION_BYTES) return [{ path: '/', message: `is ${bytes} bytes of JSON; at most ${MAX_DEFINITION_BYTES} are accepted` }];
+  if (!checkStructure(json)) return (checkStructure.errors ?? []).map((e) => ajvIssue(e));
+  const def = json as unknown as BuilderDefinition;
+  const issues: ValidationIssue[] = [];
+  const hosts = new Set(def.sites.map((s) => s.host));
+  const seen = new Set<string>();
+  def.operations.forEach((op, i) => {
+    const at = `/operations/${i}`;
+    if (seen.has(op.name)) issues.push({ path: `${at}/name`, message: `operation "${op.name}" is defined twice` });
+    seen.add(op.name);
+    if (op.input_schema.type !== 'object') issues.push({ path: `${at}/input_schema/type`, message: 'must be "object": a query input is a JSON object' });
+    const parsed = safeParseRecipe(op.recipe);
+    if (!parsed.ok) {
+      for (const p of parsed.issues) issues.push({ path: recipePointer(`${at}/recipe`, p.path), message: p.message });
+    } else {
+      parsed.recipe.hosts.forEach((h, j) => {
+        if (!hosts.has(h)) issues.push({ path: `${at}/recipe/hosts/${j}`, message: `host "${h}" is not one of the definition's sites` });
+      });
+      // performs_actions follows the recipe; a declared value must agree (the catalog's own check).
+      const derived = recipeActions(parsed.recipe).performsActions;
+      try {
+        validateOperationVersion(op.recipe, toOperation(op, 1, derived, op.performs_actions));
+      } catch (err) {
+        if (!(err instanceof RecipeValidationError)) throw err;
+        for (const p of err.issues) issues.push({ path: p.path === 'performs_actions' ? `${at}/performs_actions` : recipePointer(`${at}/recipe`, p.path), message: p.message });
+      }
+    }
+    (op.access ?? []).forEach((a, j) => {
+      if (!hosts.has(a.site)) issues.push({ path: `${at}/access/${j}/site`, message: `site "${a.site}" is not one of the definition's sites` });
+    });
+    unsafePatterns({ input_schema: op.input_schema, output_schema: op.output_schema, recipe: op.recipe }, at, issues);
+    const input = compileSchema(op.input_schema, `${at}/input_schema`, issues);
+    const output = compileSchema(op.output_schema, `${at}/output_schema`, issues);
+    op.examples.forEach((ex, j) => {
+      if (input && !input(ex.input)) for (const e of input.errors ?? []) issues.push(ajvIssue(e, `${at}/examples/${j}/input`));
+      if (output && !output(ex.output)) for (const e of output.errors ?? []) issues.push(ajvIssue(e, `${at}/examples/${j}/output`));
+    });
+  });
+  return issues;
+}
+
+/**
+ * What stops a valid definition from being shared. A shared workflow runs with the CALLING
+ * organization's connections, so its recipe may reach only the sites those connections are for:
+ * otherwise its author could send another organization's key or session to a host of their own.
+ */
+export function shareIssues(def: BuilderDefinition): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  def.operations.forEach((op, i) => {
+    const access = op.access ?? [];
+    if (access.length === 0) return;
+    const allowed = new Set(access.map((a) => a.site));
+    const parsed = safeParseRecipe(op.recipe);
+    if (!parsed.ok) return;
+    parsed.recipe.hosts.forEach((h, j) => {
+      if (!allowed.has(h)) {
+        issues.push({ path: `/operations/${i}/recipe/hosts/${j}`, message: `a shared workflow sends callers' connections only to their sites: "${h}" is not the site of an access requirement` });
+      }
+    });
+  });
+  return issues;
+}
+
+/** A valid definition, or `invalid_input` (400) whose details.issues point into it. */
+export function parseDefinition(json: unknown): BuilderDefinition {
+  const issues = definitionIssues(json);
+  if (issues.length) {
+    const shown = issues.slice(0, 50);
+    throw new ServiceError('invalid_input', `The workflow definition is invalid: ${shown[0]!.path}: ${shown[0]!.message}${issues.length > 1 ? ` (and ${issues.length - 1} more)` : ''}`, {
+      param: 'definition',
+      details: { issues: shown },
+    });
+  }
+  return json as BuilderDefinition;
+}
+
+/** Whether the operation's recipe has action steps (the definition is valid). */
+export function performsActions(op: BuilderOperation): boolean {
+  const parsed = safeParseRecipe(op.recipe);
+  return parsed.ok && recipeActions(parsed.recipe).performsActions;
+}
+
+/** The operation as the catalog stores it, at one version. */
+export function toOperation(op: BuilderOperation, version: number, derived = performsActions(op), declared = derived): OperationDefinition {
+  return {
+    name: op.name,
+    label: op.label,
+    description: op.description,
+    cost_credits: op.cost_credits ?? 1,
+    performs_actions: declared,
+    default_version: version,
+    access: op.access ?? [],
+    versions: [{ version, input_schema: op.input_schema, output_schema: op.output_schema, examples: op.examples, recipe: op.recipe }],
+  };
+}
+
+/** The catalog's view of the whole definition (no icons: a built workflow has none yet). */
+export function toApiDefinition(def: BuilderDefinition, version: number): ApiDefinition {
+  return {
+    handle: def.handle,
+    name: def.name,
+    description: def.description,
+    category: def.category,
+    website_url: def.website_url ?? null,
+    sites: def.sites.map((s) => ({ name: s.name, host: s.host })),
+    operations: def.operations.map((op) => toOperation(op, version)),
+  };
+}
+
+/** The definition's identity: SHA-256 of its canonical JSON (key order and whitespace do not count). */
+export const definitionHash = (def: BuilderDefinition): string => canonicalHash(def);

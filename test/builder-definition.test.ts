@@ -1,0 +1,103 @@
+// The builder's definition format (pure): the template is valid, every kind of mistake gets a
+// precise JSON Pointer, performs_actions follows the recipe, and the hash ignores key order.
+import { describe, expect, it } from 'vitest';
+import { definitionHash, definitionIssues, parseDefinition, performsActions, shareIssues, workflowTemplate } from '../shared/builder/index.ts';
+
+const paths = (json: unknown) => definitionIssues(json).map((i) => i.path);
+
+describe('builder definition', () => {
+  it('accepts the template', () => {
+    expect(definitionIssues(workflowTemplate())).toEqual([]);
+    expect(performsActions(workflowTemplate().operations[0]!)).toBe(false);
+  });
+
+  it('points at structural mistakes', () => {
+    const d: any = workflowTemplate();
+    d.handle = 'no-at';
+    d.category = 'nonsense';
+    d.extra = 1;
+    d.operations[0].examples = [];
+    const issues = definitionIssues(d);
+    expect(issues.map((i) => i.path)).toEqual(expect.arrayContaining(['/handle', '/category', '/', '/operations/0/examples']));
+    expect(issues.find((i) => i.path === '/')!.message).toContain('"extra"');
+  });
+
+  it('checks recipes, hosts, schemas, examples and access against each other', () => {
+    const d: any = workflowTemplate();
+    const op = d.operations[0];
+    op.recipe.steps[0].url = 42;
+    op.recipe.hosts.push('other.example.test');
+    op.examples[0].input = { isbn13: 'nope' };
+    op.examples[0].output.price = 'free';
+    op.access = [{ kind: 'access_key', name: 'KEY', site: 'unknown.example.test' }];
+    op.output_schema.properties.title = { type: 'no-such-type' };
+    const p = paths(d);
+    expect(p).toEqual(expect.arrayContaining(['/operations/0/recipe/steps/0/url', '/operations/0/access/0/site', '/operations/0/examples/0/input/isbn13', '/operations/0/output_schema']));
+    const d2: any = workflowTemplate();
+    d2.operations[0].recipe.hosts.push('other.example.test');
+    expect(paths(d2)).toEqual(['/operations/0/recipe/hosts/1']);
+    const d3: any = workflowTemplate();
+    d3.operations[0].examples[0].output.price = 'free';
+    expect(paths(d3)).toEqual(['/operations/0/examples/0/output/price']);
+    const d4: any = workflowTemplate();
+    d4.operations.push(structuredClone(d4.operations[0]));
+    expect(paths(d4)).toEqual(['/operations/1/name']);
+  });
+
+  it('refuses regular expressions that backtrack catastrophically, wherever they are', () => {
+    const d: any = workflowTemplate();
+    d.operations[0].input_schema.properties.note = { type: 'string', pattern: '^(a+)+$' };
+    d.operations[0].output_schema.patternProperties = { '(x*)*': {} };
+    expect(paths(d)).toEqual(['/operations/0/input_schema/properties/note/pattern', '/operations/0/output_schema/patternProperties/(x*)*']);
+    // The template's own patterns (ISBN, currency) are fine, and editing one copy leaves the next alone.
+    expect(definitionIssues(workflowTemplate())).toEqual([]);
+  });
+
+  it('derives performs_actions from action steps; a contradicting declaration is refused', () => {
+    const d: any = workflowTemplate();
+    d.operations[0].recipe.steps.unshift({ type: 'request', method: 'POST', url: 'http://books.example.test/basket', action: true });
+    expect(definitionIssues(d)).toEqual([]);
+    expect(performsActions(d.operations[0])).toBe(true);
+    d.operations[0].performs_actions = false;
+    expect(paths(d)).toEqual(['/operations/0/performs_actions']);
+    const unmarked: any = workflowTemplate();
+    unmarked.operations[0].recipe.steps.unshift({ type: 'request', method: 'DELETE', url: 'http://books.example.test/basket' });
+    expect(paths(unmarked)).toEqual(['/operations/0/recipe/steps/0/action']);
+  });
+
+  it('refuses a definition over the size bound before looking further', () => {
+    const d: any = workflowTemplate();
+    d.description = 'x'.repeat(600 * 1024);
+    expect(definitionIssues(d)).toEqual([{ path: '/', message: expect.stringMatching(/at most 524288 are accepted$/) }]);
+  });
+
+  it('sharing needs every recipe host to be a site of the access requirements (callers\' connections stay on their sites)', () => {
+    const d: any = workflowTemplate();
+    expect(shareIssues(d)).toEqual([]); // no connections: nothing to leak
+    d.sites.push({ name: 'Other', host: 'other.example.test' });
+    d.operations[0].recipe.hosts.push('other.example.test');
+    d.operations[0].access = [{ kind: 'access_key', name: 'BOOKS_KEY', site: 'books.example.test' }];
+    expect(definitionIssues(d)).toEqual([]);
+    expect(shareIssues(d).map((i) => i.path)).toEqual(['/operations/0/recipe/hosts/1']);
+  });
+
+  it('parseDefinition throws invalid_input with details.issues', () => {
+    const d: any = workflowTemplate();
+    delete d.name;
+    let err: any;
+    try {
+      parseDefinition(d);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: 'invalid_input', param: 'definition', details: { issues: [{ path: '/', message: expect.stringContaining('"name"') }] } });
+  });
+
+  it('hashes the canonical JSON: key order does not matter, content does', () => {
+    const a = workflowTemplate();
+    const reordered = Object.fromEntries(Object.entries(a).reverse());
+    expect(Object.keys(reordered)[0]).not.toBe(Object.keys(a)[0]);
+    expect(definitionHash(reordered as typeof a)).toBe(definitionHash(a));
+    expect(definitionHash(workflowTemplate('@other'))).not.toBe(definitionHash(a));
+  });
+});
