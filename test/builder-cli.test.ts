@@ -11,7 +11,11 @@ import { definitionIssues } from '../shared/builder/index.ts';
 import { balanceOf, closeDb, db, newOrg, query, stack } from './helpers/stack.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-afterAll(closeDb);
+const dirs: string[] = [];
+afterAll(async () => {
+  await closeDb();
+  for (const d of dirs) await fs.rm(d, { recursive: true, force: true });
+});
 
 async function admin(args: string[]): Promise<{ code: number | null; json: any; stdout: string }> {
   const s = stack();
@@ -29,6 +33,7 @@ async function admin(args: string[]): Promise<{ code: number | null; json: any; 
 
 async function writeDefinition(def: unknown): Promise<string> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-builder-'));
+  dirs.push(dir);
   const file = path.join(dir, 'definition.json');
   await fs.writeFile(file, JSON.stringify(def, null, 2));
   return file;
