@@ -157,8 +157,8 @@ describe('console Workflows in Chromium', () => {
     // Versions with the current marker; a diff of 1 → 2 whose removed lines say so in text.
     const rows = page.getByRole('table', { name: `Versions of ${h}` }).getByRole('row');
     expect(await rows.nth(1).innerText()).toMatch(/^2\s+current/);
-    await page.getByLabel('From version').selectOption('1');
-    await page.getByLabel('To version').selectOption('2');
+    await page.getByLabel('From version', { exact: true }).selectOption('1');
+    await page.getByLabel('To version', { exact: true }).selectOption('2');
     await page.getByRole('button', { name: 'Show diff' }).click();
     await page.getByRole('heading', { name: 'Version 1 → version 2' }).waitFor();
     const removed = await page.locator('pre.diff del').allInnerTexts();
@@ -191,9 +191,11 @@ describe('console Workflows in Chromium', () => {
     expect(await buildRows(owner.org.org_id)).toEqual([100, 100]);
 
     // The list shows it with its latest version and a link to its page.
-    await page.getByRole('link', { name: 'Workflows', exact: true }).click();
+    await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Workflows', exact: true }).click();
     expect(await page.getByRole('row').filter({ hasText: h }).innerText()).toMatch(/public\s+4/);
     await look(page, 'workflows-list');
+    await page.getByRole('link', { name: h }).click();
+    await page.getByRole('heading', { level: 1, name: h }).waitFor();
     await page.context().close();
   }, 420_000);
 
