@@ -267,6 +267,15 @@ describe('console Workflows over HTTP', () => {
     expect(refused.status).toBe(409);
     expect(await buildRows(owner.org.org_id)).toEqual([100]);
 
+    // A failing example: shown as such (output ≠ expected) and Publish stays disabled.
+    const wrong = workflowTemplate(h);
+    (wrong.operations[0]!.examples[0]!.output as Record<string, unknown>).price = 8.99;
+    const failed = await owner.client.submit('/console/workflows/build', '/console/workflows/build', { definition: JSON.stringify(wrong), action: 'test' });
+    expect(failed.status, failed.text).toBe(200);
+    expect(failed.text).toContain('some examples failed (0 of 1)');
+    expect(failed.text).toMatch(/Output equals expected<\/dt><dd>no</);
+    expect(failed.text).toMatch(/<button type="submit" name="action" value="publish" disabled/);
+
     // Bad versions and handles.
     expect((await owner.client.get(`${path}?from=1&to=7`)).status).toBe(400);
     expect((await owner.client.get(`${path}?from=x`)).status).toBe(400);
