@@ -208,7 +208,14 @@ describe('console Workflows in Chromium', () => {
     await page.goto('/console/workflows/build');
     const def = workflowTemplate(h);
     await editor(page).fill(JSON.stringify(def, null, 2));
-    await testRunOnPage(page);
+    // By keyboard: from the editor, Tab reaches Check, then Test run; Enter runs it.
+    await editor(page).focus();
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Check');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Test run');
+    await page.keyboard.press('Enter');
+    await page.getByText('Test run: every example passed (1 of 1).').waitFor({ timeout: 120_000 });
     await publishButton(page).click();
     await page.getByText('Version 1 published: private, 100 credits charged.').waitFor();
 
