@@ -101,7 +101,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(import('./routes/well-known.ts'));
   await app.register(import('./routes/codec.ts'), { config: deps.config }); // only with CODEC_ENDPOINT_TOKEN
   // The web console: HTML pages with cookies, forms and CSRF in a scope of their own (console/README.md).
-  await app.register(import('./console/index.ts'), { config: deps.config });
+  await app.register(import('./console/index.ts'), { config: deps.config, temporal: deps.temporal });
   return app;
 }
 

@@ -1,5 +1,6 @@
 // What every console page module gets: rendering inside the layout, the guards, the session helpers.
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Client } from '@temporalio/client';
 import type { Config } from '../../../shared/config.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { Session } from '../../../shared/accounts/sessions.ts';
@@ -25,6 +26,8 @@ export const notFound = () => new ConsolePageError(404, 'Not found', 'There is n
 export interface ConsoleContext {
   config: Config;
   sessions: ConsoleSessions;
+  /** The API's lazily connected Temporal client: the Workflows pages' test runs go through it. */
+  temporal: () => Promise<Client>;
   render(request: FastifyRequest, reply: FastifyReply, view: string, data: Record<string, unknown>, status?: number): Promise<FastifyReply>;
 }
 

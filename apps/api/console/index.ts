@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Client } from '@temporalio/client';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import csrf from '@fastify/csrf-protection';
@@ -20,7 +21,7 @@ import { PAGES } from './pages/index.ts';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
 
-export default async function consolePlugin(app: FastifyInstance, opts: { config: Config }) {
+export default async function consolePlugin(app: FastifyInstance, opts: { config: Config; temporal: () => Promise<Client> }) {
   await app.register(cookie);
   await app.register(formbody, { bodyLimit: 64 * 1024 });
   const sessions = registerConsoleSession(app, opts.config);
@@ -56,6 +57,7 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
   const ctx: ConsoleContext = {
     config: opts.config,
     sessions,
+    temporal: opts.temporal,
     async render(request, reply, viewName, data, status = 200) {
       const layout = await layoutData(request, app.db);
       const page = { ...layout, csrf: reply.generateCsrf(), path: request.url, ...data };

@@ -60,15 +60,31 @@ export interface OwnedApi {
   visibility: 'public' | 'private';
   status: string;
   operations: number;
+  /** The latest builder version; null for a workflow not built in the console or CLI. */
+  latest_version: number | null;
   updated_at: Date;
 }
 
 /** The organization's own workflows: private ones and public ones it owns. */
 export async function ownedApis(db: Db, orgId: string): Promise<OwnedApi[]> {
   const r = await db.query(
-    `SELECT a.handle, a.name, a.visibility, a.status, a.updated_at, (SELECT count(*)::int FROM operations o WHERE o.api_id = a.id) AS operations
+    `SELECT a.handle, a.name, a.visibility, a.status, a.updated_at, (SELECT count(*)::int FROM operations o WHERE o.api_id = a.id) AS operations,
+            (SELECT max(v.version)::int FROM builder_versions v WHERE v.api_id = a.id) AS latest_version
        FROM apis a WHERE a.owner_org_id = $1 ORDER BY a.visibility, a.handle`,
     [orgId],
   );
   return r.rows;
+}
+
+/**
+ * Whether this organization has a passing test run of exactly this definition (its canonical hash)
+ * recent enough for publish to accept: the Build page enables `Publish` only then.
+ */
+export async function hasPassingTestRun(db: Db, orgId: string, definitionHash: string, validHours: number): Promise<boolean> {
+  const r = await db.query(
+    `SELECT 1 FROM builder_test_runs
+      WHERE org_id = $1 AND definition_hash = $2 AND status = 'passed' AND created_at > now() - $3::int * interval '1 hour' LIMIT 1`,
+    [orgId, definitionHash, validHours],
+  );
+  return (r.rowCount ?? 0) > 0;
 }
