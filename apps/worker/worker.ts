@@ -31,7 +31,7 @@ export function workflowBundle(workflowInterceptorModules: string[] = []): Promi
  *  without the interceptors would drop the workflow's spans, one with them would call a missing sink. */
 async function workflowCode(config: Config, tracing: Tracing | undefined) {
   if (config.WORKFLOW_BUNDLE_PATH) {
-    const traced = (await fs.readFile(config.WORKFLOW_BUNDLE_PATH, 'utf8')).includes('interceptors-opentelemetry');
+    const traced = (await fs.readFile(config.WORKFLOW_BUNDLE_PATH, 'utf8')).includes('interceptors-opentelemetry/lib/workflow-interceptors');
     if (traced === (tracing !== undefined)) return { codePath: config.WORKFLOW_BUNDLE_PATH };
     console.warn(`WORKFLOW_BUNDLE_PATH was built with tracing ${traced ? 'on' : 'off'} and this worker has it ${traced ? 'off' : 'on'}: bundling the workflows now.`);
   }

@@ -8,6 +8,7 @@ import type { Resource } from '@opentelemetry/resources';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
 import type { WorkerOptions } from '@temporalio/worker';
+import type { WorkflowInfo } from '@temporalio/workflow';
 import { isUntracedPath, originOnly, pathOnly } from './redact.ts';
 import { tracingSettings, type TraceExporterName } from './settings.ts';
 
@@ -106,12 +107,16 @@ async function setUp(serviceName: string, exporters: TraceExporterName[]): Promi
     require('node:http');
   };
 
+  // Temporal's sink copies the whole WorkflowInfo onto every workflow span (memo, search
+  // attributes, last result and failure...); it gets only the fields that identify the run.
+  const exporter = temporal.makeWorkflowExporter(spanProcessor, resource);
+  const identifying = (info: WorkflowInfo) => ({ workflowId: info.workflowId, runId: info.runId, workflowType: info.workflowType, taskQueue: info.taskQueue, namespace: info.namespace, attempt: info.attempt }) as WorkflowInfo;
   const workflowClientInterceptors = [new temporal.OpenTelemetryWorkflowClientInterceptor()];
   const workerOptions: Tracing['workerOptions'] = {
     interceptors: {
       activity: [(ctx) => ({ inbound: new temporal.OpenTelemetryActivityInboundInterceptor(ctx), outbound: new temporal.OpenTelemetryActivityOutboundInterceptor(ctx) })],
     },
-    sinks: { exporter: temporal.makeWorkflowExporter(spanProcessor, resource) },
+    sinks: { exporter: { export: { ...exporter.export, fn: (info, spans: Parameters<typeof exporter.export.fn>[1]) => exporter.export.fn(identifying(info), spans) } } },
   };
   return {
     exporters,
