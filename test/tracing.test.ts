@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tracingSettings } from '../shared/telemetry/settings.ts';
-import { originOnly, pathOnly } from '../shared/telemetry/redact.ts';
+import { isUntracedPath, originOnly, pathOnly } from '../shared/telemetry/redact.ts';
 import { processPool, type ServiceProcess } from './helpers/processes.ts';
 import { call, closeDb, demo, newOrg, ownPair, query, until } from './helpers/stack.ts';
 
@@ -253,5 +253,8 @@ describe('settings (pure)', () => {
     expect(pathOnly(undefined)).toBe('/');
     expect(originOnly('https://site.example:8443/p/London?key=1')).toBe('https://site.example:8443');
     expect(originOnly('not a url')).toBeUndefined();
+    expect(isUntracedPath('/readyz?x=1')).toBe(true);
+    expect(isUntracedPath('http://site.example/page')).toBe(true); // a proxy request
+    expect(isUntracedPath('/v1/query')).toBe(false);
   });
 });

@@ -19,6 +19,8 @@ export function originOnly(url: string): string | undefined {
   }
 }
 
-/** Probes and metrics scrapes: not traced, they would drown the queries. */
+/** Probes and metrics scrapes: not traced, they would drown the queries. Neither are proxy
+ *  requests (absolute-form targets, "http://host/…"): under `npm start` the browser engine's
+ *  guarded proxy shares the process, and each of its hops would start a trace of its own. */
 const UNTRACED = new Set(['/livez', '/readyz', '/health', '/metrics']);
-export const isUntracedPath = (target: string | undefined) => UNTRACED.has(pathOnly(target));
+export const isUntracedPath = (target: string | undefined) => !(target ?? '/').startsWith('/') || UNTRACED.has(pathOnly(target));
