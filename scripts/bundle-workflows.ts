@@ -3,9 +3,11 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { workflowBundle } from '../apps/worker/worker.ts';
+import { workflowTracingModules } from '../shared/telemetry/tracing.ts';
 
-export async function writeWorkflowBundle(out: string): Promise<string> {
-  const bundle = await workflowBundle();
+/** With OTEL_TRACES_EXPORTER set the bundle holds the tracing interceptors, as workers with it set need. */
+export async function writeWorkflowBundle(out: string, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  const bundle = await workflowBundle(workflowTracingModules(env));
   await fs.mkdir(path.dirname(out), { recursive: true });
   await fs.writeFile(out, bundle.code);
   return out;

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../shared/config.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
 import { createDataConverter } from '../../shared/temporal/data-converter.ts';
+import { startTracing } from '../../shared/telemetry/tracing.ts';
 import { buildApp } from './app.ts';
 
 export interface RunningApi {
@@ -15,6 +16,8 @@ export interface RunningApi {
 export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningApi> {
   // The payload key first: a bad PAYLOAD_ENCRYPTION_KEY stops the process here, not at the first query.
   const dataConverter = await createDataConverter(config);
+  const tracing = await startTracing('wqs-api'); // undefined unless OTEL_TRACES_EXPORTER is set (shared/telemetry)
+  tracing?.traceIncomingHttp();
   const db = createPool(config.DATABASE_URL, 20, poolTimeouts(config));
   let connection: Promise<Connection> | undefined;
   const connect = () => {
@@ -25,7 +28,8 @@ export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL
     return connection;
   };
   let client: Client | undefined;
-  const temporal = async () => (client ??= new Client({ connection: await connect(), namespace: config.TEMPORAL_NAMESPACE, dataConverter }));
+  const interceptors = tracing && { workflow: tracing.workflowClientInterceptors }; // the workflow start span
+  const temporal = async () => (client ??= new Client({ connection: await connect(), namespace: config.TEMPORAL_NAMESPACE, dataConverter, interceptors }));
   const temporalHealthy = async () => {
     const c = await connect();
     const res = await c.healthService.check({});
@@ -47,6 +51,7 @@ export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL
       await app.close(); // stops accepting, drains in-flight requests
       if (connection) await (await connection.catch(() => undefined))?.close().catch(() => {});
       await db.end().catch(() => {});
+      await tracing?.flush().catch(() => {});
     },
   };
 }

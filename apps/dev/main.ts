@@ -22,7 +22,11 @@ async function shutdown(code: number) {
   log('stopped');
   process.exit(code);
 }
-for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.once(sig, () => void shutdown(0));
+// `on`, not `once`: a `once` listener is gone by the time shared/infra/process-guard.ts's own
+// listener runs, which then believes nobody handles the signal, stops PostgreSQL and Temporal under
+// the draining API and re-raises the signal (the process died by SIGTERM, not exit 0: a race Node 24
+// loses). Repeated signals are ignored: npm forwards a terminal's Ctrl-C that the child also got.
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, () => void shutdown(0));
 
 try {
   const stack = await startDevStack(config, stops, { temporalUi: config.TEMPORAL_UI_ENABLED });

@@ -11,6 +11,7 @@ import { startWorker } from '../worker/worker.ts';
 import { runtimeOptions } from '../worker/telemetry.ts';
 import { startApi } from '../api/server.ts';
 import { ensureDevUser } from './dev-user.ts';
+import { startTracing } from '../../shared/telemetry/tracing.ts';
 
 export interface DevStack {
   url: string;
@@ -73,6 +74,7 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
       TEMPORAL_ADDRESS: temporalAddress,
       siteHostMap: Object.keys(config.siteHostMap).length ? config.siteHostMap : sites.hostMap,
     };
+    await startTracing('workflow-query-service'); // one process, one service name (else the worker's)
     const worker = await startWorker(full);
     stops.push(() => worker.shutdown());
     const api = await startApi(full);

@@ -1,4 +1,5 @@
 // The Temporal worker: query workflows plus their activities, on one task queue.
+import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
@@ -11,14 +12,30 @@ import { createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { ensureHealthScheduleAtStart } from './health-schedule.ts';
 import { createMaintenanceActivities } from '../../activities/maintenance.ts';
 import { ensureMaintenanceScheduleAtStart } from './maintenance-schedule.ts';
+import { startTracing, type Tracing } from '../../shared/telemetry/tracing.ts';
 
 const WORKFLOWS_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../workflows/index.ts');
 
-let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
-/** Bundling the workflows is part of start-up, so a non-deterministic import fails here, not in production. */
-export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger });
+const bundles = new Map<string, Promise<WorkflowBundleWithSourceMap>>();
+/** Bundling the workflows is part of start-up, so a non-deterministic import fails here, not in production.
+ *  With tracing on, the bundle also holds the OpenTelemetry workflow interceptors. */
+export function workflowBundle(workflowInterceptorModules: string[] = []): Promise<WorkflowBundleWithSourceMap> {
+  const key = workflowInterceptorModules.join('\n');
+  let bundle = bundles.get(key);
+  if (!bundle) bundles.set(key, (bundle = bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules, logger: quietLogger })));
   return bundle;
+}
+
+/** The prebuilt bundle when it was built with tracing as this process has it (`npm run
+ *  build:workflows` follows OTEL_TRACES_EXPORTER), else a bundle made now: a prebuilt bundle
+ *  without the interceptors would drop the workflow's spans, one with them would call a missing sink. */
+async function workflowCode(config: Config, tracing: Tracing | undefined) {
+  if (config.WORKFLOW_BUNDLE_PATH) {
+    const traced = (await fs.readFile(config.WORKFLOW_BUNDLE_PATH, 'utf8')).includes('interceptors-opentelemetry/lib/workflow-interceptors');
+    if (traced === (tracing !== undefined)) return { codePath: config.WORKFLOW_BUNDLE_PATH };
+    console.warn(`WORKFLOW_BUNDLE_PATH was built with tracing ${traced ? 'on' : 'off'} and this worker has it ${traced ? 'off' : 'on'}: bundling the workflows now.`);
+  }
+  return workflowBundle(tracing?.workflowInterceptorModules);
 }
 
 const quietLogger = {
@@ -54,6 +71,7 @@ export interface RunningWorker {
 
 export async function startWorker(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningWorker> {
   const dataConverter = await createDataConverter(config); // payloads encrypted at rest (shared/temporal/payload-codec.ts)
+  const tracing = await startTracing('wqs-worker'); // undefined unless OTEL_TRACES_EXPORTER is set (shared/telemetry)
   const db = createPool(config.DATABASE_URL, config.WORKER_DB_POOL_SIZE, poolTimeouts(config));
   const runner = createRecipeRunner({
     hostMap: config.siteHostMap,
@@ -67,10 +85,11 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     dataConverter,
     // A prebuilt bundle starts a worker in a second instead of bundling again.
-    workflowBundle: config.WORKFLOW_BUNDLE_PATH ? { codePath: config.WORKFLOW_BUNDLE_PATH } : await workflowBundle(),
+    workflowBundle: await workflowCode(config, tracing),
     activities: { ...createActivities({ db, runner, keyring: () => loadKeyring(config) }), ...createMaintenanceActivities({ db, temporal: { address: config.TEMPORAL_ADDRESS, namespace: config.TEMPORAL_NAMESPACE, dataConverter } }) },
     shutdownGraceTime: '10 seconds',
     ...workerTuning(config),
+    ...tracing?.workerOptions, // activity spans, and the sink exporting the workflow's spans
   });
   // Health checks: create (or update to this config) the Schedule that runs the health-check
   // workflow on this task queue. Idempotent across workers and restarts; a failure only warns.
@@ -80,6 +99,7 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     await runner.close().catch(() => {});
     await connection.close().catch(() => {});
     await db.end().catch(() => {});
+    await tracing?.flush().catch(() => {});
   });
   return {
     done,
