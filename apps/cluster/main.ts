@@ -14,7 +14,8 @@ async function shutdown(code: number) {
   log('stopped');
   process.exit(code);
 }
-for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.once(sig, () => void shutdown(0));
+// `on`, not `once`: process-guard stays out of the way only while another listener exists.
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, () => void shutdown(0));
 
 try {
   const cluster = await startCluster({ dataDir: process.env.CLUSTER_DATA_DIR || '.data-cluster', log });

@@ -11,7 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import pg from 'pg';
-import { freePort, isPortOpen } from './free-port.ts';
+import { createServer } from 'node:net';
+import { isPortOpen } from './free-port.ts';
 import { commandLine, guardChild, isAlive, logSink, LogTail, startWatchdog, terminate } from './process-guard.ts';
 import type { LogOption } from './process-guard.ts';
 
@@ -126,11 +127,11 @@ interface Ports {
 async function portsFor(stateDir: string): Promise<Ports> {
   const file = path.join(stateDir, 'ports.json');
   const saved = await fs.readFile(file, 'utf8').then((t) => JSON.parse(t) as Ports, () => undefined);
-  if (saved) return saved;
+  if (saved && !(await Promise.all(allPorts(saved).map((p) => isPortOpen(p)))).some(Boolean)) return saved;
   const taken = new Set<number>();
   const next = async () => {
     for (;;) {
-      const p = await freePort();
+      const p = await freeLowPort();
       if (!taken.has(p)) {
         taken.add(p);
         return p;
@@ -145,6 +146,24 @@ async function portsFor(stateDir: string): Promise<Ports> {
   };
   await fs.writeFile(file, JSON.stringify(ports, null, 2));
   return ports;
+}
+
+const allPorts = (p: Ports) => [p.frontend, p.metrics, ...Object.values(p.membership), ...Object.values(p.grpc)];
+
+/**
+ * A free port below 32768: Temporal stores membership ports in a PostgreSQL smallint, so the
+ * kernel's ephemeral range (32768 and up) makes the server fail at start.
+ */
+async function freeLowPort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once('error', () => resolve(false));
+      server.listen({ port, host: '127.0.0.1', exclusive: true }, () => server.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
 }
 
 function configYaml(ports: Ports, postgres: PostgresTarget): string {
@@ -252,7 +271,7 @@ export async function startTemporalServer(options: TemporalServerOptions, binDir
   } catch (err) {
     await stop();
     const reason = spawnError ?? err;
-    throw new Error(`Temporal server (${server}) did not start on ${address}: ${reason instanceof Error ? reason.message : String(reason)}\n${tail.toString()}`);
+    throw new Error(`Temporal server (${server}) did not start on ${address}: ${reason instanceof Error ? reason.message : String(reason)}\n${brief(tail.toString())}`);
   }
   return { address, namespace: NAMESPACE, metricsUrl: `http://127.0.0.1:${ports.metrics}/metrics`, pid: child.pid!, exited, stop };
 }
@@ -306,4 +325,20 @@ async function clearStaleServer(pidFile: string, configFile: string): Promise<vo
     await terminate(serverPid, 'SIGTERM', STOP_TIMEOUT_MS);
   }
   if (existsSync(pidFile)) await fs.rm(pidFile, { force: true });
+}
+
+/** The server logs JSON lines with stack traces: keep level, message and error for a readable failure. */
+function brief(output: string): string {
+  return output
+    .split('\n')
+    .map((line) => {
+      try {
+        const j = JSON.parse(line) as { level?: string; msg?: string; error?: string };
+        return `${j.level}: ${j.msg}${j.error ? `: ${j.error}` : ''}`;
+      } catch {
+        return line;
+      }
+    })
+    .slice(-10)
+    .join('\n');
 }
