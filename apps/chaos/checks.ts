@@ -37,6 +37,7 @@ export async function checkInvariants(input: {
   for (const [key, { outcome }] of input.outcomes) {
     const replay = input.replays.get(key);
     if (!replay) fail(`${key}: not replayed`);
+    else if (!replay.replayed) fail(`${key}: a retry with the key was not answered from its retained result (no Idempotency-Replayed: true)`);
     else if (replay.status !== outcome.status || replay.code !== outcome.code || (outcome.requestId && replay.requestId !== outcome.requestId)) {
       fail(`${key}: first ${outcome.status} ${outcome.code} ${outcome.requestId ?? ''}, retry ${replay.status} ${replay.code} ${replay.requestId ?? ''}`);
     }

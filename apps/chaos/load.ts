@@ -19,6 +19,7 @@ export interface Outcome {
   requestId: string | undefined;
   bookingId: string | undefined;
   attempts: number;
+  replayed: boolean;
 }
 
 const CITIES = ['London', 'New York', 'Paris', 'Tokyo', 'Berlin', 'Madrid'];
@@ -89,6 +90,8 @@ export function makeJobs(count: number, orgs: number, slots: string[], runId: st
 
 export interface Sent {
   status: number;
+  /** `Idempotency-Replayed: true`: the key's retained outcome, final even when it says retryable. */
+  replayed: boolean;
   body: { success?: boolean; data?: { output?: { booking_id?: string }; receipt?: { request_id?: string } }; error?: { code?: string; retryable?: boolean; receipt?: { request_id?: string }; request_id?: string } };
 }
 
@@ -108,7 +111,7 @@ export async function send(apiUrl: string, apiKey: string, job: Job, timeoutMs =
     // A proxy-style failure without the envelope: treat as retryable, like a network error.
     throw new Error(`HTTP ${res.status} without a JSON envelope: ${text.slice(0, 200)}`);
   }
-  return { status: res.status, body };
+  return { status: res.status, replayed: res.headers.get('idempotency-replayed') === 'true', body };
 }
 
 export function outcomeOf(sent: Sent, attempts: number): Outcome {
@@ -119,6 +122,7 @@ export function outcomeOf(sent: Sent, attempts: number): Outcome {
     requestId: sent.body.data?.receipt?.request_id ?? sent.body.error?.receipt?.request_id ?? sent.body.error?.request_id,
     bookingId: ok ? sent.body.data?.output?.booking_id : undefined,
     attempts,
+    replayed: sent.replayed,
   };
 }
 
@@ -129,7 +133,10 @@ export async function runJob(job: Job, apiUrls: string[], apiKey: string, deadli
     let reason: string;
     try {
       const sent = await send(apiUrl, apiKey, job);
-      if (!(sent.body.error?.retryable === true || (sent.status >= 500 && sent.body.error === undefined))) return outcomeOf(sent, attempt);
+      // A retryable error tells the client to send the key again; once the answer is the key's
+      // retained result (replayed), that is its one terminal outcome, retryable or not.
+      const retry = sent.body.error?.retryable === true || (sent.status >= 500 && sent.body.error === undefined);
+      if (!retry || sent.replayed) return outcomeOf(sent, attempt);
       reason = sent.body.error?.code ?? `http_${sent.status}`;
     } catch (err) {
       reason = `network: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`.slice(0, 80);
