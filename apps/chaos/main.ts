@@ -126,6 +126,8 @@ try {
     concurrency: CONCURRENCY,
     organizations: ORGS,
     kills,
+    // Parts that died on their own (then restarted by the supervisor), e.g. as a consequence of a kill.
+    unexpected_exits: c.supervisor.unexpectedExits,
     outcomes_by_code: byCode,
     outcomes_by_kind: byKind,
     client_retries: Object.fromEntries([...retries.entries()].sort((a, b) => b[1] - a[1])),
@@ -143,8 +145,8 @@ try {
   if (cluster) log('logs', { dir: cluster.logDir });
 } finally {
   await cluster?.stop().catch((err) => log('stop_failed', { error: String(err) }));
-  // The data folder stays when the run failed: its logs/ tell what happened.
-  if (exitCode === 0) await fs.rm(dataDir, { recursive: true, force: true }).catch(() => undefined);
+  // The data folder stays when the run failed (or CHAOS_KEEP_DATA=1): its logs/ tell what happened.
+  if (exitCode === 0 && process.env.CHAOS_KEEP_DATA !== '1') await fs.rm(dataDir, { recursive: true, force: true }).catch(() => undefined);
   else log('kept', { dataDir });
 }
 process.exit(exitCode);

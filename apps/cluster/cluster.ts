@@ -1,12 +1,13 @@
 // The production topology on one machine: embedded PostgreSQL, Temporal's own server on it, the
 // migration step once, two API processes, two workers for HTTP work and one for browser work, and
 // the demo sites. Every part runs under the Supervisor, so `npm run chaos` can kill any one of them.
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { createPool } from '../../shared/db/pool.ts';
 import { ensureDevOrg, seedDemoCatalog } from '../../shared/db/seed.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
@@ -98,10 +99,10 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
     });
 
     // The migration step, once, before any API or worker starts (they run MIGRATE_ON_START=false).
-    execFileSync(process.execPath, ['--import', 'tsx', 'apps/migrate/main.ts'], {
+    // Asynchronously: the Temporal server's output keeps flowing to its log meanwhile.
+    await promisify(execFile)(process.execPath, ['--import', 'tsx', 'apps/migrate/main.ts'], {
       cwd: ROOT,
       env: { ...process.env, DATABASE_URL: databaseUrl },
-      stdio: ['ignore', 'ignore', 'inherit'],
     });
     const db = createPool(databaseUrl, 2);
     let devApiKey: string;

@@ -30,6 +30,8 @@ export class Supervisor {
   /** Parts being killed or restarted on purpose: their exit is not a crash to react to. */
   private readonly handled = new Set<string>();
   private stopping = false;
+  /** Exits nobody asked for, by part: what chaos reports beside its own kills. */
+  readonly unexpectedExits: Record<string, number> = {};
 
   constructor(private readonly log: Log) {}
 
@@ -104,6 +106,7 @@ export class Supervisor {
   private async onExit(part: Part, run: Running): Promise<void> {
     if (this.stopping || this.handled.has(part.name) || this.running.get(part.name) !== run) return;
     this.running.delete(part.name);
+    this.unexpectedExits[part.name] = (this.unexpectedExits[part.name] ?? 0) + 1;
     this.log('exited', { part: part.name, pid: run.pid });
     for (let delay = 1_000; !this.stopping && !this.handled.has(part.name); delay = Math.min(delay * 2, 30_000)) {
       await new Promise((r) => setTimeout(r, delay));
