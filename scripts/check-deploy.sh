@@ -2,7 +2,8 @@
 # Validates the deploy files offline: docker-compose.yml with the compose-spec loader, the Helm chart
 # with `helm lint` and `helm template`, and the rendered manifests with kubernetes-validate (JSON
 # schemas shipped in the package) plus scripts/deploy-policy.py (pinned images, resources,
-# non-root, read-only root filesystem, secrets only by reference, the API's probes). Any error fails.
+# non-root, read-only root filesystem, secrets only by reference, the API's probes), and Temporal's
+# dynamic config (deploy/temporal/dynamic-config.yaml) with the server's own validator. Any error fails.
 #
 #   bash scripts/check-deploy.sh
 #
@@ -55,6 +56,9 @@ t0=$SECONDS
 go_tool cmd github.com/compose-spec/compose-go/v2/cmd "$COMPOSE_GO_VERSION"
 go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 ensure_kubernetes_validate
+# Temporal's server, whose `validate-dynamic-config` command checks keys and value types (the same
+# binary `npm run cluster` runs; built once by its own script).
+TEMPORAL_BIN=$(bash scripts/build-temporal-server.sh) || die "scripts/build-temporal-server.sh failed (above)."
 say "tools ready ($((SECONDS - t0))s)"
 
 # From here on nothing may use the network.
@@ -100,6 +104,26 @@ while read -r _ image _; do
   [[ $image =~ :[0-9][^:/]*$ && $image != *:latest ]] || die "deploy/Dockerfile: FROM $image is not pinned to a version."
 done < <(grep -iE '^FROM ' deploy/Dockerfile)
 
+# --- Temporal dynamic config ---------------------------------------------------------------------
+# The server's validator (dynamicconfig.LoadYamlFile) reports decode errors as errors but an unknown
+# key or a value of the wrong type only as a warning, with exit 0: both fail here, since the server
+# would silently ignore such a setting.
+DYNAMIC_CONFIG=deploy/temporal/dynamic-config.yaml
+validate_dynamic_config() {
+  local out
+  out=$(run "$TEMPORAL_BIN/temporal-server" validate-dynamic-config "$1" 2>&1) || { printf '%s\n' "$out"; return 1; }
+  if grep -qE '^\s*(error|warning):' <<<"$out"; then
+    printf '%s\n' "$out"
+    return 1
+  fi
+}
+say "temporal: $DYNAMIC_CONFIG with the server's validate-dynamic-config"
+validate_dynamic_config "$DYNAMIC_CONFIG" >&2 || die "$DYNAMIC_CONFIG does not validate (above)."
+# The check itself must catch a misspelt key and a value of the wrong type.
+printf 'limit.blobSize.eror:\n  - value: 1\nsystem.namespaceCacheRefreshInterval:\n  - value: soon\n' >"$OUT/dynamic-config-bad.yaml"
+validate_dynamic_config "$OUT/dynamic-config-bad.yaml" >/dev/null && die "the dynamic config check accepted a misspelt key and a bad duration."
+grep -q "$DYNAMIC_CONFIG" "$OUT/compose-model.json" || die "docker-compose.yml does not mount $DYNAMIC_CONFIG into the Temporal server."
+
 # --- Helm chart -----------------------------------------------------------------------------------
 values=("$CHART"/ci/*-values.yaml)
 ((${#values[@]})) || die "no representative values in $CHART/ci/"
@@ -136,4 +160,4 @@ refuse "temporal.address" --set temporal.address=
 refuse "additional properties 'enable' not allowed" --set api.hpa.enable=false
 refuse "invalid propertyName 'DB_PASSWORD'" --set extraEnv.DB_PASSWORD=x
 
-say "ok: compose, chart (${#values[@]} value sets), manifests valid ($((SECONDS - t0))s)"
+say "ok: compose, Temporal dynamic config, chart (${#values[@]} value sets), manifests valid ($((SECONDS - t0))s)"
