@@ -9,7 +9,8 @@ import keyPages from './keys.ts';
 import connectionPages from './connections.ts';
 import memberPages from './members.ts';
 import workflowPages from './workflows.ts';
+import oauthPages from './oauth.ts';
 
 export type PageModule = (app: FastifyInstance, ctx: ConsoleContext) => Promise<void>;
 
-export const PAGES: PageModule[] = [authPages, overviewPage, requestPages, keyPages, connectionPages, memberPages, workflowPages];
+export const PAGES: PageModule[] = [authPages, overviewPage, requestPages, keyPages, connectionPages, memberPages, workflowPages, oauthPages];
