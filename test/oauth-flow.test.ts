@@ -95,6 +95,7 @@ describe('the SDK client signs in with OAuth', () => {
     expect(consent.text).toContain(email);
     expect(consent.text).toContain('Use a different account');
     expect(consent.text).toContain('Flow test client');
+    expect(consent.text).toContain('its name is not verified');
     expect(consent.text).toContain('127.0.0.1:33418');
     expect(consent.text).toContain(first.org_id);
     expect(consent.text).toContain(chosen.org_id);

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { changeMember } from '../shared/accounts/users.ts';
 import { hashSecret } from '../shared/oauth/secrets.ts';
 import { call, closeDb, db, stack } from './helpers/stack.ts';
-import { ConsoleClient, orgWithUser, signedIn } from './helpers/console-http.ts';
+import { orgWithUser, signedIn } from './helpers/console-http.ts';
 
 afterAll(closeDb);
 

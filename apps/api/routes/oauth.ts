@@ -69,7 +69,7 @@ export default async function oauthRoutes(app: FastifyInstance) {
     if (status === 429) return send(reply.header('retry-after', '60'), 429, 'slow_down', 'Too many requests from this address; retry later');
     if (status >= 400 && status < 500) return send(reply, status, 'invalid_request', 'The request could not be read');
     request.log.error({ err }, 'OAuth endpoint failed');
-    return send(reply, 503, 'temporarily_unavailable', 'The authorization server cannot answer right now');
+    return send(reply.header('retry-after', '5'), 503, 'temporarily_unavailable', 'The authorization server cannot answer right now');
   });
   function send(reply: FastifyReply, status: number, error: string, description: string) {
     return reply.code(status).header('cache-control', 'no-store').type('application/json').send(JSON.stringify({ error, error_description: description }));

@@ -33,7 +33,7 @@ export default async function oauthPages(app: FastifyInstance, ctx: ConsoleConte
     reply.header('content-security-policy', consoleCsp(`'self' ${redirect.origin}`));
     return ctx.render(request, reply, 'oauth-consent.eta', {
       title: 'Connect an MCP client',
-      client: { name: checked.client.client_name, id: checked.client.id, kind: checked.client.kind },
+      client: { name: checked.client.client_name, kind: checked.client.kind, host: checked.client.kind === 'cimd' ? new URL(checked.client.id).host : null },
       redirectHost: redirect.host,
       account: s.email,
       orgs: await membershipsOf(app.db, s.userId),
