@@ -121,6 +121,11 @@ describe('authorization and code exchange', () => {
     expect(ok.headers.get('cache-control')).toBe('no-store');
     const again = await form('/oauth/token', { grant_type: 'authorization_code', code: d.code, code_verifier: d.verifier, redirect_uri: d.redirect, client_id: clientId, resource: resource() });
     expect(again.body.error).toBe('invalid_grant');
+    // Two exchanges of one code at once: exactly one gets tokens.
+    const e = await codeFor(who, clientId);
+    const both = await Promise.all([0, 1].map(() =>
+      form('/oauth/token', { grant_type: 'authorization_code', code: e.code, code_verifier: e.verifier, redirect_uri: e.redirect, client_id: clientId, resource: resource() })));
+    expect(both.map((r) => r.status).sort()).toEqual([200, 400]);
     // Stored hashed, and gone once used.
     expect((await db().query('SELECT 1 FROM oauth_codes WHERE code_hash = $1', [hashSecret(d.code)])).rowCount).toBe(0);
   });
@@ -214,6 +219,9 @@ describe('tokens on /mcp', () => {
     const who = await signedIn('member');
     const t = await tokensFor(who, await register());
     expect((await mcp(t.access_token)).status).toBe(200);
+    // The per-workflow and read-only variants take the same token.
+    const variant = await call('POST', '/mcp/workflows/weather?read_only=true', { body: INIT, headers: { accept: 'application/json, text/event-stream', authorization: `Bearer ${t.access_token}` } });
+    expect(variant.status).toBe(200);
     await db().query(`UPDATE oauth_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = $1`, [hashSecret(t.access_token)]);
     const res = await mcp(t.access_token);
     expect(res.status).toBe(401);
@@ -226,18 +234,16 @@ describe('tokens on /mcp', () => {
     const clientId = await register();
     const t = await tokensFor(who, clientId);
     const refresh = (token: string) => form('/oauth/token', { grant_type: 'refresh_token', refresh_token: token, client_id: clientId, resource: resource() });
-    const r1 = await refresh(t.refresh_token);
-    expect(r1.status).toBe(200);
-    expect(r1.body.refresh_token).not.toBe(t.refresh_token);
-    // A concurrent refresh with the same old token (within the grace) succeeds once.
-    const r2 = await refresh(t.refresh_token);
-    expect(r2.status).toBe(200);
+    // Two refreshes with the same token at once both succeed (the grace), a third does not.
+    const [r1, r2] = await Promise.all([refresh(t.refresh_token), refresh(t.refresh_token)]);
+    expect([r1!.status, r2!.status]).toEqual([200, 200]);
+    expect(r1!.body.refresh_token).not.toBe(t.refresh_token);
     expect((await refresh(t.refresh_token)).body.error).toBe('invalid_grant');
     // Past the grace window, a rotated token is refused even though its one extra use is unspent.
-    const r4 = await refresh(r2.body.refresh_token);
+    const r4 = await refresh(r2!.body.refresh_token);
     expect(r4.status).toBe(200);
-    await db().query(`UPDATE oauth_tokens SET rotated_at = now() - interval '31 seconds' WHERE token_hash = $1`, [hashSecret(r2.body.refresh_token)]);
-    expect((await refresh(r2.body.refresh_token)).body.error).toBe('invalid_grant');
+    await db().query(`UPDATE oauth_tokens SET rotated_at = now() - interval '31 seconds' WHERE token_hash = $1`, [hashSecret(r2!.body.refresh_token)]);
+    expect((await refresh(r2!.body.refresh_token)).body.error).toBe('invalid_grant');
     // Another client cannot use it.
     const r3 = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: r4.body.refresh_token, client_id: await register(), resource: resource() });
     expect(r3.body.error).toBe('invalid_grant');
