@@ -167,7 +167,10 @@ export async function connectedClients(db: Db, orgId: string): Promise<Connected
   const r = await db.query<ConnectedClient>(
     `SELECT c.id AS client_id, c.client_name, count(DISTINCT g.user_id)::int AS users, min(g.created_at) AS connected_at, max(g.last_used_at) AS last_used_at
        FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id
-      WHERE g.org_id = $1 GROUP BY c.id, c.client_name ORDER BY min(g.created_at) DESC`,
+      WHERE g.org_id = $1
+        -- A grant whose refresh tokens have all expired connects nothing any more.
+        AND EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.id AND t.kind = 'refresh' AND t.rotated_at IS NULL AND t.expires_at > now())
+      GROUP BY c.id, c.client_name ORDER BY min(g.created_at) DESC`,
     [orgId],
   );
   return r.rows;
