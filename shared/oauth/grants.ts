@@ -1,7 +1,7 @@
 // Authorization codes, grants and tokens. A grant is one consent (user, organization, client,
 // resource); its tokens are opaque and stored as SHA-256 hashes. Every check joins the membership,
 // so a removed member's tokens stop at once (the grant's foreign key also deletes them).
-import type { Db } from '../db/pool.ts';
+import { tx, type Db, type DbClient } from '../db/pool.ts';
 import { ACCESS_PREFIX, CODE_PREFIX, REFRESH_PREFIX, hashSecret, newGrantId, newSecret, pkceMatches } from './secrets.ts';
 
 export const CODE_TTL_SECONDS = 60;
@@ -53,7 +53,7 @@ export interface TokenSet {
   scope: string;
 }
 
-async function issue(db: Db, grantId: string, scope: string): Promise<TokenSet> {
+async function issue(db: Db | DbClient, grantId: string, scope: string): Promise<TokenSet> {
   const access = newSecret(ACCESS_PREFIX);
   const refresh = newSecret(REFRESH_PREFIX);
   await db.query(
@@ -82,11 +82,18 @@ export async function redeemCode(db: Db, a: { code: string; clientId: string; re
   if (row.redirect_uri !== a.redirectUri) throw new GrantError('invalid_grant', 'redirect_uri differs from the authorization request');
   if (!pkceMatches(a.verifier, row.code_challenge)) throw new GrantError('invalid_grant', 'code_verifier does not match the code_challenge');
   if (row.resource !== a.resource) throw new GrantError('invalid_target', 'resource differs from the authorization request');
-  const grantId = newGrantId();
-  await db.query(`INSERT INTO oauth_grants (id, client_id, user_id, org_id, resource, scope) VALUES ($1, $2, $3, $4, $5, $6)`, [
-    grantId, row.client_id, row.user_id, row.org_id, row.resource, row.scope,
-  ]);
-  return issue(db, grantId, row.scope);
+  // The grant and its first tokens together: no grant without tokens, no tokens without a grant.
+  // A membership removed meanwhile fails the grant's foreign key: the same refusal as a stale code.
+  return tx(db, async (c) => {
+    const grantId = newGrantId();
+    await c.query(`INSERT INTO oauth_grants (id, client_id, user_id, org_id, resource, scope) VALUES ($1, $2, $3, $4, $5, $6)`, [
+      grantId, row.client_id, row.user_id, row.org_id, row.resource, row.scope,
+    ]);
+    return issue(c, grantId, row.scope);
+  }).catch((err: { code?: string }) => {
+    if (err.code === '23503') throw new GrantError('invalid_grant', 'The person is no longer a member of the organization');
+    throw err;
+  });
 }
 
 /**
