@@ -36,6 +36,7 @@ export const ERRORS = {
   invalid_api_key: { status: 401, type: 'authentication_error', retryable: false, title: 'The API key is malformed or unknown' },
   expired_api_key: { status: 401, type: 'authentication_error', retryable: false, title: 'The API key has expired' },
   revoked_api_key: { status: 401, type: 'authentication_error', retryable: false, title: 'The API key was revoked' },
+  invalid_access_token: { status: 401, type: 'authentication_error', retryable: false, title: 'The OAuth access token is unknown, expired, revoked or for another resource' },
   api_key_verification_unavailable: { status: 503, type: 'service_error', retryable: true, title: 'API keys cannot be checked right now' },
 
   // Resolution

@@ -49,7 +49,7 @@ describe('MCP authentication', () => {
     const challenge = res.headers.get('www-authenticate')!;
     expect(challenge).toMatch(/^Bearer /);
     expect(challenge).toContain('realm="');
-    expect(challenge).toContain(`resource_metadata="${stack().baseUrl}/.well-known/oauth-protected-resource"`);
+    expect(challenge).toContain(`resource_metadata="${stack().baseUrl}/.well-known/oauth-protected-resource/mcp"`);
 
     const bad = await call('POST', '/mcp/workflows/weather', { key: 'svc_sk_' + 'x'.repeat(40), body: {} });
     expect(bad.status).toBe(401);

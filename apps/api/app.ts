@@ -95,6 +95,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(import('./routes/feedback.ts'));
   await app.register(catalogRoutes);
   await app.register(import('./routes/oauth-metadata.ts'));
+  // MCP sign-in with OAuth: registration, token and revocation endpoints (form bodies in their own scope).
+  await app.register(import('./routes/oauth.ts'));
   await app.register(import('./routes/mcp.ts'));
   await app.register(import('./routes/icons.ts'));
   await app.register(import('./routes/openapi.ts'));

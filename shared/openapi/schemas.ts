@@ -126,8 +126,29 @@ export const ProtectedResourceMetadata = z
     bearer_methods_supported: z.array(z.string()),
     resource_documentation: z.string(),
     authorization_servers: z.array(z.string()),
+    scopes_supported: z.array(z.string()),
   })
   .meta({ id: 'ProtectedResourceMetadata' });
+
+/** RFC 8414 authorization server metadata (GET /.well-known/oauth-authorization-server). */
+export const AuthorizationServerMetadata = z
+  .looseObject({
+    issuer: z.string(),
+    authorization_endpoint: z.string(),
+    token_endpoint: z.string(),
+    registration_endpoint: z.string(),
+    revocation_endpoint: z.string(),
+    scopes_supported: z.array(z.string()),
+    response_types_supported: z.array(z.literal('code')),
+    grant_types_supported: z.array(z.string()),
+    code_challenge_methods_supported: z.array(z.literal('S256')),
+    token_endpoint_auth_methods_supported: z.array(z.string()),
+    revocation_endpoint_auth_methods_supported: z.array(z.string()),
+    client_id_metadata_document_supported: z.boolean(),
+    authorization_response_iss_parameter_supported: z.boolean(),
+    service_documentation: z.string(),
+  })
+  .meta({ id: 'AuthorizationServerMetadata' });
 
 /** The MCP endpoint's JSON-RPC messages (the MCP specification defines them; not repeated here). */
 export const JsonRpcMessage = z.looseObject({ jsonrpc: z.literal('2.0') }).meta({ id: 'JsonRpcMessage' });

@@ -21,6 +21,10 @@ export class ConsolePageError extends Error {
   }
 }
 
+/** The console's Content-Security-Policy; `formAction` is widened only where a form must leave the origin. */
+export const consoleCsp = (formAction = "'self'") =>
+  `default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'`;
+
 export const notFound = () => new ConsolePageError(404, 'Not found', 'There is nothing here for this organization.');
 
 export interface ConsoleContext {

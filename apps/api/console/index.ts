@@ -15,7 +15,7 @@ import { Eta } from 'eta';
 import type { Config } from '../../../shared/config.ts';
 import { isDatabaseUnavailable } from '../../../shared/db/unavailable.ts';
 import { registerConsoleSession } from '../plugins/console-session.ts';
-import { ConsolePageError, layoutData, when, ROLE_LABELS, type ConsoleContext } from './context.ts';
+import { ConsolePageError, consoleCsp, layoutData, when, ROLE_LABELS, type ConsoleContext } from './context.ts';
 import { PAGES } from './pages/index.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -51,7 +51,8 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
     reply.header('x-frame-options', 'DENY');
     reply.header('referrer-policy', 'same-origin');
     reply.header('x-content-type-options', 'nosniff');
-    reply.header('content-security-policy', "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'");
+    // A page may widen form-action (the OAuth consent form answers with a redirect to its client).
+    if (!reply.hasHeader('content-security-policy')) reply.header('content-security-policy', consoleCsp());
   });
 
   const ctx: ConsoleContext = {

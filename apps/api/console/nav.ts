@@ -13,4 +13,5 @@ export const NAV: NavItem[] = [
   { href: '/console/keys', label: 'API keys', managersOnly: true },
   { href: '/console/connections', label: 'Connections', managersOnly: true },
   { href: '/console/members', label: 'Members', managersOnly: true },
+  { href: '/console/mcp-clients', label: 'MCP clients', managersOnly: true },
 ];

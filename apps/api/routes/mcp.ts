@@ -8,11 +8,13 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { ServiceError } from '../../../shared/errors.ts';
 import { BEARER, errors } from '../../../shared/openapi/document.ts';
 import { JsonRpcMessage } from '../../../shared/openapi/schemas.ts';
-import { authenticateHeader } from '../plugins/auth.ts';
+import { authenticateHeader, challenge, type AuthContext } from '../plugins/auth.ts';
+import { ACCESS_TOKEN_PATTERN } from '../../../shared/oauth/secrets.ts';
+import { MCP_SCOPE, checkAccessToken } from '../../../shared/oauth/grants.ts';
 import { documentOnly } from '../plugins/errors.ts';
 import { buildServer } from '../mcp/server.ts';
 import { listOrgTools } from '../mcp/tool-source.ts';
-import { PROTECTED_RESOURCE_PATH } from './oauth-metadata.ts';
+import { MCP_RESOURCE_METADATA_PATH, mcpResource } from './oauth-metadata.ts';
 
 type McpRoute = { Params: { workflow_name?: string }; Querystring: { read_only?: boolean } };
 type McpRequest = FastifyRequest<McpRoute>;
@@ -34,8 +36,27 @@ export default async function mcpRoutes(app: FastifyInstance) {
   app.addHook('preClose', async () => {
     await Promise.all([...open].map((t) => t.close().catch(() => {})));
   });
-  const authenticate = (request: FastifyRequest) =>
-    authenticateHeader(app.db, request.headers.authorization, { resource_metadata: `${app.baseUrl()}${PROTECTED_RESOURCE_PATH}` });
+  // An API key, or an OAuth access token for this resource (a cookie is never looked at). After this,
+  // both are the same: an organization, billed and scoped exactly alike.
+  async function authenticate(request: FastifyRequest): Promise<AuthContext> {
+    const base = app.baseUrl();
+    const extra = { resource_metadata: `${base}${MCP_RESOURCE_METADATA_PATH}`, scope: MCP_SCOPE };
+    const token = /^Bearer[ ]+(\S+)\s*$/i.exec(request.headers.authorization ?? '')?.[1];
+    if (!token || !ACCESS_TOKEN_PATTERN.test(token)) return authenticateHeader(app.db, request.headers.authorization, extra);
+    let check;
+    try {
+      check = await checkAccessToken(app.db, token, mcpResource(base));
+    } catch {
+      throw new ServiceError('api_key_verification_unavailable', 'Credentials cannot be checked right now; retry shortly', { headers: { 'retry-after': '5' } });
+    }
+    if (!check.ok) {
+      throw new ServiceError('invalid_access_token', `The access token is not valid: ${check.reason}`, {
+        headers: { 'www-authenticate': challenge('invalid_token', check.reason, extra) },
+      });
+    }
+    // keyId names the credential: for OAuth, the grant (one consent of one user for one client).
+    return { orgId: check.orgId, keyId: check.grantId, plan: check.plan };
+  }
 
   async function handle(request: McpRequest, reply: FastifyReply) {
     const auth = request.auth!;

@@ -6,8 +6,9 @@ import { verifyPassword } from '../../../../shared/accounts/passwords.ts';
 import { deleteEndedWindows, recordFailure, throttled, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
 import { deleteExpiredSessions, signUp, switchOrg } from '../../../../shared/accounts/sessions.ts';
 import { ConsolePageError, needSession, type ConsoleContext } from '../context.ts';
+import { isAuthorizeReturn } from './oauth.ts';
 
-const SignInForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024) });
+const SignInForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024), next: z.string().optional() });
 const SignUpForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024), organization: z.string().trim().min(1).max(100) });
 const SwitchForm = z.object({ _csrf: z.string(), org_id: z.string().max(100) });
 
@@ -21,15 +22,19 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
   };
   const signup = ctx.config.consoleSignup;
 
+  // `next`: only an OAuth authorization request (pages/oauth.ts) is returned to after sign-in.
+  const nextOf = (v: unknown) => (isAuthorizeReturn(v) ? v : null);
   app.get('/console/sign-in', { schema: { hide: true } }, async (request, reply) => {
-    if (request.consoleSession) return reply.redirect('/console', 303);
-    return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', error: null, signup });
+    const next = nextOf((request.query as Record<string, unknown> | undefined)?.next);
+    if (request.consoleSession) return reply.redirect(next ?? '/console', 303);
+    return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', error: null, signup, next });
   });
 
   app.post('/console/sign-in', { schema: { hide: true } }, async (request, reply) => {
     const form = SignInForm.safeParse(request.body);
-    if (!form.success) return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', error: WRONG, signup }, 400);
+    if (!form.success) return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', error: WRONG, signup, next: null }, 400);
     const { email, password } = form.data;
+    const next = nextOf(form.data.next);
     const wait = await throttled(app.db, request.ip, email, limits);
     if (wait > 0) {
       throw new ConsolePageError(429, 'Too many attempts', `Too many sign-in attempts. Wait ${Math.ceil(wait / 60)} minute(s) and try again.`, {
@@ -42,7 +47,7 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     const orgs = ok && user ? await membershipsOf(app.db, user.id) : [];
     if (!ok || !user || orgs.length === 0) {
       await recordFailure(app.db, request.ip, email, limits);
-      return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email, error: WRONG, signup }, 401);
+      return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email, error: WRONG, signup, next }, 401);
     }
     await ctx.sessions.start(request, reply, user.id, orgs[0]!.org_id);
     // Housekeeping of two small tables, on a few sign-ins rather than a scheduler of its own.
@@ -50,7 +55,7 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
       await deleteExpiredSessions(app.db, ctx.sessions.times);
       await deleteEndedWindows(app.db, limits);
     }
-    return reply.redirect('/console', 303);
+    return reply.redirect(next ?? '/console', 303);
   });
 
   app.post('/console/sign-out', { schema: { hide: true } }, async (request, reply) => {

@@ -10,7 +10,8 @@ import connectionPages from './connections.ts';
 import memberPages from './members.ts';
 import workflowPages from './workflows.ts';
 import workflowBuildPages from './workflow-build.ts';
+import oauthPages from './oauth.ts';
 
 export type PageModule = (app: FastifyInstance, ctx: ConsoleContext) => Promise<void>;
 
-export const PAGES: PageModule[] = [authPages, overviewPage, requestPages, keyPages, connectionPages, memberPages, workflowPages, workflowBuildPages];
+export const PAGES: PageModule[] = [authPages, overviewPage, requestPages, keyPages, connectionPages, memberPages, workflowPages, workflowBuildPages, oauthPages];

@@ -1,0 +1,92 @@
+// Client ID Metadata Documents (the MCP spec's preferred registration): a client_id that is an https
+// URL names a JSON document describing the client. It is fetched through the engines' private-address
+// guard (activities/engines/net-guard.ts: every resolved address checked, IP literals and localhost
+// refused), with a time and size bound and no redirects, and cached in oauth_clients.
+import { Agent, request } from 'undici';
+import { z } from 'zod';
+import { assertPublicHost, guardedLookup } from '../../activities/engines/net-guard.ts';
+import type { Db } from '../db/pool.ts';
+import { MAX_REDIRECT_URIS, MAX_URI_LENGTH, findClient, redirectUriProblem, type ClientRow } from './clients.ts';
+
+export const DOCUMENT_MAX_BYTES = 16 * 1024;
+export const DOCUMENT_TIMEOUT_MS = 5_000;
+/** A cached document is used this long before it is fetched again. */
+export const DOCUMENT_CACHE_SECONDS = 3600;
+
+const dispatcher = new Agent({ connect: { lookup: guardedLookup, timeout: DOCUMENT_TIMEOUT_MS }, headersTimeout: DOCUMENT_TIMEOUT_MS, bodyTimeout: DOCUMENT_TIMEOUT_MS });
+
+export function isClientIdUrl(id: string): boolean {
+  try {
+    const u = new URL(id);
+    return u.protocol === 'https:' && u.pathname !== '/' && !u.hash && !u.username && !u.password && id.length <= MAX_URI_LENGTH;
+  } catch {
+    return false;
+  }
+}
+
+const ClientDocument = z.looseObject({
+  client_id: z.string(),
+  client_name: z.string().trim().min(1).max(200).optional(),
+  redirect_uris: z
+    .array(z.string().max(MAX_URI_LENGTH))
+    .min(1)
+    .max(MAX_REDIRECT_URIS)
+    .refine((list) => list.every((u) => redirectUriProblem(u) === null), 'every redirect URI must be https, or http on a loopback address'),
+  token_endpoint_auth_method: z.literal('none').optional(),
+});
+
+/** Fetch and check a document; throws with a message a person can read. */
+export async function fetchClientDocument(url: string) {
+  const u = new URL(url);
+  await assertPublicHost(u.hostname);
+  const res = await request(url, {
+    dispatcher,
+    method: 'GET',
+    headers: { accept: 'application/json' },
+    signal: AbortSignal.timeout(DOCUMENT_TIMEOUT_MS),
+  });
+  if (res.statusCode !== 200) {
+    await res.body.dump();
+    throw new Error(`it answered HTTP ${res.statusCode}`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    size += (chunk as Buffer).length;
+    if (size > DOCUMENT_MAX_BYTES) {
+      res.body.destroy();
+      throw new Error(`it is larger than ${DOCUMENT_MAX_BYTES} bytes`);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  const doc = ClientDocument.safeParse(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+  if (!doc.success) throw new Error(`it is not a valid client metadata document (${doc.error.issues[0]?.message ?? 'invalid'})`);
+  if (doc.data.client_id !== url) throw new Error('it names another client_id than its own URL');
+  return { client_name: doc.data.client_name ?? u.host, redirect_uris: doc.data.redirect_uris, metadata: doc.data };
+}
+
+export type ResolvedClient = { ok: true; client: ClientRow } | { ok: false; message: string };
+
+/** A registered client, or a metadata-document client (fetched when new or its cache is stale). */
+export async function resolveClient(db: Db, id: string, fetchDocument = fetchClientDocument): Promise<ResolvedClient> {
+  const known = await findClient(db, id);
+  const stale = known?.kind === 'cimd' && (!known.fetched_at || Date.now() - known.fetched_at.getTime() > DOCUMENT_CACHE_SECONDS * 1000);
+  if (known && !stale) return { ok: true, client: known };
+  if (!isClientIdUrl(id)) return { ok: false, message: 'This client is not registered with this service.' };
+  let doc;
+  try {
+    doc = await fetchDocument(id);
+  } catch (err) {
+    const why = err instanceof Error ? err.message.slice(0, 200) : 'cannot be read';
+    return { ok: false, message: `The client's metadata document at ${id} cannot be used (${why}).` };
+  }
+  const r = await db.query<ClientRow>(
+    `INSERT INTO oauth_clients (id, kind, client_name, redirect_uris, metadata, fetched_at) VALUES ($1, 'cimd', $2, $3, $4, now())
+     ON CONFLICT (id) DO UPDATE SET client_name = EXCLUDED.client_name, redirect_uris = EXCLUDED.redirect_uris, metadata = EXCLUDED.metadata, fetched_at = now()
+       WHERE oauth_clients.kind = 'cimd'
+     RETURNING id, kind, client_name, redirect_uris, created_at, fetched_at`,
+    [id, doc.client_name, doc.redirect_uris, doc.metadata],
+  );
+  const row = r.rows[0];
+  return row ? { ok: true, client: row } : { ok: false, message: 'This client is not registered with this service.' };
+}

@@ -1,0 +1,111 @@
+// OAuth clients of the MCP authorization server: Dynamic Client Registration (RFC 7591) and the
+// redirect URI rules every client follows (https, or http on a loopback address; exact match, except
+// that a loopback redirect may use any port, RFC 8252 §7.3).
+import { z } from 'zod';
+import type { Db } from '../db/pool.ts';
+import { newClientId } from './secrets.ts';
+
+export const MAX_REDIRECT_URIS = 10;
+export const MAX_URI_LENGTH = 2000;
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+export function isLoopback(u: URL) {
+  return u.protocol === 'http:' && LOOPBACK_HOSTS.has(u.hostname);
+}
+
+/** Why a redirect URI cannot be registered, or null when it can. */
+export function redirectUriProblem(value: string): string | null {
+  if (value.length > MAX_URI_LENGTH) return `longer than ${MAX_URI_LENGTH} characters`;
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    return 'not an absolute URL';
+  }
+  if (u.hash || value.includes('#')) return 'must not have a fragment';
+  if (u.username || u.password) return 'must not carry credentials';
+  if (u.protocol === 'https:') return null;
+  if (isLoopback(u)) return null;
+  return 'must be https, or http on a loopback address (127.0.0.1, [::1], localhost)';
+}
+
+/** Exact string match; for loopback http URIs the port may differ (native apps pick a free port). */
+export function redirectUriMatches(registered: readonly string[], presented: string): boolean {
+  if (registered.includes(presented)) return true;
+  let p: URL;
+  try {
+    p = new URL(presented);
+  } catch {
+    return false;
+  }
+  if (!isLoopback(p)) return false;
+  const withoutPort = (u: URL) => `${u.protocol}//${u.hostname}${u.pathname}${u.search}`;
+  return registered.some((r) => {
+    try {
+      const u = new URL(r);
+      return isLoopback(u) && withoutPort(u) === withoutPort(p);
+    } catch {
+      return false;
+    }
+  });
+}
+
+const RedirectUri = z.string().max(MAX_URI_LENGTH).superRefine((v, ctx) => {
+  const problem = redirectUriProblem(v);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+/** The registration body (RFC 7591 §2): bounded, public clients only, authorization code only. */
+export const ClientRegistration = z.looseObject({
+  redirect_uris: z.array(RedirectUri).min(1).max(MAX_REDIRECT_URIS),
+  client_name: z.string().trim().min(1).max(200).optional(),
+  token_endpoint_auth_method: z.literal('none', 'only public clients (none) are supported').optional(),
+  grant_types: z
+    .array(z.enum(['authorization_code', 'refresh_token'], 'only authorization_code and refresh_token'))
+    .max(2)
+    .optional(),
+  response_types: z.array(z.literal('code', 'only code')).max(1).optional(),
+  // Missing is fine (many clients send none); what is asked for is narrowed to what exists.
+  scope: z.string().max(500).optional(),
+  client_uri: z.string().url().max(MAX_URI_LENGTH).optional(),
+  logo_uri: z.string().url().max(MAX_URI_LENGTH).optional(),
+  software_id: z.string().max(200).optional(),
+  software_version: z.string().max(100).optional(),
+});
+export type ClientRegistration = z.infer<typeof ClientRegistration>;
+
+export interface ClientRow {
+  id: string;
+  kind: 'dcr' | 'cimd';
+  client_name: string;
+  redirect_uris: string[];
+  created_at: Date;
+  fetched_at: Date | null;
+}
+
+export async function registerClient(db: Db, reg: ClientRegistration, scope: string) {
+  const id = newClientId();
+  const name = reg.client_name ?? 'Unnamed MCP client';
+  const metadata = {
+    redirect_uris: reg.redirect_uris,
+    client_name: name,
+    token_endpoint_auth_method: 'none',
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+    scope,
+    ...(reg.client_uri ? { client_uri: reg.client_uri } : {}),
+    ...(reg.software_id ? { software_id: reg.software_id } : {}),
+    ...(reg.software_version ? { software_version: reg.software_version } : {}),
+  };
+  const r = await db.query<{ created_at: Date }>(
+    `INSERT INTO oauth_clients (id, kind, client_name, redirect_uris, metadata) VALUES ($1, 'dcr', $2, $3, $4) RETURNING created_at`,
+    [id, name, reg.redirect_uris, metadata],
+  );
+  return { client_id: id, client_id_issued_at: Math.floor(r.rows[0]!.created_at.getTime() / 1000), ...metadata };
+}
+
+export async function findClient(db: Db, id: string): Promise<ClientRow | undefined> {
+  if (id.length > MAX_URI_LENGTH) return undefined;
+  const r = await db.query<ClientRow>('SELECT id, kind, client_name, redirect_uris, created_at, fetched_at FROM oauth_clients WHERE id = $1', [id]);
+  return r.rows[0];
+}

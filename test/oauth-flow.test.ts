@@ -1,0 +1,141 @@
+// MCP sign-in with OAuth, end to end over real HTTP: the SDK's own client auth flow (discovery from
+// the 401, dynamic registration, PKCE, resource) with the authorization driven like a browser (the
+// console's sign-in, the consent form with its CSRF token, the organization picker), then listTools
+// and a billed svc_run_workflow charged to the organization chosen on the consent page.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { createUserInOrg } from '../shared/accounts/users.ts';
+import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, stack } from './helpers/stack.ts';
+import { ConsoleClient, PASSWORD } from './helpers/console-http.ts';
+
+afterAll(closeDb);
+beforeEach(async () => {
+  await demo('/__demo/reset');
+});
+
+const REDIRECT = 'http://127.0.0.1:33418/callback';
+
+/** The SDK's provider interface, in memory; the "browser redirect" is recorded for the test to follow. */
+class MemoryProvider implements OAuthClientProvider {
+  info: OAuthClientInformationMixed | undefined;
+  saved: OAuthTokens | undefined;
+  verifier = '';
+  authorizationUrl: URL | undefined;
+  get redirectUrl() {
+    return REDIRECT;
+  }
+  get clientMetadata(): OAuthClientMetadata {
+    return { client_name: 'Flow test client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] };
+  }
+  state = () => 'state-123';
+  clientInformation = () => this.info;
+  saveClientInformation = (i: OAuthClientInformationMixed) => void (this.info = i);
+  tokens = () => this.saved;
+  saveTokens = (t: OAuthTokens) => void (this.saved = t);
+  redirectToAuthorization = (u: URL) => void (this.authorizationUrl = u);
+  saveCodeVerifier = (v: string) => void (this.verifier = v);
+  codeVerifier = () => this.verifier;
+}
+
+/** Follows the authorization URL as a browser would: sign in when asked, pick `orgId`, approve. */
+async function approve(browser: ConsoleClient, authorizationUrl: URL, email: string, orgId: string, decision = 'approve') {
+  const path = `${authorizationUrl.pathname}${authorizationUrl.search}`;
+  let page = await browser.get(path);
+  if (page.status === 303 && page.location?.startsWith('/console/sign-in')) {
+    const next = new URL(page.location, stack().baseUrl).searchParams.get('next')!;
+    const paramsOf = (p: string) => Object.fromEntries(new URL(p, stack().baseUrl).searchParams);
+    expect(paramsOf(next)).toEqual(paramsOf(path));
+    const signIn = await browser.submit(page.location, '/console/sign-in', { email, password: PASSWORD, next });
+    expect(signIn.status).toBe(303);
+    expect(signIn.location).toBe(next);
+    page = await browser.get(path);
+  }
+  expect(page.status).toBe(200);
+  const params = Object.fromEntries(authorizationUrl.searchParams);
+  const answer = await browser.submit(path, '/console/oauth/authorize', { ...params, org_id: orgId, decision });
+  expect(answer.status).toBe(303);
+  return { consent: page, location: new URL(answer.location!) };
+}
+
+async function callTool(client: Client, name: string, args: Record<string, unknown>) {
+  const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 })) as CallToolResult;
+  return { ...r, sc: r.structuredContent as any };
+}
+
+describe('the SDK client signs in with OAuth', () => {
+  it('discovers, registers, is authorized for the chosen organization and runs a billed workflow there', async () => {
+    // A person in two organizations; the session starts on the first, the consent picks the second.
+    const first = await newOrg(0, 'OAuth first');
+    const chosen = await newOrg(5, 'OAuth chosen');
+    const email = `oauth-${Math.random().toString(36).slice(2, 10)}@example.com`;
+    const user = await createUserInOrg(db(), { email, password: PASSWORD, orgId: first.org_id, role: 'member' });
+    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, [chosen.org_id, user.user_id]);
+    const stranger = await newOrg(5, 'OAuth stranger');
+
+    const provider = new MemoryProvider();
+    const url = new URL(`${stack().baseUrl}/mcp`);
+    const transport = new StreamableHTTPClientTransport(url, { authProvider: provider });
+    await expect(new Client({ name: 'oauth-flow', version: '1' }).connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);
+
+    // Registered dynamically (no scope sent by this client's metadata), then sent to the consent page.
+    expect(provider.info?.client_id).toMatch(/^mcpc_[0-9a-f]{32}$/);
+    const authUrl = provider.authorizationUrl!;
+    expect(authUrl.origin + authUrl.pathname).toBe(`${stack().baseUrl}/console/oauth/authorize`);
+    expect(authUrl.searchParams.get('code_challenge_method')).toBe('S256');
+    expect(authUrl.searchParams.get('resource')).toBe(`${stack().baseUrl}/mcp`);
+    expect(authUrl.searchParams.get('scope')).toBe('mcp');
+
+    const browser = new ConsoleClient();
+    const { consent, location } = await approve(browser, authUrl, email, chosen.org_id);
+    // The page shows the account, the client, where answers go, and only this person's organizations.
+    expect(consent.text).toContain(email);
+    expect(consent.text).toContain('Use a different account');
+    expect(consent.text).toContain('Flow test client');
+    expect(consent.text).toContain('its name is not verified');
+    expect(consent.text).toContain('127.0.0.1:33418');
+    expect(consent.text).toContain(first.org_id);
+    expect(consent.text).toContain(chosen.org_id);
+    expect(consent.text).not.toContain(stranger.org_id);
+    expect(consent.headers.get('content-security-policy')).toContain("form-action 'self' http://127.0.0.1:33418");
+    expect(location.origin + location.pathname).toBe(REDIRECT);
+    expect(location.searchParams.get('state')).toBe('state-123');
+    expect(location.searchParams.get('iss')).toBe(stack().baseUrl);
+    const code = location.searchParams.get('code')!;
+    expect(code).toMatch(/^wqs_ac_/);
+
+    await transport.finishAuth(code);
+    expect(provider.saved).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'mcp' });
+    expect(provider.saved!.access_token).toMatch(/^wqs_at_/);
+    // Stored only as hashes: no row holds the token itself.
+    const raw = await db().query(`SELECT count(*)::int AS n FROM oauth_tokens WHERE encode(token_hash, 'escape') LIKE '%wqs_%'`);
+    expect(raw.rows[0].n).toBe(0);
+
+    const client = new Client({ name: 'oauth-flow', version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(url, { authProvider: provider }));
+    try {
+      const { tools } = await client.listTools();
+      expect(tools.map((t) => t.name)).toContain('svc_run_workflow');
+      const r = await callTool(client, 'svc_run_workflow', { api: '@weather', operation: 'current_weather', input: { city: 'London' } });
+      expect(r.isError).toBeFalsy();
+      expect(r.sc).toMatchObject({ status: 'succeeded', receipt: { billing: { status: 'settled', charged_credits: 1 } } });
+      expect((await balanceOf(chosen.org_id)).charged).toBe(1);
+      expect(await ledgerOf(chosen.org_id)).toEqual([
+        { request_id: r.sc.request_id, kind: 'reserve', amount: expect.any(Number) },
+        { request_id: r.sc.request_id, kind: 'settle', amount: expect.any(Number) },
+      ]);
+      expect(await ledgerOf(first.org_id)).toEqual([]);
+      // The run is the chosen organization's: its key sees it, the other organization's does not.
+      expect((await call('GET', `/v1/query/requests/${r.sc.request_id}`, { key: chosen.api_key })).status).toBe(200);
+      expect((await call('GET', `/v1/query/requests/${r.sc.request_id}`, { key: first.api_key })).status).toBe(404);
+    } finally {
+      await client.close();
+    }
+
+    // An access token is an MCP credential only: the REST API still takes API keys alone.
+    expect((await call('GET', '/v1/auth', { key: provider.saved!.access_token })).status).toBe(401);
+  }, 180_000);
+});

@@ -1,0 +1,300 @@
+// MCP sign-in with OAuth: what is refused, over real HTTP against the running API. Each case drives
+// registration and the consent page like a client and a browser would, then checks the token
+// endpoint's RFC 6749 answers and what /mcp accepts afterwards.
+import { createHash, randomBytes } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import { changeMember } from '../shared/accounts/users.ts';
+import { hashSecret } from '../shared/oauth/secrets.ts';
+import { call, closeDb, db, stack } from './helpers/stack.ts';
+import { orgWithUser, signedIn } from './helpers/console-http.ts';
+
+afterAll(closeDb);
+
+const REDIRECT = 'http://127.0.0.1:40123/cb';
+const base = () => stack().baseUrl;
+const resource = () => `${base()}/mcp`;
+const INIT = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
+
+async function form(path: string, fields: Record<string, string>) {
+  const res = await fetch(`${base()}${path}`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields) });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, text, body: text ? JSON.parse(text) : undefined };
+}
+
+const mcp = (token: string, headers: Record<string, string> = {}) =>
+  call('POST', '/mcp', { body: INIT, headers: { accept: 'application/json, text/event-stream', authorization: `Bearer ${token}`, ...headers } });
+
+async function register(redirects = [REDIRECT]) {
+  const res = await call('POST', '/oauth/register', { body: { client_name: 'Refusal client', redirect_uris: redirects } });
+  expect(res.status).toBe(201);
+  return res.body.client_id as string;
+}
+
+function pkce() {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+}
+
+const authorizePath = (p: Record<string, string>) => `/console/oauth/authorize?${new URLSearchParams(p)}`;
+
+/** A signed-in person approving `clientId` for their organization: the code and what it was bound to. */
+async function codeFor(who: Awaited<ReturnType<typeof signedIn>>, clientId: string, redirect = REDIRECT) {
+  const { verifier, challenge } = pkce();
+  const params = { response_type: 'code', client_id: clientId, redirect_uri: redirect, code_challenge: challenge, code_challenge_method: 'S256', state: 's1', resource: resource() };
+  const path = authorizePath(params);
+  const answer = await who.client.submit(path, '/console/oauth/authorize', { ...params, org_id: who.org.org_id, decision: 'approve' });
+  expect(answer.status).toBe(303);
+  const code = new URL(answer.location!).searchParams.get('code')!;
+  expect(code).toBeTruthy();
+  return { code, verifier, redirect };
+}
+
+async function tokensFor(who: Awaited<ReturnType<typeof signedIn>>, clientId: string) {
+  const c = await codeFor(who, clientId);
+  const res = await form('/oauth/token', { grant_type: 'authorization_code', code: c.code, code_verifier: c.verifier, redirect_uri: c.redirect, client_id: clientId, resource: resource() });
+  expect(res.status).toBe(200);
+  return res.body as { access_token: string; refresh_token: string };
+}
+
+describe('discovery', () => {
+  it('names this service as authorization server; the challenge carries resource_metadata and scope', async () => {
+    const prm = await call('GET', '/.well-known/oauth-protected-resource/mcp');
+    expect(prm.body).toMatchObject({ resource: resource(), authorization_servers: [base()], scopes_supported: ['mcp'] });
+    const as = await call('GET', '/.well-known/oauth-authorization-server');
+    expect(as.body).toMatchObject({
+      issuer: base(),
+      authorization_endpoint: `${base()}/console/oauth/authorize`,
+      token_endpoint: `${base()}/oauth/token`,
+      registration_endpoint: `${base()}/oauth/register`,
+      revocation_endpoint: `${base()}/oauth/revoke`,
+      code_challenge_methods_supported: ['S256'],
+      client_id_metadata_document_supported: true,
+      authorization_response_iss_parameter_supported: true,
+      token_endpoint_auth_methods_supported: ['none'],
+    });
+    const res = await call('POST', '/mcp', { body: INIT });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toContain(`resource_metadata="${base()}/.well-known/oauth-protected-resource/mcp"`);
+    expect(res.headers.get('www-authenticate')).toContain('scope="mcp"');
+  });
+});
+
+describe('registration', () => {
+  it('accepts a missing scope and refuses unsafe or oversized redirect URIs and confidential clients', async () => {
+    const ok = await call('POST', '/oauth/register', { body: { redirect_uris: ['https://app.example/cb', 'http://localhost/cb'] } });
+    expect(ok.status).toBe(201);
+    expect(ok.body).toMatchObject({ scope: 'mcp', token_endpoint_auth_method: 'none', client_name: 'Unnamed MCP client' });
+    expect(ok.body.client_secret).toBeUndefined();
+    for (const [body, error] of [
+      [{ redirect_uris: ['http://app.example/cb'] }, 'invalid_redirect_uri'],
+      [{ redirect_uris: ['https://app.example/cb#frag'] }, 'invalid_redirect_uri'],
+      [{ redirect_uris: ['javascript:alert(1)'] }, 'invalid_redirect_uri'],
+      [{ redirect_uris: Array.from({ length: 11 }, (_, i) => `https://app.example/${i}`) }, 'invalid_redirect_uri'],
+      [{ redirect_uris: [`https://app.example/${'a'.repeat(2100)}`] }, 'invalid_redirect_uri'],
+      [{ redirect_uris: [] }, 'invalid_redirect_uri'],
+      [{ redirect_uris: ['https://app.example/cb'], token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
+      [{ redirect_uris: ['https://app.example/cb'], scope: 'admin' }, 'invalid_client_metadata'],
+      [{ redirect_uris: ['https://app.example/cb'], client_name: 'x'.repeat(300) }, 'invalid_client_metadata'],
+    ] as const) {
+      const res = await call('POST', '/oauth/register', { body });
+      expect(res.status, JSON.stringify(body).slice(0, 80)).toBe(400);
+      expect(res.body.error).toBe(error);
+    }
+  });
+});
+
+describe('authorization and code exchange', () => {
+  it('refuses a wrong verifier, and the code is spent by that attempt (reuse is refused too)', async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const c = await codeFor(who, clientId);
+    const exchange = (verifier: string) =>
+      form('/oauth/token', { grant_type: 'authorization_code', code: c.code, code_verifier: verifier, redirect_uri: c.redirect, client_id: clientId, resource: resource() });
+    const wrong = await exchange(pkce().verifier);
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error).toBe('invalid_grant');
+    expect((await exchange(c.verifier)).body.error).toBe('invalid_grant');
+    // A code used correctly once is refused the second time.
+    const d = await codeFor(who, clientId);
+    const ok = await form('/oauth/token', { grant_type: 'authorization_code', code: d.code, code_verifier: d.verifier, redirect_uri: d.redirect, client_id: clientId, resource: resource() });
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get('cache-control')).toBe('no-store');
+    const again = await form('/oauth/token', { grant_type: 'authorization_code', code: d.code, code_verifier: d.verifier, redirect_uri: d.redirect, client_id: clientId, resource: resource() });
+    expect(again.body.error).toBe('invalid_grant');
+    // Two exchanges of one code at once: exactly one gets tokens.
+    const e = await codeFor(who, clientId);
+    const both = await Promise.all([0, 1].map(() =>
+      form('/oauth/token', { grant_type: 'authorization_code', code: e.code, code_verifier: e.verifier, redirect_uri: e.redirect, client_id: clientId, resource: resource() })));
+    expect(both.map((r) => r.status).sort()).toEqual([200, 400]);
+    // Stored hashed, and gone once used.
+    expect((await db().query('SELECT 1 FROM oauth_codes WHERE code_hash = $1', [hashSecret(d.code)])).rowCount).toBe(0);
+  });
+
+  it('a redirect URI not registered is shown, never redirected to; loopback may change port; the exchange must repeat it', async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const { challenge } = pkce();
+    const params = { response_type: 'code', client_id: clientId, code_challenge: challenge, code_challenge_method: 'S256', resource: resource() };
+    for (const redirect of ['https://evil.example/cb', 'http://127.0.0.1:40123/other', 'http://10.0.0.1:40123/cb']) {
+      const page = await who.client.get(authorizePath({ ...params, redirect_uri: redirect }));
+      expect(page.status).toBe(400);
+      expect(page.location).toBeNull();
+      expect(page.text).toContain('not one this client registered');
+    }
+    const otherPort = await codeFor(who, clientId, 'http://127.0.0.1:5999/cb');
+    const mismatch = await form('/oauth/token', { grant_type: 'authorization_code', code: otherPort.code, code_verifier: otherPort.verifier, redirect_uri: REDIRECT, client_id: clientId, resource: resource() });
+    expect(mismatch.body.error).toBe('invalid_grant');
+  });
+
+  it('requires PKCE S256 and the MCP resource; Deny answers access_denied; every answer carries iss', async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const { challenge } = pkce();
+    const good = { response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 'st', resource: resource() };
+    const cases: Array<[Record<string, string>, string]> = [
+      [{ ...good, code_challenge_method: 'plain' }, 'invalid_request'],
+      [{ ...good, code_challenge: '' }, 'invalid_request'],
+      [{ ...good, resource: 'https://other.example/mcp' }, 'invalid_target'],
+      [{ ...good, resource: base() }, 'invalid_target'],
+      [{ ...good, scope: 'mcp admin' }, 'invalid_scope'],
+      [{ ...good, response_type: 'token' }, 'unsupported_response_type'],
+    ];
+    for (const [params, error] of cases) {
+      const page = await who.client.get(authorizePath(params));
+      expect(page.status).toBe(303);
+      const to = new URL(page.location!);
+      expect(to.origin + to.pathname).toBe(REDIRECT);
+      expect(to.searchParams.get('error')).toBe(error);
+      expect(to.searchParams.get('state')).toBe('st');
+      expect(to.searchParams.get('iss')).toBe(base());
+    }
+    const denied = await who.client.submit(authorizePath(good), '/console/oauth/authorize', { ...good, org_id: who.org.org_id, decision: 'deny' });
+    const to = new URL(denied.location!);
+    expect(to.searchParams.get('error')).toBe('access_denied');
+    expect(to.searchParams.get('code')).toBeNull();
+    // The consent form needs its CSRF token; an organization the person is not in is refused.
+    const noToken = await who.client.request('POST', '/console/oauth/authorize', { form: { ...good, org_id: who.org.org_id, decision: 'approve' } });
+    expect(noToken.status).toBe(403);
+    const other = await orgWithUser('owner');
+    const foreign = await who.client.submit(authorizePath(good), '/console/oauth/authorize', { ...good, org_id: other.org.org_id, decision: 'approve' });
+    expect(foreign.status).toBe(403);
+    expect(foreign.location).toBeNull();
+  });
+
+  it('a token request for another resource is invalid_target; a token bound to another resource is refused by /mcp', async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const c = await codeFor(who, clientId);
+    const other = await form('/oauth/token', { grant_type: 'authorization_code', code: c.code, code_verifier: c.verifier, redirect_uri: c.redirect, client_id: clientId, resource: 'https://other.example/mcp' });
+    expect(other.status).toBe(400);
+    expect(other.body.error).toBe('invalid_target');
+    const t = await tokensFor(who, clientId);
+    expect((await mcp(t.access_token)).status).toBe(200);
+    await db().query(`UPDATE oauth_grants SET resource = 'https://other.example/mcp' WHERE id = (SELECT grant_id FROM oauth_tokens WHERE token_hash = $1)`, [hashSecret(t.access_token)]);
+    const res = await mcp(t.access_token);
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe('invalid_access_token');
+    expect(res.headers.get('www-authenticate')).toContain('error="invalid_token"');
+  });
+
+  it('an unknown client_id, or a metadata document on a private address, is shown, not redirected', async () => {
+    const who = await signedIn('member');
+    const { challenge } = pkce();
+    const params = { response_type: 'code', redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', resource: resource() };
+    const unknown = await who.client.get(authorizePath({ ...params, client_id: 'mcpc_00000000000000000000000000000000' }));
+    expect(unknown.status).toBe(400);
+    expect(unknown.text).toContain('not registered');
+    for (const id of ['https://127.0.0.1/client.json', 'https://localhost/client.json', 'https://169.254.169.254/latest/meta-data']) {
+      const page = await who.client.get(authorizePath({ ...params, client_id: id }));
+      expect(page.status).toBe(400);
+      expect(page.location).toBeNull();
+      expect(page.text).toContain('cannot be used');
+    }
+    expect((await db().query(`SELECT 1 FROM oauth_clients WHERE kind = 'cimd' AND id LIKE 'https://127.0.0.1/%'`)).rowCount).toBe(0);
+  });
+});
+
+describe('tokens on /mcp', () => {
+  it('an expired access token is refused', async () => {
+    const who = await signedIn('member');
+    const t = await tokensFor(who, await register());
+    expect((await mcp(t.access_token)).status).toBe(200);
+    // The per-workflow and read-only variants take the same token.
+    const variant = await call('POST', '/mcp/workflows/weather?read_only=true', { body: INIT, headers: { accept: 'application/json, text/event-stream', authorization: `Bearer ${t.access_token}` } });
+    expect(variant.status).toBe(200);
+    await db().query(`UPDATE oauth_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = $1`, [hashSecret(t.access_token)]);
+    const res = await mcp(t.access_token);
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe('invalid_access_token');
+    expect(res.body.error.message).toContain('expired');
+  });
+
+  it('refresh tokens rotate; the previous one works once more within the grace window, never past it', async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const t = await tokensFor(who, clientId);
+    const refresh = (token: string) => form('/oauth/token', { grant_type: 'refresh_token', refresh_token: token, client_id: clientId, resource: resource() });
+    // Two refreshes with the same token at once both succeed (the grace), a third does not.
+    const [r1, r2] = await Promise.all([refresh(t.refresh_token), refresh(t.refresh_token)]);
+    expect([r1!.status, r2!.status]).toEqual([200, 200]);
+    expect(r1!.body.refresh_token).not.toBe(t.refresh_token);
+    expect((await refresh(t.refresh_token)).body.error).toBe('invalid_grant');
+    // Past the grace window, a rotated token is refused even though its one extra use is unspent.
+    const r4 = await refresh(r2!.body.refresh_token);
+    expect(r4.status).toBe(200);
+    await db().query(`UPDATE oauth_tokens SET rotated_at = now() - interval '31 seconds' WHERE token_hash = $1`, [hashSecret(r2!.body.refresh_token)]);
+    expect((await refresh(r2!.body.refresh_token)).body.error).toBe('invalid_grant');
+    // Another client cannot use it.
+    const r3 = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: r4.body.refresh_token, client_id: await register(), resource: resource() });
+    expect(r3.body.error).toBe('invalid_grant');
+    expect((await mcp(r4.body.access_token)).status).toBe(200);
+  });
+
+  it('revocation: RFC 7009 ends the grant; an Owner revoking the client in the console ends it at once', async () => {
+    const owner = await signedIn('owner');
+    const clientId = await register();
+    const t = await tokensFor(owner, clientId);
+    const rev = await form('/oauth/revoke', { token: t.refresh_token, client_id: clientId });
+    expect(rev.status).toBe(200);
+    expect((await mcp(t.access_token)).status).toBe(401);
+
+    const t2 = await tokensFor(owner, clientId);
+    expect((await mcp(t2.access_token)).status).toBe(200);
+    const list = await owner.client.get('/console/mcp-clients');
+    expect(list.status).toBe(200);
+    expect(list.text).toContain('Refusal client');
+    // A Member of the organization cannot open or use the page.
+    const member = await signedIn('member', owner.org.org_id);
+    expect((await member.client.get('/console/mcp-clients')).status).toBe(403);
+    const revoked = await owner.client.submit('/console/mcp-clients', '/console/mcp-clients/revoke', { client_id: clientId });
+    expect(revoked.status).toBe(303);
+    expect((await mcp(t2.access_token)).body.error.code).toBe('invalid_access_token');
+    const again = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: t2.refresh_token, client_id: clientId, resource: resource() });
+    expect(again.body.error).toBe('invalid_grant');
+    // Another organization's Owner cannot revoke it: 404 page.
+    const t3 = await tokensFor(owner, clientId);
+    const stranger = await signedIn('owner');
+    expect((await stranger.client.submit('/console/mcp-clients', '/console/mcp-clients/revoke', { client_id: clientId })).status).toBe(404);
+    expect((await mcp(t3.access_token)).status).toBe(200);
+  });
+
+  it("a removed member's tokens stop at once", async () => {
+    const owner = await signedIn('owner');
+    const member = await signedIn('member', owner.org.org_id);
+    const t = await tokensFor(member, await register());
+    expect((await mcp(t.access_token)).status).toBe(200);
+    await changeMember(db(), 'owner', owner.org.org_id, member.userId, null);
+    const res = await mcp(t.access_token);
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe('invalid_access_token');
+  });
+
+  it('a console session cookie is never an MCP credential; an API key still is', async () => {
+    const who = await signedIn('owner');
+    const cookie = `wqs_session=${who.client.cookies.get('wqs_session')}`;
+    const res = await call('POST', '/mcp', { body: INIT, headers: { accept: 'application/json, text/event-stream', cookie } });
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe('api_key_required');
+    expect((await mcp(who.org.api_key)).status).toBe(200);
+  });
+});
