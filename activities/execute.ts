@@ -85,7 +85,7 @@ export function createExecuteActivities(deps: {
   }
 
   return {
-    async executeOperation({ operationId, version, input, requestId, orgId }) {
+    async executeOperation({ operationId, version, input, requestId, orgId, deadlineAt }) {
       const ctx = Context.current();
       const { key, v } = await load(operationId, version);
       const recipe = v.parsed;
@@ -104,15 +104,26 @@ export function createExecuteActivities(deps: {
         secrets = loaded.secrets;
       }
       const secretValues = Object.values(secrets).filter((s) => s.length >= 3);
-      // Beat steadily so a dead worker is noticed fast and cancellation reaches us mid-step.
-      const beat = setInterval(() => ctx.heartbeat(), 1_000);
+      // Beat steadily so a dead worker is noticed fast and cancellation reaches us mid-step. A local
+      // activity (read-only HTTP) cannot heartbeat: its workflow task notices a dead worker instead.
+      const local = ctx.info.isLocal;
+      const beat = local ? undefined : setInterval(() => ctx.heartbeat(), 1_000);
+      // The query's deadline bounds the run on the worker's own clock too: a local activity's
+      // timeout counts from its (re)dispatch, so a workflow task retried after a crash would
+      // otherwise let a late site answer through after the caller was told execution_timeout.
+      // (Normal activities keep the server's timeout alone: an action cut off there is action_unconfirmed.)
+      const pastDeadline = local ? AbortSignal.timeout(Math.max(0, deadlineAt - Date.now())) : undefined;
+      const signal = pastDeadline ? AbortSignal.any([ctx.cancellationSignal, pastDeadline]) : ctx.cancellationSignal;
       try {
         const output = await deps.runner.run(recipe, input, {
-          signal: ctx.cancellationSignal,
-          heartbeat: (d) => ctx.heartbeat(d),
+          signal,
+          heartbeat: (d) => {
+            if (!local) ctx.heartbeat(d);
+          },
           secrets,
           requestRef: requestId,
         });
+        if (pastDeadline?.aborted) throw new Error('answered after the deadline'); // reported as execution_timeout below
         let validate = validators.get(key);
         if (!validate) {
           validate = ajv.compile(v.output_schema);
@@ -132,6 +143,7 @@ export function createExecuteActivities(deps: {
         }
         return result;
       } catch (err) {
+        if (pastDeadline?.aborted) throw toApplicationFailure('execution_timeout', 'The workflow did not finish within its time limit', undefined, true);
         if (err instanceof ApplicationFailure) throw err;
         if (err instanceof ServiceError) throw toApplicationFailure(err.code, redact(err.message, secretValues), redact(err.details, secretValues), isFinalRefusal(err) || undefined);
         if (ctx.cancellationSignal.aborted) throw toApplicationFailure('execution_timeout', 'The workflow did not finish within its time limit');

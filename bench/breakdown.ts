@@ -40,6 +40,21 @@ function segments(t: { sent: number; answered: number; createdAt: number; comple
   const actStart = all('activityTaskStarted')[0];
   const actDone = all('activityTaskCompleted')[0];
   const closed = all('workflowExecutionCompleted')[0];
+  if (!actSched) {
+    // Read-only HTTP operations since issue 11: every step a local activity, one workflow task.
+    return [
+      ['api: request sent → claim transaction (auth, validation, catalog, admission)', t.createdAt - t.sent],
+      ['start: claim → WorkflowExecutionStarted', ms(started) - t.createdAt],
+      ['wft1: scheduled → started (task queue, poller)', ms(wftStart1) - ms(wftSched1)],
+      ['wft1: started → finalize transaction (reserve, site request, settle + envelope: local activities)', t.completedAt - ms(wftStart1)],
+      ['wft1: finalize transaction → completed', ms(wftDone1) - t.completedAt],
+      ['close: wft1 completed → WorkflowExecutionCompleted', ms(closed) - ms(wftDone1)],
+      ['learn: finalize transaction → answer read by the caller', t.answered - t.completedAt],
+      ['learn: workflow completed → answer read by the caller', t.answered - ms(closed)],
+      ['workflow tasks in the run', all('workflowTaskStarted').length],
+      ['total', t.answered - t.sent],
+    ];
+  }
   return [
     ['api: request sent → claim transaction (auth, validation, catalog, admission)', t.createdAt - t.sent],
     ['start: claim → WorkflowExecutionStarted', ms(started) - t.createdAt],

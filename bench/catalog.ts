@@ -50,8 +50,8 @@ export async function seedSyntheticCatalog(db: Db, n: number): Promise<void> {
     // Bulk load without the per-row search triggers, then build every search document once.
     await c.query(`SET LOCAL session_replication_role = replica`);
     await c.query(
-      `INSERT INTO apis (handle, visibility, name, description, category, website_url, created_at, updated_at)
-       SELECT '@bench-' || g, 'public',
+      `INSERT INTO apis (handle, visibility, owner_org_id, name, description, category, website_url, created_at, updated_at)
+       SELECT '@bench-' || g, 'public', 'org_platform',
               initcap(w1) || ' ' || initcap(w2) || ' ' || g,
               'Find ' || w1 || ' and ' || w2 || ' on ' || w3 || ' sites; compare ' || w4 || ' results.',
               $2::text[] ~> g, 'https://' || w1 || g || '.example.test',

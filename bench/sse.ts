@@ -106,10 +106,37 @@ export async function benchSse({ baseUrl, apiKey, siteOrigin, total = 100 }: Sse
     }
   }
 
+  if (siteOrigin) result.open_streams = await openStreamsCost({ baseUrl, headers, body, siteOrigin, sse, json });
+
   const table: Record<string, Record<string, unknown>> = {};
-  for (const [scenario, s] of Object.entries(result) as Array<[string, Record<string, Record<string, unknown>>]>) {
+  for (const [scenario, s] of Object.entries(result).filter(([k]) => k !== 'open_streams') as Array<[string, Record<string, Record<string, unknown>>]>) {
     for (const k of ['json_ms', 'sse_headers_ms', 'sse_first_event_ms', 'sse_executing_ms', 'sse_terminal_ms']) table[`${scenario} ${k}`] = s[k]!;
   }
   print('Streamed query (SSE): first event and terminal event vs the JSON call, same run', table);
+  print('What N open streams cost while their site is slow (CPU of this process: API + worker in-process), beside N JSON calls', result.open_streams as Record<string, Record<string, unknown>>);
   return result;
+}
+
+/**
+ * N streams held open while the site takes 3 s, beside N JSON calls doing the same work: the CPU
+ * the API and the worker spend meanwhile (both run in this process). Polling the workflow's
+ * progress query every 150 ms made each open stream a stream of workflow queries; the difference
+ * between the two rows is what streaming costs.
+ */
+async function openStreamsCost(o: { baseUrl: string; headers: Record<string, string>; body: unknown; siteOrigin: string; sse: () => Promise<unknown>; json: () => Promise<number> }, n = 16, siteMs = 3_000) {
+  const fault = (path: string, payload: unknown) =>
+    fetch(`${o.siteOrigin}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(payload) }).then((r) => r.arrayBuffer());
+  const measure = async (fn: () => Promise<unknown>) => {
+    await fault('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: siteMs, times: n });
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    await Promise.all(Array.from({ length: n }, fn));
+    const wall = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    await fault('/__demo/reset', {});
+    return { n, wall_ms: round(wall), cpu_ms: round((cpu.user + cpu.system) / 1000), cpu_ms_per_stream_second: round((cpu.user + cpu.system) / 1000 / n / (wall / 1000)) };
+  };
+  const jsonRow = await measure(o.json);
+  const sseRow = await measure(o.sse);
+  return { [`json_x${n}`]: jsonRow, [`sse_x${n}`]: sseRow, sse_over_json_cpu: { ratio: ratio(sseRow.cpu_ms, jsonRow.cpu_ms) } };
 }

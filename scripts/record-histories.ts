@@ -117,7 +117,7 @@ const fail = (type: string, message: string) => async (): Promise<never> => {
 const closed: Scenario['reserve'] = async () => ({ ok: false, reason: 'request_closed', status: 'interrupted' });
 const lostReservation: Scenario['finalize'] = (f) => (f.status === 'rejected' ? { moved: false, status: 'processing' } : { moved: true, status: f.status });
 
-function branches(): Branch[] {
+function branches(stubQueue: string): Branch[] {
   let attempts = 0;
   const flaky = async () => {
     attempts += 1;
@@ -136,6 +136,8 @@ function branches(): Branch[] {
       scenario: { execute: fail('upstream_not_found', 'The website returned 404'), release: fail('already_settled', 'already settled') },
       outcome: 'upstream_not_found',
     },
+    // A browser operation: its execute step on the browser task queue (a stub worker polls it).
+    { name: 'query-browser-queue', input: () => ({ api: '@shop', operation: 'order_history', engine: 'browser', browserTaskQueue: `${stubQueue}-browser` }), scenario: {}, outcome: null },
     // The execute activity outlives the deadline (its start-to-close).
     {
       name: 'query-action-unconfirmed',
@@ -153,9 +155,12 @@ async function recordBranches() {
   const stubQueue = `record-histories-${Date.now()}`;
   try {
     const worker = await Worker.create({ connection: nc, namespace: config.TEMPORAL_NAMESPACE, taskQueue: stubQueue, workflowBundle: await workflowBundle(), activities: stubs, dataConverter, shutdownGraceTime: '1 second' });
+    const browser = await Worker.create({ connection: nc, namespace: config.TEMPORAL_NAMESPACE, taskQueue: `${stubQueue}-browser`, activities: stubs, dataConverter, shutdownGraceTime: '1 second' });
+    const browserRun = browser.run();
     await worker.runUntil(async () => {
-      for (const b of branches()) {
-        const q = sagaInput(b.input?.() ?? {});
+      // Read-only HTTP operations (the API sends the engine): the local execute path.
+      for (const b of branches(stubQueue)) {
+        const q = sagaInput({ engine: 'http', ...(b.input?.() ?? {}) });
         scenarios.set(q.requestId, b.scenario);
         const workflowId = `record-${b.name}-${q.requestId}`;
         const env = await client.workflow.execute<typeof queryWorkflow>('queryWorkflow', { taskQueue: stubQueue, workflowId, args: [q] });
@@ -164,6 +169,8 @@ async function recordBranches() {
         await save(b.name, workflowId);
       }
     });
+    browser.shutdown();
+    await browserRun;
   } finally {
     await nc.close();
   }

@@ -20,6 +20,12 @@ const ConfigSchema = z.object({
   TEMPORAL_ADDRESS: z.string().optional(),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   TEMPORAL_TASK_QUEUE: z.string().default('wqs-queries'),
+  /** Task queue of browser execute activities, so browser workers scale apart; default `<TEMPORAL_TASK_QUEUE>-browser`. */
+  TEMPORAL_BROWSER_TASK_QUEUE: z.string().min(1).optional(),
+  /** What a worker process polls: `all` (both queues: workflows and every activity), `http` (the main
+   *  queue: workflows and HTTP activities; never launches Chromium for browser-queue work), `browser`
+   *  (the browser queue only: activities, no workflows). */
+  WORKER_ROLE: z.enum(['all', 'http', 'browser']).default('all'),
   /** Overall deadline of one query (the spec fixes 170 s; tests may lower it). */
   QUERY_DEADLINE_MS: int(170_000),
   /** A keyed claim with no Temporal workflow after this long is stale (request_interrupted). */
@@ -171,6 +177,11 @@ export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostM
 /** How long terminal envelopes are retained, in milliseconds. */
 export const resultRetentionMs = (c: Pick<Config, 'RESULT_RETENTION_MS' | 'RESULT_RETENTION_HOURS'>) =>
   c.RESULT_RETENTION_MS ?? c.RESULT_RETENTION_HOURS * 3_600_000;
+
+/** The browser task queue this configuration names. */
+export function browserTaskQueue(c: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'TEMPORAL_BROWSER_TASK_QUEUE'>): string {
+  return c.TEMPORAL_BROWSER_TASK_QUEUE ?? `${c.TEMPORAL_TASK_QUEUE}-browser`;
+}
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = ConfigSchema.safeParse(env);

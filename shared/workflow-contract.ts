@@ -34,6 +34,10 @@ export interface QueryWorkflowInput {
   heartbeatTimeoutMs: number;
   /** Public base URL, for doc_url links in error envelopes. */
   baseUrl: string;
+  /** The recipe's engine. Absent in runs started before it was sent (they keep the old path). */
+  engine?: 'http' | 'browser';
+  /** Task queue of browser execute activities; absent: the workflow's own queue. */
+  browserTaskQueue?: string;
 }
 
 export type Stage = 'accepted' | 'preparing' | 'executing' | 'formatting' | 'settling' | 'done';

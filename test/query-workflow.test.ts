@@ -16,7 +16,10 @@ let connection: Connection;
 let client: Client;
 let worker: Worker;
 let running: Promise<void>;
+let browserWorker: Worker;
+let browserRunning: Promise<void>;
 const taskQueue = `query-workflow-stubs-${Date.now()}-${Math.random().toString(36).slice(2, 6)}`;
+const browserQueue = `${taskQueue}-browser`;
 
 beforeAll(async () => {
   // Worker state changes at info are noise here; the workflow's own warnings and errors stay.
@@ -32,10 +35,15 @@ beforeAll(async () => {
     shutdownGraceTime: '1 second',
   });
   running = worker.run();
+  // Browser execute steps have a task queue of their own, polled by activity-only workers.
+  browserWorker = await Worker.create({ connection: nc, taskQueue: browserQueue, activities: stubs, shutdownGraceTime: '1 second' });
+  browserRunning = browserWorker.run();
 });
 afterAll(async () => {
   if (worker?.getState() === 'RUNNING') worker.shutdown();
+  if (browserWorker?.getState() === 'RUNNING') browserWorker.shutdown();
   await running;
+  await browserRunning;
   await connection?.close();
   await nc?.close();
 });
@@ -53,6 +61,17 @@ async function run(q: QueryWorkflowInput, scenario: Scenario = {}) {
     steps: (calls.get(q.requestId) ?? []).map((c) => c.step),
     /** Normal (task-queue) activities scheduled, by type: local activities are markers, not these. */
     scheduled: events.flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.activityType?.name] : [])),
+    /** Task queues of the normal activities scheduled. */
+    queues: events.flatMap((e) => (e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes.taskQueue?.name] : [])),
+    /** Workflow tasks the run took (started events). */
+    workflowTasks: events.filter((e) => e.workflowTaskStartedEventAttributes).length,
+    /** patched() ids recorded as markers. */
+    patches: events.flatMap((e) => {
+      const m = e.markerRecordedEventAttributes;
+      if (m?.markerName !== 'core_patch') return [];
+      const id = m.details?.['patch-data']?.payloads?.[0]?.data;
+      return [id ? JSON.parse(Buffer.from(id).toString()).id : undefined];
+    }),
     events,
   };
 }
@@ -263,5 +282,69 @@ describe('query workflow saga (stub activities on the real server)', () => {
     expectError(r.result, q, 'upstream_not_found', 502, receipt(q, 'settled', COST, COST));
     expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
     expect(r.calls[4]!.args).toMatchObject({ status: 'failed', errorCode: 'upstream_not_found' });
+  });
+});
+
+describe('read-only HTTP operations in one workflow task; browser work on its own queue', () => {
+  it('a read-only HTTP operation executes as a local activity: one workflow task, no activity task, patch recorded', async () => {
+    const q = input({ engine: 'http' });
+    const r = await run(q);
+    expect(r.result).toEqual({ status: 200, body: { success: true, data: { output: OUTPUT, receipt: receipt(q, 'settled', COST, COST) } } });
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'settleAndFinalize']);
+    expect(r.calls[1]!.args).toEqual(executeArgs(q));
+    expect(r.scheduled).toEqual([]);
+    expect(r.workflowTasks).toBe(1);
+    expect(r.patches).toEqual(['http-execute-local']);
+  });
+
+  it('the local execute step keeps the retry policy: a retryable failure retried, a non-retryable one released', async () => {
+    let attempts = 0;
+    const q1 = input({ engine: 'http' });
+    const r1 = await run(q1, {
+      execute: async () => {
+        attempts += 1;
+        if (attempts === 1) throw ApplicationFailure.create({ type: 'upstream_http_error', message: 'The website returned 503' });
+        return OUTPUT;
+      },
+    });
+    expect(r1.result.status).toBe(200);
+    expect(r1.steps).toEqual(['reserveCredits', 'executeOperation', 'executeOperation', 'settleAndFinalize']);
+    const q2 = input({ engine: 'http' });
+    const r2 = await run(q2, { execute: async () => Promise.reject(ApplicationFailure.create({ type: 'upstream_not_found', message: 'The website returned 404' })) });
+    expectError(r2.result, q2, 'upstream_not_found', 502, receipt(q2, 'released', COST, 0));
+    expect(r2.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+    expect(r2.scheduled).toEqual([]);
+  });
+
+  it('a local execute step that reaches the deadline (and stops itself, as execute.ts does) is execution_timeout, released once', async () => {
+    const deadlineAt = Date.now() + 8_000;
+    const q = input({ engine: 'http', deadlineAt });
+    const r = await run(q, {
+      execute: async () => {
+        await sleep(deadlineAt - Date.now());
+        throw ApplicationFailure.create({ type: 'execution_timeout', message: 'The workflow did not finish within its time limit', nonRetryable: true });
+      },
+    });
+    expectError(r.result, q, 'execution_timeout', 504, receipt(q, 'released', COST, 0));
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+  });
+
+  it('an HTTP action stays a normal activity (one attempt, heartbeats): never local, never patched', async () => {
+    const q = input({ engine: 'http', api: '@clinic', operation: 'book_appointment', performsActions: true });
+    const r = await run(q, { execute: async () => ({ status: 'confirmed' }) });
+    expect(r.result.status).toBe(200);
+    expect(r.scheduled).toEqual(['executeOperation']);
+    expect(r.queues).toEqual([taskQueue]);
+    expect(r.patches).toEqual([]);
+  });
+
+  it('a browser operation runs its execute step on the browser task queue', async () => {
+    const q = input({ engine: 'browser', browserTaskQueue: browserQueue });
+    const r = await run(q);
+    expect(r.result.status).toBe(200);
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'settleAndFinalize']);
+    expect(r.scheduled).toEqual(['executeOperation']);
+    expect(r.queues).toEqual([browserQueue]);
+    expect(r.patches).toEqual([]);
   });
 });

@@ -8,6 +8,7 @@ import {
   ApplicationFailure,
   TimeoutFailure,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -41,6 +42,12 @@ const reserving = proxyLocalActivities<BillingActivities>({
   startToCloseTimeout: '4 seconds',
   retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '1 second', maximumAttempts: 3 },
 });
+
+/** patched() id of the local execute step for read-only HTTP operations (see below). */
+export const HTTP_EXECUTE_LOCAL = 'http-execute-local';
+
+/** How far past the deadline a local execute step's own timeouts lie (see below). */
+const LOCAL_TIMEOUT_MARGIN_MS = 5_000;
 
 /** Codes a retry cannot fix: the execute activity fails at once on these. */
 const NON_RETRYABLE = Object.entries(ERRORS)
@@ -178,25 +185,43 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
   let output: unknown;
   try {
     const remainingMs = Math.max(1, q.deadlineAt - Date.now());
-    const site = proxyActivities<ExecuteActivities>({
-      scheduleToCloseTimeout: remainingMs,
-      startToCloseTimeout: remainingMs,
-      heartbeatTimeout: q.heartbeatTimeoutMs,
-      retry: q.performsActions
-        ? // An action may have happened even when its answer was lost: never repeat it blindly.
-          // Only a lost attempt of a reference-carrying recipe runs again (the site dedupes it).
-          { maximumAttempts: q.actionsReplaySafe ? 3 : 1, initialInterval: '1 second', nonRetryableErrorTypes: ALL_CODES }
-        : { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
-    });
-    advance('executing', `Running ${q.api} ${q.operation}`, true);
-    output = await site.executeOperation({
+    const args = {
       requestId: q.requestId,
       orgId: q.orgId,
       operationId: q.operationId,
       version: q.version,
       input: q.input,
       deadlineAt: q.deadlineAt,
-    });
+    };
+    // A read-only HTTP operation runs as a local activity: the whole query (reserve, execute,
+    // settle + finalize) fits in one workflow task, with no task-queue round trip per step. Safe
+    // to run again on another worker after a crash (it changes nothing on the site); actions and
+    // browser work stay normal activities with heartbeats. Inputs from before the `engine` field
+    // never reach patched(), so their histories replay on the old path.
+    const local = q.engine === 'http' && !q.performsActions && patched(HTTP_EXECUTE_LOCAL);
+    const site = local
+      ? proxyLocalActivities<ExecuteActivities>({
+          // The step stops itself at deadlineAt (execute.ts, on the worker's clock): these timeouts
+          // count from each dispatch and are only a backstop, set past the deadline so a timeout
+          // never turns into another attempt.
+          scheduleToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
+          startToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
+          retry: { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
+        })
+      : proxyActivities<ExecuteActivities>({
+          scheduleToCloseTimeout: remainingMs,
+          startToCloseTimeout: remainingMs,
+          heartbeatTimeout: q.heartbeatTimeoutMs,
+          // Browser work goes to its own task queue (its workers scale apart); unset means this one.
+          taskQueue: q.engine === 'browser' ? q.browserTaskQueue : undefined,
+          retry: q.performsActions
+            ? // An action may have happened even when its answer was lost: never repeat it blindly.
+              // Only a lost attempt of a reference-carrying recipe runs again (the site dedupes it).
+              { maximumAttempts: q.actionsReplaySafe ? 3 : 1, initialInterval: '1 second', nonRetryableErrorTypes: ALL_CODES }
+            : { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
+        });
+    advance('executing', `Running ${q.api} ${q.operation}`, true);
+    output = await site.executeOperation(args);
   } catch (err) {
     return compensate(toFailure(err, q.performsActions));
   }

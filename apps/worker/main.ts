@@ -1,6 +1,6 @@
 // `npm run worker`: the worker alone, against configured PostgreSQL and Temporal.
 import { Runtime } from '@temporalio/worker';
-import { loadConfig } from '../../shared/config.ts';
+import { browserTaskQueue, loadConfig } from '../../shared/config.ts';
 import { startWorker } from './worker.ts';
 import { runtimeOptions } from './telemetry.ts';
 
@@ -12,7 +12,7 @@ if (!config.DATABASE_URL || !config.TEMPORAL_ADDRESS) {
 Runtime.install(runtimeOptions(config));
 const worker = await startWorker({ ...config, DATABASE_URL: config.DATABASE_URL, TEMPORAL_ADDRESS: config.TEMPORAL_ADDRESS });
 console.log(
-  JSON.stringify({ event: 'worker_started', task_queue: config.TEMPORAL_TASK_QUEUE, pid: process.pid, ...(config.WORKER_METRICS_ADDRESS ? { metrics: `http://${config.WORKER_METRICS_ADDRESS}/metrics` } : {}) }),
+  JSON.stringify({ event: 'worker_started', role: config.WORKER_ROLE, task_queue: config.TEMPORAL_TASK_QUEUE, browser_task_queue: browserTaskQueue(config), pid: process.pid, ...(config.WORKER_METRICS_ADDRESS ? { metrics: `http://${config.WORKER_METRICS_ADDRESS}/metrics` } : {}) }),
 );
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {
   process.once(sig, () => {

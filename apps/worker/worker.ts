@@ -1,4 +1,5 @@
-// The Temporal worker: query workflows plus their activities, on one task queue.
+// The Temporal worker. By WORKER_ROLE: `all` polls the main task queue (workflows, every activity)
+// and the browser queue; `http` the main queue only; `browser` the browser queue only (activities).
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -6,7 +7,7 @@ import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSo
 import { createActivities } from '../../activities/index.ts';
 import { loadKeyring } from '../../shared/db/connections.ts';
 import { createRecipeRunner } from '../../activities/engines/index.ts';
-import type { Config } from '../../shared/config.ts';
+import { browserTaskQueue, type Config } from '../../shared/config.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
 import { createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { ensureHealthScheduleAtStart } from './health-schedule.ts';
@@ -79,32 +80,66 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     browserConcurrency: config.BROWSER_CONCURRENCY,
   });
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
-  const worker = await Worker.create({
-    connection,
-    namespace: config.TEMPORAL_NAMESPACE,
-    taskQueue: config.TEMPORAL_TASK_QUEUE,
-    dataConverter,
-    // A prebuilt bundle starts a worker in a second instead of bundling again.
-    workflowBundle: await workflowCode(config, tracing),
-    activities: { ...createActivities({ db, runner, keyring: () => loadKeyring(config) }), ...createMaintenanceActivities({ db, temporal: { address: config.TEMPORAL_ADDRESS, namespace: config.TEMPORAL_NAMESPACE, dataConverter } }) },
-    shutdownGraceTime: '10 seconds',
-    ...workerTuning(config),
-    ...tracing?.workerOptions, // activity spans, and the sink exporting the workflow's spans
-  });
-  // Health checks: create (or update to this config) the Schedule that runs the health-check
-  // workflow on this task queue. Idempotent across workers and restarts; a failure only warns.
-  await ensureHealthScheduleAtStart(config);
-  await ensureMaintenanceScheduleAtStart(config); // reconciler and retention (apps/worker/maintenance-schedule.ts)
-  const done = worker.run().finally(async () => {
-    await runner.close().catch(() => {});
-    await connection.close().catch(() => {});
-    await db.end().catch(() => {});
-    await tracing?.flush().catch(() => {});
-  });
+  const activities = createActivities({ db, runner, keyring: () => loadKeyring(config) });
+  const role = config.WORKER_ROLE;
+  const workers: Worker[] = [];
+  if (role !== 'browser') {
+    workers.push(
+      await Worker.create({
+        connection,
+        namespace: config.TEMPORAL_NAMESPACE,
+        taskQueue: config.TEMPORAL_TASK_QUEUE,
+        dataConverter,
+        // A prebuilt bundle starts a worker in a second instead of bundling again.
+        workflowBundle: await workflowCode(config, tracing),
+        activities: { ...activities, ...createMaintenanceActivities({ db, temporal: { address: config.TEMPORAL_ADDRESS, namespace: config.TEMPORAL_NAMESPACE, dataConverter } }) },
+        shutdownGraceTime: '10 seconds',
+        ...workerTuning(config),
+        ...tracing?.workerOptions, // activity spans, and the sink exporting the workflow's spans
+      }),
+    );
+  }
+  if (role !== 'http') {
+    // Browser execute steps only: no workflows here, so these workers scale with Chromium alone.
+    workers.push(
+      await Worker.create({
+        connection,
+        namespace: config.TEMPORAL_NAMESPACE,
+        taskQueue: browserTaskQueue(config),
+        dataConverter,
+        activities: { executeOperation: activities.executeOperation },
+        shutdownGraceTime: '10 seconds',
+        ...(config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS ? { maxConcurrentActivityTaskPolls: config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS } : {}),
+        // More browser steps than Chromium pages would only queue inside this process.
+        maxConcurrentActivityTaskExecutions: Math.max(1, config.BROWSER_CONCURRENCY) * 2,
+        ...(tracing ? { interceptors: tracing.workerOptions.interceptors } : {}), // activity spans
+      }),
+    );
+  }
+  if (role !== 'browser') {
+    // Health checks: create (or update to this config) the Schedule that runs the health-check
+    // workflow on this task queue. Idempotent across workers and restarts; a failure only warns.
+    await ensureHealthScheduleAtStart(config);
+    await ensureMaintenanceScheduleAtStart(config); // reconciler and retention (apps/worker/maintenance-schedule.ts)
+  }
+  // One worker stopping (fatal error or shutdown) stops the others, so the process never half-polls.
+  const runs = workers.map((w) =>
+    w.run().finally(() => {
+      for (const o of workers) if (o.getState() === 'RUNNING') o.shutdown();
+    }),
+  );
+  const done = Promise.all(runs)
+    .then(() => undefined)
+    .finally(async () => {
+      await runner.close().catch(() => {});
+      await connection.close().catch(() => {});
+      await db.end().catch(() => {});
+      await tracing?.flush().catch(() => {});
+    });
   return {
     done,
     async shutdown() {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       await done;
     },
   };

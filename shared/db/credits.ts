@@ -2,12 +2,19 @@
 // the balance row is updated in the same transaction and its CHECKs keep
 // granted = available + reserved + charged, never negative.
 import { tx, type Db, type DbClient } from './pool.ts';
-import { finalize, lockForUpdate, recordBilling, transition, type Finalization, type Moved, type RequestStatus } from './requests.ts';
+import { finalize, recordBilling, type Finalization, type Moved, type RequestStatus } from './requests.ts';
 
 export async function grantCredits(c: Db | DbClient, orgId: string, amount: number, note: string): Promise<void> {
   await c.query(`INSERT INTO credit_ledger (org_id, kind, amount, note) VALUES ($1, 'grant', $2, $3)`, [orgId, amount, note]);
   await c.query('UPDATE credit_balances SET granted = granted + $2, available = available + $2 WHERE org_id = $1', [orgId, amount]);
 }
+
+/**
+ * Progress notices for SSE streams (apps/api/services/result-listener.ts): "<request id> <stage>",
+ * sent by the transaction that reaches the stage, so they arrive exactly when it commits.
+ */
+export const REQUEST_PROGRESS_CHANNEL = 'wqs_request_progress';
+export type ProgressNotice = 'executing';
 
 /** Longest any statement of one reservation attempt may take (lock waits included). */
 export const RESERVE_STATEMENT_TIMEOUT_MS = 2_000;
@@ -34,53 +41,94 @@ export class LedgerStateError extends Error {
  * interruption cannot slip in between). Repeating it for the same request returns the first outcome.
  */
 export async function reserve(db: Db, orgId: string, requestId: string, amount: number): Promise<ReserveResult> {
-  return tx(db, async (c) => {
+  const c = await db.connect();
+  try {
     // A ledger that is locked or slow fails this attempt within seconds (the workflow counts attempts
     // and then answers billing_unavailable) instead of holding the query until its deadline.
-    await c.query(`SET LOCAL statement_timeout = ${RESERVE_STATEMENT_TIMEOUT_MS}`);
-    const row = await lockForUpdate(c, requestId);
-    const prev = await c.query(`SELECT amount FROM credit_ledger WHERE request_id = $1 AND kind = 'reserve'`, [requestId]);
-    if (prev.rowCount) return { ok: true, reserved: prev.rows[0].amount as number };
-    if (!row || row.status !== 'reserving') return { ok: false, reason: 'request_closed', status: row?.status ?? 'missing' };
-    // One conditional statement: it cannot take credits that are not there, whatever runs beside it.
-    const upd = await c.query(
-      `UPDATE credit_balances SET available = available - $2, reserved = reserved + $2
-        WHERE org_id = $1 AND available >= $2 RETURNING available`,
-      [orgId, amount],
-    );
-    if (upd.rowCount === 0) {
-      const bal = await c.query('SELECT available FROM credit_balances WHERE org_id = $1', [orgId]);
-      return { ok: false, reason: 'insufficient_credits', available: (bal.rows[0]?.available as number) ?? 0 };
-    }
-    // A concurrent duplicate would violate credit_ledger_reserve_once and roll the whole move back.
-    await c.query(`INSERT INTO credit_ledger (org_id, request_id, kind, amount) VALUES ($1, $2, 'reserve', $3)`, [orgId, requestId, amount]);
-    const moved = await transition(c, requestId, 'processing', { billing_status: 'pending', reserved_credits: amount });
-    if (!moved.moved) throw new Error(`request ${requestId} left reserving while locked`); // cannot happen: the row is locked
-    return { ok: true, reserved: amount };
-  });
+    await c.query(`BEGIN; SET LOCAL statement_timeout = ${RESERVE_STATEMENT_TIMEOUT_MS}`);
+    const result = await reserveIn(c, orgId, requestId, amount);
+    await c.query('COMMIT');
+    return result;
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    c.release();
+  }
 }
 
+/**
+ * The common case in one statement (three round trips with BEGIN and COMMIT instead of eight):
+ * lock the request row, and only while it is still `reserving` with no reservation take the
+ * credits with a conditional update, write the ledger row, move the request to `processing` and
+ * notify SSE streams (sent at COMMIT). The rare outcomes are read again afterwards in statements
+ * of their own, whose snapshot follows the lock (a concurrent first attempt may have committed
+ * while this one waited for it).
+ */
+async function reserveIn(c: DbClient, orgId: string, requestId: string, amount: number): Promise<ReserveResult> {
+  const r = await c.query<{ status: RequestStatus | null; prev: number | null; reserved: boolean }>(
+    `WITH req AS (
+       SELECT status FROM requests WHERE id = $2 FOR UPDATE
+     ), prev AS (
+       SELECT amount FROM credit_ledger WHERE request_id = $2 AND kind = 'reserve'
+     ), bal AS (
+       UPDATE credit_balances SET available = available - $3, reserved = reserved + $3
+        WHERE org_id = $1 AND available >= $3
+          AND EXISTS (SELECT 1 FROM req WHERE status = 'reserving') AND NOT EXISTS (SELECT 1 FROM prev)
+       RETURNING org_id
+     ), led AS (
+       -- A concurrent duplicate would violate credit_ledger_reserve_once and roll the whole move back.
+       INSERT INTO credit_ledger (org_id, request_id, kind, amount) SELECT $1, $2, 'reserve', $3 FROM bal RETURNING request_id
+     ), moved AS (
+       UPDATE requests SET status = 'processing', billing_status = 'pending', reserved_credits = $3, updated_at = now()
+        WHERE id = $2 AND status = 'reserving' AND result IS NULL AND EXISTS (SELECT 1 FROM led)
+       RETURNING id
+     )
+     SELECT (SELECT status FROM req) AS status,
+            (SELECT amount FROM prev) AS prev,
+            EXISTS (SELECT 1 FROM moved WHERE pg_notify('${REQUEST_PROGRESS_CHANNEL}', id || ' executing') IS NOT NULL) AS reserved`,
+    [orgId, requestId, amount],
+  );
+  const row = r.rows[0]!;
+  if (row.reserved) return { ok: true, reserved: amount };
+  if (row.prev !== null) return { ok: true, reserved: row.prev };
+  // Nothing moved and no reservation in this statement's snapshot: look again now the row is locked.
+  const prev = await c.query(`SELECT amount FROM credit_ledger WHERE request_id = $1 AND kind = 'reserve'`, [requestId]);
+  if (prev.rowCount) return { ok: true, reserved: prev.rows[0].amount as number };
+  if (row.status !== 'reserving') return { ok: false, reason: 'request_closed', status: row.status ?? 'missing' };
+  const bal = await c.query('SELECT available FROM credit_balances WHERE org_id = $1', [orgId]);
+  return { ok: false, reason: 'insufficient_credits', available: (bal.rows[0]?.available as number) ?? 0 };
+}
+
+/**
+ * One statement in the common case: lock the reservation, write the settlement once, move the
+ * balance and the request's billing columns. A request already closed (settled or released) reads
+ * its closure in a second statement.
+ */
 async function settleIn(c: DbClient, orgId: string, requestId: string, amount: number): Promise<{ charged: number }> {
-  const res = await c.query(`SELECT amount FROM credit_ledger WHERE request_id = $1 AND kind = 'reserve' FOR UPDATE`, [requestId]);
-  if (res.rowCount === 0) throw new LedgerStateError('no_reservation', `no reservation for ${requestId}`);
-  const reserved = res.rows[0].amount as number;
-  const charge = Math.min(amount, reserved);
-  const ins = await c.query(
-    `INSERT INTO credit_ledger (org_id, request_id, kind, amount) VALUES ($1, $2, 'settle', $3)
-     ON CONFLICT DO NOTHING RETURNING id`,
-    [orgId, requestId, charge],
+  const r = await c.query<{ reserved: number | null; charged: number | null }>(
+    `WITH res AS (
+       SELECT amount FROM credit_ledger WHERE request_id = $2 AND kind = 'reserve' FOR UPDATE
+     ), ins AS (
+       INSERT INTO credit_ledger (org_id, request_id, kind, amount)
+       SELECT $1, $2, 'settle', LEAST($3::int, amount) FROM res
+       ON CONFLICT DO NOTHING RETURNING amount
+     ), bal AS (
+       UPDATE credit_balances b SET reserved = b.reserved - res.amount, charged = b.charged + ins.amount, available = b.available + (res.amount - ins.amount)
+         FROM res, ins WHERE b.org_id = $1 RETURNING 1
+     ), billed AS (
+       UPDATE requests q SET billing_status = 'settled', charged_credits = ins.amount, updated_at = now() FROM ins WHERE q.id = $2 RETURNING 1
+     )
+     SELECT (SELECT amount FROM res) AS reserved, (SELECT amount FROM ins) AS charged,
+            (SELECT count(*) FROM bal) + (SELECT count(*) FROM billed) AS moved`,
+    [orgId, requestId, amount],
   );
-  if (ins.rowCount === 0) {
-    const prev = await c.query(`SELECT kind, amount FROM credit_ledger WHERE request_id = $1 AND kind IN ('settle', 'release')`, [requestId]);
-    if (prev.rows[0].kind !== 'settle') throw new LedgerStateError('already_released', `request ${requestId} was already released`);
-    return { charged: prev.rows[0].amount as number };
-  }
-  await c.query(
-    `UPDATE credit_balances SET reserved = reserved - $2, charged = charged + $3, available = available + ($2 - $3) WHERE org_id = $1`,
-    [orgId, reserved, charge],
-  );
-  await recordBilling(c, requestId, 'settled', charge);
-  return { charged: charge };
+  const row = r.rows[0]!;
+  if (row.reserved === null) throw new LedgerStateError('no_reservation', `no reservation for ${requestId}`);
+  if (row.charged !== null) return { charged: row.charged };
+  const prev = await c.query(`SELECT kind, amount FROM credit_ledger WHERE request_id = $1 AND kind IN ('settle', 'release')`, [requestId]);
+  if (prev.rows[0].kind !== 'settle') throw new LedgerStateError('already_released', `request ${requestId} was already released`);
+  return { charged: prev.rows[0].amount as number };
 }
 
 /** Charge `amount` of the reservation and give back the rest; once per request. */

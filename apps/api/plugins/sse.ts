@@ -1,6 +1,8 @@
-// Server-sent events for `stream: true` on POST /v1/query. Progress comes only from the query
-// workflow's `progress` query (polled), the terminal event from the workflow's result; a client
-// that leaves stops the polling, never the run.
+// Server-sent events for `stream: true` on POST /v1/query. Progress comes from PostgreSQL notices
+// (the reserve transaction announces `executing` when it commits; RESULT_WAIT=notify), or, when the
+// API does not listen or its connection dropped, from the query workflow's `progress` query
+// (polled); the terminal event from the workflow's result. A client that leaves stops the
+// watching, never the run.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import { ERRORS, errorEnvelope } from '../../../shared/errors.ts';
@@ -22,7 +24,7 @@ const STAGE_MESSAGES: Record<StreamStage, string> = {
 export interface SseOptions {
   /** `: keep-alive` comment interval; the spec fixes 10 s, tests lower it (SSE_KEEPALIVE_MS). */
   keepAliveMs?: number;
-  /** How often the workflow's progress query is read. */
+  /** How often the workflow's progress query is read (only when progress notices are not heard). */
   pollMs?: number;
 }
 
@@ -116,6 +118,7 @@ export default fp(
       };
 
       let wake: (() => void) | undefined;
+      let unwatch: (() => void) | undefined;
       const stop = () => {
         if (closed) return;
         closed = true;
@@ -149,6 +152,23 @@ export default fp(
             wake?.();
             return env;
           });
+        // Notices first: each progress query is a workflow task on the worker, every pollMs per stream.
+        let unsure = false;
+        unwatch = svc.watchProgress(requestId, (h) => {
+          if (h === 'unsure') {
+            unsure = true;
+            wake?.();
+            return;
+          }
+          const index = (STREAM_STAGES as readonly string[]).indexOf(h);
+          showUpTo(index, { seq: 0, stage: h, message: `Running ${sub.op.handle} ${sub.op.operation}`, api_reference: fallbackRef });
+        });
+        while (!closed && terminal === undefined && unwatch && !unsure) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+          });
+          wake = undefined;
+        }
         while (!closed && terminal === undefined) {
           // A query can be slow (it waits for the workflow's current task, or replays a closed
           // workflow): the terminal envelope never waits for it.
@@ -172,6 +192,7 @@ export default fp(
         showUpTo(lastStageReached(env, shown));
         sendTerminal(env);
       } finally {
+        unwatch?.();
         clearInterval(keepAlive);
         open.delete(endNow);
         app.metrics.openStreams.dec();

@@ -9,14 +9,20 @@ import { actionsReplaySafe } from '../../../shared/recipes/replay.ts';
 import type { ResolvedOperation } from '../../../shared/db/catalog.ts';
 import type { QueryRequest } from '../../../shared/schemas/query.ts';
 import type { Db } from '../../../shared/db/pool.ts';
-import { resultRetentionMs, type Config } from '../../../shared/config.ts';
+import { browserTaskQueue, resultRetentionMs, type Config } from '../../../shared/config.ts';
 import { QUERY_WORKFLOW_TYPE, type QueryWorkflowInput } from '../../../shared/workflow-contract.ts';
 import type { queryWorkflow } from '../../../workflows/query-workflow.ts';
 import type { RunWatch } from './run-watch.ts';
 
+/** The recipe's engine (validated at publication); anything else leaves the workflow on its general path. */
+function engineOf(recipe: unknown): QueryWorkflowInput['engine'] {
+  const e = (recipe as { engine?: unknown } | null)?.engine;
+  return e === 'http' || e === 'browser' ? e : undefined;
+}
+
 type DispatchConfig = Pick<
   Config,
-  'QUERY_DEADLINE_MS' | 'RESULT_RETENTION_HOURS' | 'RESULT_RETENTION_MS' | 'EXECUTE_HEARTBEAT_TIMEOUT_MS' | 'TEMPORAL_TASK_QUEUE' | 'MAX_WORKFLOW_INPUT_BYTES' | 'TEMPORAL_START_TIMEOUT_MS'
+  'QUERY_DEADLINE_MS' | 'RESULT_RETENTION_HOURS' | 'RESULT_RETENTION_MS' | 'EXECUTE_HEARTBEAT_TIMEOUT_MS' | 'TEMPORAL_TASK_QUEUE' | 'TEMPORAL_BROWSER_TASK_QUEUE' | 'MAX_WORKFLOW_INPUT_BYTES' | 'TEMPORAL_START_TIMEOUT_MS'
 >;
 
 export class Dispatch {
@@ -41,6 +47,8 @@ export class Dispatch {
       retentionMs: resultRetentionMs(config),
       heartbeatTimeoutMs: config.EXECUTE_HEARTBEAT_TIMEOUT_MS,
       baseUrl: baseUrl(),
+      engine: engineOf(op.recipe),
+      ...(engineOf(op.recipe) === 'browser' ? { browserTaskQueue: browserTaskQueue(config) } : {}),
     };
   }
 

@@ -262,6 +262,9 @@ export class QueryService {
     return this.watch.progress(workflowId);
   }
 
+  /** SSE progress from PostgreSQL notices instead of workflow queries (see RunWatch.watchProgress). */
+  watchProgress: RunWatch['watchProgress'] = (requestId, hear) => this.watch.watchProgress(requestId, hear);
+
   /** The overall deadline left for a request accepted at `createdAt`. */
   remainingMs(createdAt: Date): number {
     return createdAt.getTime() + this.deps.config.QUERY_DEADLINE_MS - Date.now();

@@ -4,8 +4,15 @@
 // One dedicated LISTEN connection per API process serves every waiter. A notification can be
 // missed (the connection was down, or began listening after the write), so an answer here is a
 // hint to read the row, and every doubt is reported as 'unsure' for the caller's fallback.
+// The same connection hears progress: the reserve transaction (shared/db/credits.ts) notifies
+// REQUEST_PROGRESS_CHANNEL with "<request id> executing" when it commits, so SSE streams show
+// progress without querying the workflow.
 import pg from 'pg';
 import { REQUEST_FINAL_CHANNEL } from '../../../shared/db/requests.ts';
+import { REQUEST_PROGRESS_CHANNEL, type ProgressNotice } from '../../../shared/db/credits.ts';
+
+/** What a progress watcher hears: a stage the run reached, or that notices may have been lost. */
+export type ProgressHeard = ProgressNotice | 'unsure';
 
 export type Heard = 'notified' | 'unsure' | 'timeout';
 
@@ -29,6 +36,9 @@ export class ResultListener {
   private listeningSince: number | undefined;
   private readonly waiters = new Map<string, Set<(h: Heard) => void>>();
   private readonly recent = new Map<string, number>();
+  /** Progress watchers by request id, and the last stage heard (kept like `recent`). */
+  private readonly progressWatchers = new Map<string, Set<(h: ProgressHeard) => void>>();
+  private readonly recentProgress = new Map<string, { at: number; stage: ProgressNotice }>();
   private retryTimer: NodeJS.Timeout | undefined;
   private retryDelayMs = 100;
   private closed = false;
@@ -49,13 +59,14 @@ export class ResultListener {
     const client = new pg.Client({ connectionString: this.databaseUrl, keepAlive: true, connectionTimeoutMillis: 5_000 });
     client.on('notification', (msg) => {
       if (msg.channel === REQUEST_FINAL_CHANNEL && msg.payload) this.heard(msg.payload);
+      if (msg.channel === REQUEST_PROGRESS_CHANNEL && msg.payload) this.heardProgress(msg.payload);
     });
     const lost = () => this.lost(client);
     client.on('error', lost);
     client.on('end', lost);
     try {
       await client.connect();
-      await client.query(`LISTEN ${REQUEST_FINAL_CHANNEL}`);
+      await client.query(`LISTEN ${REQUEST_FINAL_CHANNEL}; LISTEN ${REQUEST_PROGRESS_CHANNEL}`);
     } catch {
       lost();
       await client.end().catch(() => {});
@@ -77,6 +88,7 @@ export class ResultListener {
     this.listeningSince = undefined;
     for (const [, set] of this.waiters) for (const resolve of set) resolve('unsure');
     this.waiters.clear();
+    for (const [, set] of this.progressWatchers) for (const hear of set) hear('unsure');
     if (this.closed || this.retryTimer) return;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
@@ -98,6 +110,40 @@ export class ResultListener {
     if (!set) return;
     this.waiters.delete(requestId);
     for (const resolve of set) resolve('notified');
+  }
+
+  private heardProgress(payload: string) {
+    const [requestId, stage] = payload.split(' ');
+    if (!requestId || stage !== 'executing') return;
+    const now = Date.now();
+    this.recentProgress.set(requestId, { at: now, stage });
+    for (const [id, v] of this.recentProgress) {
+      if (v.at > now - RECENT_MS && this.recentProgress.size <= RECENT_MAX) break;
+      this.recentProgress.delete(id);
+    }
+    for (const hear of this.progressWatchers.get(requestId) ?? []) hear(stage);
+  }
+
+  /**
+   * Hear the stages `requestId` reaches (SSE progress without querying the workflow). Returns
+   * undefined when not listening (the caller polls instead); a stage heard before this call is
+   * replayed at once; 'unsure' when the connection drops (notices may be lost from then on).
+   */
+  watchProgress(requestId: string, hear: (h: ProgressHeard) => void): (() => void) | undefined {
+    if (this.listeningSince === undefined) {
+      void this.start();
+      return undefined;
+    }
+    let set = this.progressWatchers.get(requestId);
+    if (!set) this.progressWatchers.set(requestId, (set = new Set()));
+    set.add(hear);
+    const seen = this.recentProgress.get(requestId);
+    if (seen) queueMicrotask(() => hear(seen.stage));
+    return () => {
+      const s = this.progressWatchers.get(requestId);
+      s?.delete(hear);
+      if (s?.size === 0) this.progressWatchers.delete(requestId);
+    };
   }
 
   /**
@@ -148,6 +194,8 @@ export class ResultListener {
     this.listeningSince = undefined;
     for (const [, set] of this.waiters) for (const resolve of set) resolve('unsure');
     this.waiters.clear();
+    for (const [, set] of this.progressWatchers) for (const hear of set) hear('unsure');
+    this.progressWatchers.clear();
     await client?.end().catch(() => {});
   }
 }

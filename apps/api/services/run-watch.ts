@@ -8,7 +8,7 @@ import { LedgerStateError, release } from '../../../shared/db/credits.ts';
 import { findById, transition, type RequestRow } from '../../../shared/db/requests.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { Config } from '../../../shared/config.ts';
-import { ResultListener } from './result-listener.ts';
+import { ResultListener, type ProgressHeard } from './result-listener.ts';
 import { progressQuery, type Progress, type Receipt, type TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import type { queryWorkflow } from '../../../workflows/query-workflow.ts';
 
@@ -153,6 +153,11 @@ export class RunWatch {
             : 'The run stopped unfinished (terminated or timed out) and will not run again; nothing was charged',
       }),
     };
+  }
+
+  /** Progress notices of one request (RESULT_WAIT=notify); undefined when the caller must poll `progress` instead. */
+  watchProgress(requestId: string, hear: (h: ProgressHeard) => void): (() => void) | undefined {
+    return this.listener()?.watchProgress(requestId, hear);
   }
 
   async progress(workflowId: string): Promise<Progress | null> {
