@@ -2,7 +2,7 @@
 // with abstention, and schema-driven slot filling. See README.md in this folder.
 import type { Db } from '../db/pool.ts';
 import { fillInput, targetVocabulary } from './fill.ts';
-import { readPrompt } from './prompt-facts.ts';
+import { readPrompt, withoutZone } from './prompt-facts.ts';
 import { rerank } from './rank.ts';
 import { retrieve } from './retrieve.ts';
 import type { FillResult, FillTarget, PromptAttachment, PromptRouter, RankResult, RouteScope } from './types.ts';
@@ -26,7 +26,7 @@ export function createRouter(deps: RouterDeps): PromptRouter {
   return {
     async rank(prompt: string, scope: RouteScope, attachments?: PromptAttachment[]): Promise<RankResult> {
       const text = rankText(prompt, attachments);
-      const rows = await retrieve(deps.db, text, scope);
+      const rows = await retrieve(deps.db, withoutZone(text), scope);
       return rerank(rows, readPrompt(prompt, { now: now() }), text);
     },
     async fill(target: FillTarget, prompt: string, attachments?: PromptAttachment[], opts?: { timeZone?: string; now?: Date }): Promise<FillResult> {

@@ -4,6 +4,7 @@
 import type { JsonSchema } from '../catalog/types.ts';
 import type { Db } from '../db/pool.ts';
 import type { RouteScope } from './types.ts';
+import { synonymsOf } from './synonyms.ts';
 import { STOP_WORDS, words } from './text.ts';
 
 export interface RouteRow {
@@ -32,7 +33,7 @@ export const CANDIDATES = 24;
 /** The prompt's content words for retrieval: no stop words, no numbers or ids, at most 12. */
 export function retrievalWords(prompt: string): string[] {
   const ws = words(prompt).filter((w) => !STOP_WORDS.has(w) && /^[a-z]/.test(w) && w.length >= 2 && w.length <= 40);
-  return [...new Set(ws)].slice(0, MAX_WORDS);
+  return [...new Set(ws.flatMap((w) => [w, ...synonymsOf(w).map((x) => x.word)]))].slice(0, MAX_WORDS);
 }
 
 export async function retrieve(db: Db, prompt: string, scope: RouteScope): Promise<RouteRow[]> {
