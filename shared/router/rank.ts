@@ -237,18 +237,21 @@ export function decide(pf: PromptFeatures, t: Tuning = TUNING): RankResult {
   });
   const candidates = scored.slice(0, 5).map(toCandidate);
   const abstain = (reason: string): RankResult => ({ chosen: null, candidates, router: 'offline', reason });
-  // An action operation not asked for is no candidate to run; when the prompt does ask for an
-  // action, the best operation must be one that performs it with every input given.
-  const pool = pf.actions.length > 0 ? scored : scored.filter((s) => s.f.eligible);
+  // A prompt asking for an action (book, order, cancel…) may only run an operation that performs
+  // that action, with every input from the prompt; otherwise action operations are not candidates.
+  let pool = scored.filter((s) => s.f.eligible);
+  if (pf.actions.length > 0) {
+    const asked = scored.filter((s) => s.f.row.performs_actions && s.f.why !== 'action_not_asked');
+    if (asked.length === 0) return abstain(scored.length === 0 ? 'no_candidates' : 'action_not_offered');
+    pool = asked.filter((s) => s.f.eligible);
+    if (pool.length === 0) return abstain('action_inputs_missing');
+  }
   const best = pool[0];
   if (!best) return abstain('no_candidates');
-  if (!best.f.eligible) return abstain(best.f.why!);
   if (best.score < t.minScore) return abstain('low_score');
   const same = (a: RouteRow, b: RouteRow) => a.api === b.api && a.operation === b.operation;
   const runnerUp = pool.find((s) => s !== best && !same(s.f.row, best.f.row));
   if (runnerUp && best.score - runnerUp.score < t.minMargin) return abstain('no_clear_winner');
-  // A prompt asking for an action the winner does not perform (cancel, send, pay…) is out of scope.
-  if (pf.actions.length > 0 && !best.f.row.performs_actions) return abstain('action_not_offered');
   return { chosen: toCandidate(best), candidates, router: 'offline' };
 }
 
