@@ -52,7 +52,7 @@ const fieldWords = (name: string, prop: Prop) => [
 
 /** `label: value` / `label = value` / `label is value` for the field's name (spaces or underscores). */
 function labelled(ctx: FillContext, name: string): { value: string; start: number; end: number } | undefined {
-  const label = name.replace(/_/g, '[ _]');
+  const label = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/_/g, '[ _]');
   const re = new RegExp(`\\b${label}\\s*(?::|=|\\bis\\b)\\s*(?:"([^"]*)"|'([^']*)'|([^,;\\n]+?))\\s*(?=$|[,;\\n]|\\band\\b)`, 'i');
   const m = re.exec(ctx.facts.text);
   if (!m) return undefined;
@@ -69,13 +69,14 @@ function sharedStart(a: string, b: string): number {
 function fillEnum(ctx: FillContext, values: unknown[]): string | number | undefined {
   const toks = ctx.facts.tokens;
   const hits: Array<{ value: string | number; at: number; len: number }> = [];
+  const norm = toks.map((t) => words(t.raw));
   for (const v of values) {
     if (typeof v !== 'string' && typeof v !== 'number') continue;
     const parts = words(String(v));
     if (parts.length === 0) continue;
     for (let i = 0; i + parts.length <= toks.length; i++) {
-      const span = toks.slice(i, i + parts.length).map((t) => words(t.raw).join(''));
-      const joined = words(toks.slice(i, i + parts.length).map((t) => t.raw).join(' '));
+      const span = norm.slice(i, i + parts.length).map((w) => w.join(''));
+      const joined = norm.slice(i, i + parts.length).flat();
       const ok =
         parts.every((p, k) => span[k] !== undefined && sameWord(span[k]!, p)) ||
         (joined.length === parts.length && joined.every((w, k) => sameWord(w, parts[k]!))) ||
@@ -112,6 +113,7 @@ function fillPattern(ctx: FillContext, pattern: string): string | undefined {
   const loose = re.test('abc') || re.test('ABC') || re.test('Abc');
   for (const [i, t] of ctx.facts.tokens.entries()) {
     if (ctx.used.has(i)) continue;
+    if (t.raw.length > 200) continue; // no id is that long; keeps a publisher's pattern off huge tokens
     const bare = t.raw.replace(/^#/, '');
     if (loose && !/[-_]/.test(bare) && !(/[0-9]/.test(bare) && /[a-z]/i.test(bare))) continue;
     for (const v of [bare, bare.toUpperCase(), bare.toLowerCase(), bare.replace(/-/g, '')]) {

@@ -15,6 +15,9 @@ export interface RouterDeps {
   now?: () => Date;
 }
 
+/** How much of a prompt ranking reads: a 10,000-character prompt ranks in the time of a short one. */
+export const RANK_CHARS = 1_000;
+
 /** Context attachments inform ranking only: their name and the start of their text. */
 function rankText(prompt: string, attachments: PromptAttachment[] = []): string {
   const context = attachments.filter((a) => a.purpose === 'context').map((a) => `${a.name} ${(a.text ?? '').slice(0, 500)}`);
@@ -25,9 +28,11 @@ export function createRouter(deps: RouterDeps): PromptRouter {
   const now = deps.now ?? (() => new Date());
   return {
     async rank(prompt: string, scope: RouteScope, attachments?: PromptAttachment[]): Promise<RankResult> {
-      const text = rankText(prompt, attachments);
+      // Ranking reads the start of a long prompt (what is asked comes first); filling reads all of it.
+      const head = prompt.slice(0, RANK_CHARS);
+      const text = rankText(head, attachments);
       const rows = await retrieve(deps.db, withoutZone(text), scope);
-      return rerank(rows, readPrompt(prompt, { now: now() }), text);
+      return rerank(rows, readPrompt(head, { now: now() }), text);
     },
     async fill(target: FillTarget, prompt: string, attachments?: PromptAttachment[], opts?: { timeZone?: string; now?: Date }): Promise<FillResult> {
       const facts = readPrompt(prompt, { timeZone: opts?.timeZone, now: opts?.now ?? now() });

@@ -31,6 +31,8 @@ export function featureVector(f: CandidateFeatures): number[] {
   return FEATURE_NAMES.map((k) => Number(f[k]));
 }
 
+const MAX_RANK_WORDS = 64;
+
 /** Verbs that ask a site to do something (not just read). */
 const ACTION_VERBS = new Set(
   (
@@ -169,7 +171,8 @@ export function features(rows: RouteRow[], facts: PromptFacts, rankText: string)
   const fills = rows.map((row) => fillDetailed(row.input_schema, facts, targetVocabulary(row.operation, row.label, row.labels, row.input_schema)));
   // The prompt's words, and ids some candidate took as a typed value ("9782918455943").
   const typedAny = fills.flatMap((f) => [...f.typedTokens].flatMap((k) => words(facts.tokens[k]!.raw)));
-  const tokens = [...new Set([...words(withoutZone(rankText)).filter((w) => !STOP_WORDS.has(w) && /^[a-z]/.test(w)), ...typedAny])];
+  // At most 64 distinct words: a 10,000-character prompt ranks in the time of a short one.
+  const tokens = [...new Set([...words(withoutZone(rankText)).filter((w) => !STOP_WORDS.has(w) && /^[a-z]/.test(w) && w.length <= 40), ...typedAny])].slice(0, MAX_RANK_WORDS);
   const vocabs = rows.map((r) => weightedVocabulary(r));
   const topical = rows.map((r) => weightedVocabulary(r, false));
   // Per candidate and prompt word: 3 for the operation's name and label, 2.5 its labels, 2 for

@@ -70,6 +70,8 @@ export const typoAllowance = (w: string) => (w.length < 5 ? 0 : w.length < 9 ? 1
 /** Whether a prompt word and a vocabulary word are the same word, allowing a typo. */
 export function sameWord(promptWord: string, vocab: string): boolean {
   if (promptWord === vocab) return true;
+  // Typos keep the first letter (the usual assumption of spelling correctors); cheap and decisive.
+  if (promptWord[0] !== vocab[0] || Math.abs(promptWord.length - vocab.length) > 12) return false;
   const a = stem(promptWord);
   const b = stem(vocab);
   if (a === b) return true;
