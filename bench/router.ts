@@ -45,7 +45,8 @@ export async function runRouterBench(opts: { databaseUrl?: string; workflows?: n
   await admin(`CREATE DATABASE ${dbName}`);
   const url = new URL(serverUrl);
   url.pathname = `/${dbName}`;
-  const db = createPool(url.toString(), 4);
+  // Seeding 10,000 workflows on a busy machine outlasts the default 30 s statement timeout.
+  const db = createPool(url.toString(), 4, { statementTimeoutMs: 900_000 });
   try {
     await migrate(url.toString());
     await seedDemoCatalog(db);
