@@ -65,7 +65,9 @@ export async function retrieve(db: Db, prompt: string, scope: RouteScope): Promi
            ORDER BY similarity(k.word, pw.w) DESC, k.word LIMIT ${NEAR_WORDS}) n),
     hits AS (
       SELECT d.operation_id, d.api_id,
-             ts_rank(d.tsv, ${tq}) + 0.3 * cardinality(ARRAY(SELECT unnest(d.words) INTERSECT SELECT unnest(near.ws))) AS rank
+             ts_rank(d.tsv, ${tq})
+               -- near words (typos) are rare: skip the per-row intersection without them
+               + CASE WHEN cardinality(near.ws) = 0 THEN 0 ELSE 0.3 * cardinality(ARRAY(SELECT unnest(d.words) INTERSECT SELECT unnest(near.ws))) END AS rank
         FROM router_documents d CROSS JOIN near
        WHERE d.tsv @@ ${tq} OR d.words && near.ws)
     SELECT o.id::text AS operation_id, a.handle AS api, a.visibility, a.name AS api_name, a.description AS api_description,
