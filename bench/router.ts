@@ -53,7 +53,7 @@ export async function runRouterBench(opts: { databaseUrl?: string; workflows?: n
     const org = await createOrg(db, 'Router bench', 0);
     const router = createRouter({ db, now: () => new Date(DEFAULT_NOW) });
     const cases = loadCases();
-    await router.rank('warm up the date parser', { orgId: org.org_id });
+    router.warmUp();
     const demo = await evaluate(router, db, org.org_id, cases);
     const heldout = await evaluate(router, db, org.org_id, cases.filter((c) => c.split === 'heldout'));
     log(`router bench: demo catalog top-1 ${demo.top1}, abstention ${demo.abstention}, fill exact ${demo.fill_exact}`);

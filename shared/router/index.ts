@@ -24,9 +24,15 @@ function rankText(prompt: string, attachments: PromptAttachment[] = []): string 
   return [prompt, ...context].join('\n');
 }
 
-export function createRouter(deps: RouterDeps): PromptRouter {
+/** The router, plus `warmUp()`: the first date parse compiles chrono-node's grammar (hundreds of ms); do it at start, not in a caller's request. */
+export type OfflineRouter = PromptRouter & { warmUp(): void };
+
+export function createRouter(deps: RouterDeps): OfflineRouter {
   const now = deps.now ?? (() => new Date());
   return {
+    warmUp() {
+      readPrompt('books by "Jane" for 2 days from tomorrow, Europe/Paris', { now: now() });
+    },
     async rank(prompt: string, scope: RouteScope, attachments?: PromptAttachment[]): Promise<RankResult> {
       // Ranking reads the start of a long prompt (what is asked comes first); filling reads all of it.
       const head = prompt.slice(0, RANK_CHARS);
