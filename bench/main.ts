@@ -76,6 +76,7 @@ try {
     ['sse', './sse.ts', 'benchSse'],
     ['browser', './browser.ts', 'benchBrowser'],
     ['catalog', './catalog.ts', 'benchCatalog'],
+    ['router', './router.ts', 'benchRouter'],
   ] as const) {
     if (!wanted(name)) continue;
     const mod = (await import(file).catch(() => null)) as Record<string, (i: unknown) => Promise<unknown>> | null;

@@ -52,7 +52,7 @@ const fieldWords = (name: string, prop: Prop) => [
 
 /** `label: value` / `label = value` / `label is value` for the field's name (spaces or underscores). */
 function labelled(ctx: FillContext, name: string): { value: string; start: number; end: number } | undefined {
-  const label = name.replace(/_/g, '[ _]');
+  const label = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/_/g, '[ _]');
   const re = new RegExp(`\\b${label}\\s*(?::|=|\\bis\\b)\\s*(?:"([^"]*)"|'([^']*)'|([^,;\\n]+?))\\s*(?=$|[,;\\n]|\\band\\b)`, 'i');
   const m = re.exec(ctx.facts.text);
   if (!m) return undefined;
@@ -60,21 +60,30 @@ function labelled(ctx: FillContext, name: string): { value: string; start: numbe
   return value && spanFree(ctx, m.index, m.index + m[0].length) ? { value, start: m.index, end: m.index + m[0].length } : undefined;
 }
 
+function sharedStart(a: string, b: string): number {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
+}
+
 function fillEnum(ctx: FillContext, values: unknown[]): string | number | undefined {
   const toks = ctx.facts.tokens;
   const hits: Array<{ value: string | number; at: number; len: number }> = [];
+  const norm = toks.map((t) => words(t.raw));
   for (const v of values) {
     if (typeof v !== 'string' && typeof v !== 'number') continue;
     const parts = words(String(v));
     if (parts.length === 0) continue;
     for (let i = 0; i + parts.length <= toks.length; i++) {
-      const span = toks.slice(i, i + parts.length).map((t) => words(t.raw).join(''));
-      const joined = words(toks.slice(i, i + parts.length).map((t) => t.raw).join(' '));
+      const span = norm.slice(i, i + parts.length).map((w) => w.join(''));
+      const joined = norm.slice(i, i + parts.length).flat();
       const ok =
         parts.every((p, k) => span[k] !== undefined && sameWord(span[k]!, p)) ||
         (joined.length === parts.length && joined.every((w, k) => sameWord(w, parts[k]!))) ||
-        // A prefix of 4+ letters of a one-word value ("tech", "physio", "derm").
-        (parts.length === 1 && span[0]!.length >= 4 && parts[0]!.startsWith(span[0]!) && !STOP_WORDS.has(span[0]!));
+        // A prefix of 4+ letters of a one-word value ("tech", "physio", "derm"), or a long shared
+        // start ("physiotherapist" / "physiotherapy").
+        (parts.length === 1 && span[0]!.length >= 4 && parts[0]!.startsWith(span[0]!) && !STOP_WORDS.has(span[0]!)) ||
+        (parts.length === 1 && sharedStart(span[0]!, parts[0]!) >= Math.max(8, 0.75 * Math.min(span[0]!.length, parts[0]!.length)));
       if (ok && [...Array(parts.length).keys()].every((k) => !ctx.used.has(i + k))) hits.push({ value: v, at: i, len: parts.length });
     }
     // Initials of a value of several words ("GP" for general-practice).
@@ -104,8 +113,9 @@ function fillPattern(ctx: FillContext, pattern: string): string | undefined {
   const loose = re.test('abc') || re.test('ABC') || re.test('Abc');
   for (const [i, t] of ctx.facts.tokens.entries()) {
     if (ctx.used.has(i)) continue;
+    if (t.raw.length > 200) continue; // no id is that long; keeps a publisher's pattern off huge tokens
     const bare = t.raw.replace(/^#/, '');
-    if (loose && !/[-_0-9]/.test(bare)) continue;
+    if (loose && !/[-_]/.test(bare) && !(/[0-9]/.test(bare) && /[a-z]/i.test(bare))) continue;
     for (const v of [bare, bare.toUpperCase(), bare.toLowerCase(), bare.replace(/-/g, '')]) {
       if (re.test(v)) {
         ctx.used.add(i);
@@ -118,7 +128,7 @@ function fillPattern(ctx: FillContext, pattern: string): string | undefined {
 
 function fillDate(ctx: FillContext, prop: Prop): string | undefined {
   const past = typeof prop.description === 'string' && /\bpast\b/i.test(prop.description);
-  const list = past ? ctx.facts.dates.backward.filter((x) => x.date < ctx.facts.today) : ctx.facts.dates.forward;
+  const list = (past ? ctx.facts.dates.backward.filter((x) => x.date < ctx.facts.today) : ctx.facts.dates.forward).filter((x) => !x.stretch && !x.instant);
   const d = list.find((x) => spanFree(ctx, x.start, x.end));
   if (!d) return undefined;
   claim(ctx, d.start, d.end);
@@ -152,7 +162,7 @@ function fillInteger(ctx: FillContext, name: string, prop: Prop, required: boole
   return undefined;
 }
 
-const titleCase = (s: string) => (s === s.toLowerCase() || s === s.toUpperCase() ? s.replace(/(^|[\s-])(\p{L})/gu, (_, a: string, b: string) => a + b.toUpperCase()) : s);
+const titleCase = (s: string) => (s === s.toLowerCase() || s === s.toUpperCase() ? s.toLowerCase().replace(/(^|[\s-])(\p{L})/gu, (_, a: string, b: string) => a + b.toUpperCase()) : s);
 
 /** A span of words after one of `preps` ("in Paris", "for Jordan Lee"), up to a stop word or punctuation. */
 function spanAfter(ctx: FillContext, preps: Set<string>, wantCapital: boolean): { value: string; from: number; to: number } | undefined {
@@ -162,7 +172,7 @@ function spanAfter(ctx: FillContext, preps: Set<string>, wantCapital: boolean): 
     const picked: number[] = [];
     for (let j = i + 1; j < toks.length && picked.length < 4; j++) {
       const t = toks[j]!;
-      if (ctx.used.has(j) || SPAN_END.has(t.lower) || !/^[\p{L}][\p{L}.'’-]*$/u.test(t.raw)) break;
+      if (ctx.used.has(j) || SPAN_END.has(t.lower) || ctx.vocabulary.has(stem(t.lower)) || !/^[\p{L}][\p{L}.'’-]*$/u.test(t.raw)) break;
       if (wantCapital && !/^\p{Lu}/u.test(t.raw)) break;
       picked.push(j);
       if (/[,.;:!?]$/.test(ctx.facts.text.slice(t.end, t.end + 1))) break;
@@ -177,7 +187,7 @@ function spanAfter(ctx: FillContext, preps: Set<string>, wantCapital: boolean): 
 }
 
 function fillPlace(ctx: FillContext): string | undefined {
-  const s = spanAfter(ctx, new Set(['in', 'for', 'at', 'near', 'of']), false);
+  const s = spanAfter(ctx, new Set(['in', 'for', 'at', 'near']), false);
   if (s) {
     claim(ctx, s.from, s.to);
     return titleCase(s.value);
@@ -193,10 +203,17 @@ function fillPlace(ctx: FillContext): string | undefined {
 }
 
 function fillName(ctx: FillContext): string | undefined {
-  const m = /\b(?:my name is|name is|name\s*:|i am|i['’]m|im|patient|for|named)\s*(\p{Lu}[\p{L}'’-]+(?:\s+\p{Lu}[\p{L}'’-]+){0,3})/u.exec(ctx.facts.text);
+  const m = /\b(?:[Mm]y name is|[Nn]ame is|[Nn]ame\s*:|I am|I['’]m|[Pp]atient|for|named)\s*(\p{Lu}[\p{L}'’-]+(?:\s+\p{Lu}[\p{L}'’-]+){0,3})/u.exec(ctx.facts.text);
   if (!m || !spanFree(ctx, m.index + m[0].length - m[1]!.length, m.index + m[0].length)) return undefined;
   claim(ctx, m.index + m[0].length - m[1]!.length, m.index + m[0].length);
   return m[1];
+}
+
+/** A word of the operation, allowing a typo ("bookz", "jbos"). */
+function inVocabulary(vocabulary: Set<string>, w: string): boolean {
+  if (vocabulary.has(stem(w))) return true;
+  for (const v of vocabulary) if (sameWord(w, v)) return true;
+  return false;
 }
 
 /** The words nothing else used and that do not name the operation: the search terms. */
@@ -212,7 +229,7 @@ function fillTerms(ctx: FillContext): string | undefined {
     if (ctx.used.has(i) || ctx.spans.some(([s, e]) => t.start >= s && t.end <= e)) return;
     const w = words(t.raw);
     if (w.length === 0) return;
-    if (w.length === 1 && (STOP_WORDS.has(w[0]!) || SPAN_END.has(w[0]!) || CONTAINER_WORDS.has(stem(w[0]!)) || ctx.vocabulary.has(stem(w[0]!)))) return;
+    if (w.length === 1 && (STOP_WORDS.has(w[0]!) || SPAN_END.has(w[0]!) || CONTAINER_WORDS.has(stem(w[0]!)) || inVocabulary(ctx.vocabulary, w[0]!))) return;
     keep.push(t);
   });
   // Keep the longest run of adjacent kept words: "books by Clara Whitcombe please" → "Clara Whitcombe".
@@ -223,7 +240,8 @@ function fillTerms(ctx: FillContext): string | undefined {
     if (prev && /^\s+$/.test(gap) && toks.indexOf(t) === toks.indexOf(prev) + 1) runs.at(-1)!.push(t);
     else runs.push([t]);
   }
-  const best = runs.sort((a, b) => b.length - a.length)[0];
+  // The longest run; of equal ones the later (terms follow what is searched: "Hireway: teacher jobs").
+  const best = runs.reduce<Token[] | undefined>((acc, r) => (!acc || r.length >= acc.length ? r : acc), undefined);
   if (!best) return undefined;
   for (const t of best) ctx.used.add(toks.indexOf(t));
   return best.map((t) => t.raw).join(' ');
@@ -278,7 +296,8 @@ function priority(name: string, prop: Prop): number {
 }
 
 export function operationVocabulary(parts: string[]): Set<string> {
-  return new Set(parts.flatMap((p) => words(p.replace(/_/g, ' '))).filter((w) => !/^[0-9]+$/.test(w)).map(stem));
+  const ws = parts.flatMap((p) => words(p.replace(/_/g, ' '))).filter((w) => !/^[0-9]+$/.test(w));
+  return new Set([...ws, ...ws.map(stem)]);
 }
 
 /**
@@ -293,12 +312,18 @@ export function targetVocabulary(operation: string, label: string, labels: strin
   return operationVocabulary([operation, label, ...labels, ...Object.keys(props), ...described]);
 }
 
-export function fillInput(
+export function fillInput(schema: JsonSchema, facts: PromptFacts, vocabulary: Set<string>, attachments: PromptAttachment[] = []): FillResult {
+  const { input, missing } = fillDetailed(schema, facts, vocabulary, attachments);
+  return { input, missing };
+}
+
+/** A fill, with the prompt tokens typed values (enum, id, date, email, URL, number) were taken from. */
+export function fillDetailed(
   schema: JsonSchema,
   facts: PromptFacts,
   vocabulary: Set<string>,
   attachments: PromptAttachment[] = [],
-): FillResult {
+): FillResult & { typedTokens: Set<number>; placeTokens: Set<number> } {
   const props = isObj(schema.properties) ? schema.properties : {};
   const required = new Set(Array.isArray(schema.required) ? schema.required.filter((x): x is string => typeof x === 'string') : []);
   const ctx: FillContext = { facts, used: new Set(), spans: [], vocabulary };
@@ -307,10 +332,15 @@ export function fillInput(
     .filter((e): e is [string, Prop] => isObj(e[1]))
     .sort((a, b) => priority(a[0], a[1]) - priority(b[0], b[1]));
   const integerFields = entries.filter(([, p]) => p.type === 'integer' || p.type === 'number');
+  const typedTokens = new Set<number>();
+  const placeTokens = new Set<number>();
   for (const [name, prop] of entries) {
     const unfilledInts = integerFields.filter(([n]) => n !== name && !(n in input)).length;
+    const before = new Set(ctx.used);
     const value = fillOne(ctx, name, prop, required.has(name), unfilledInts === 0, attachments);
     if (value !== undefined && value !== '') input[name] = value;
+    const level = priority(name, prop);
+    for (const i of ctx.used) if (!before.has(i)) (level <= 2 ? typedTokens : level === 3 ? placeTokens : new Set<number>()).add(i);
   }
   const missing: MissingField[] = [...required]
     .filter((name) => !(name in input))
@@ -319,7 +349,7 @@ export function fillInput(
       const description = isObj(prop) && typeof prop.description === 'string' ? prop.description : name.replace(/_/g, ' ');
       return { field: `/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`, description };
     });
-  return { input, missing };
+  return { input, missing, typedTokens, placeTokens };
 }
 
 export { readPrompt };

@@ -18,8 +18,12 @@ export interface DateFact {
   date: string;
   start: number;
   end: number;
-  /** Whether chrono read it as relative to now (tomorrow, next Tuesday, 3 days ago). */
-  past: boolean;
+  /** A stretch of days ("next 7 days", "3 days"), not one day. */
+  stretch: boolean;
+  /** The present ("today", "now"): context more than a value. */
+  present: boolean;
+  /** "now": a moment, not a day someone asked about. */
+  instant: boolean;
 }
 
 export interface NumberFact {
@@ -94,13 +98,21 @@ function readDates(text: string, now: Date, offset: number, forwardDate: boolean
       date: `${r.start.get('year')}-${pad(r.start.get('month')!)}-${pad(r.start.get('day')!)}`,
       start: r.index,
       end: r.index + r.text.length,
-      past: /\b(ago|yesterday|last)\b/i.test(r.text),
+      stretch: /^(?:(?:over |for )?the )?(?:next|coming|past)?\s*\S+\s+(?:days?|weeks?)$|^(?:this|next|the) (?:weekend|week)$/i.test(r.text.trim()),
+      present: /^(?:today|tonight|now|right now|at the moment|this (?:morning|afternoon|evening))$/i.test(r.text.trim()),
+      instant: /^(?:right )?now$/i.test(r.text.trim()),
     }));
 }
 
-export function readPrompt(text: string, opts: { timeZone?: string; now?: Date } = {}): PromptFacts {
+/** The prompt with a named time zone blanked out ("Europe/Berlin" is not a place to fill). */
+export function withoutZone(text: string): string {
+  return text.replace(IANA_ZONE, (m) => ' '.repeat(m.length)).replace(UTC_ZONE, (m) => ' '.repeat(m.length));
+}
+
+export function readPrompt(original: string, opts: { timeZone?: string; now?: Date } = {}): PromptFacts {
   const now = opts.now ?? new Date();
-  const timeZone = promptTimeZone(text, opts.timeZone);
+  const timeZone = promptTimeZone(original, opts.timeZone);
+  const text = withoutZone(original);
   const offset = zoneOffsetMinutes(timeZone, now);
   const tokens: Token[] = [];
   for (const m of text.matchAll(/\S+/g)) {
@@ -118,10 +130,9 @@ export function readPrompt(text: string, opts: { timeZone?: string; now?: Date }
   const emails = [...text.matchAll(/[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}/g)].map((m) => ({ value: m[0], start: m.index, end: m.index + m[0].length }));
   const urls = [...text.matchAll(/\bhttps?:\/\/[^\s"'<>]+[^\s"'<>.,;:!?)]/g)].map((m) => ({ value: m[0], start: m.index, end: m.index + m[0].length }));
   const dates = { forward: readDates(text, now, offset, true), backward: readDates(text, now, offset, false) };
-  const inDate = (t: Token) => [...dates.forward, ...dates.backward].some((d) => t.start >= d.start && t.end <= d.end);
+  // Numbers inside a date ("December 3") stay numbers until a date field takes the date.
   const numbers: NumberFact[] = [];
   tokens.forEach((t, i) => {
-    if (inDate(t)) return;
     // "a"/"an" count only in "a couple"/"an order of one": too common to be a number alone.
     if (t.lower === 'a' || t.lower === 'an') return;
     const v = numberWord(t.lower.replace(/^#/, ''));

@@ -6,14 +6,32 @@
 // and every required input from the prompt.
 import type { Candidate, RankResult } from './types.ts';
 import type { RouteRow } from './retrieve.ts';
-import { fillInput, operationVocabulary, targetVocabulary } from './fill.ts';
+import { fillDetailed, operationVocabulary, targetVocabulary } from './fill.ts';
+import { withoutZone } from './prompt-facts.ts';
+import { synonymsOf } from './synonyms.ts';
 import type { PromptFacts } from './prompt-facts.ts';
 import { sameWord, STOP_WORDS, words } from './text.ts';
 
-/** Below this score the router abstains; tuned on the dev split of test/router-eval. */
-export const MIN_SCORE = 0.42;
-/** The winner must lead the runner-up (of another operation) by this much. */
-export const MIN_MARGIN = 0.04;
+/**
+ * The rerank is a logistic model over the candidate's features, so its score is a probability
+ * (comparable across prompts): weights fitted on the dev split of test/router-eval by
+ * test/router-eval/fit.ts (the held-out split is only measured). The router abstains below
+ * `minScore`, or when the winner leads the runner-up (another operation) by less than `minMargin`.
+ */
+export const TUNING = {
+  weights: { bias: -8.651, lex: 6.565, nameCover: 1.596, slots: 4.207, specific: 0.644, coverage: 2.039, unused: -1.358, anchored: 0.103, named: 0.546 },
+  minScore: 0.25,
+  minMargin: 0,
+};
+export type Tuning = typeof TUNING;
+export const FEATURE_NAMES = ['lex', 'nameCover', 'slots', 'specific', 'coverage', 'unused', 'anchored', 'named'] as const;
+
+/** The features as numbers, in FEATURE_NAMES order. */
+export function featureVector(f: CandidateFeatures): number[] {
+  return FEATURE_NAMES.map((k) => Number(f[k]));
+}
+
+const MAX_RANK_WORDS = 64;
 
 /** Verbs that ask a site to do something (not just read). */
 const ACTION_VERBS = new Set(
@@ -24,7 +42,7 @@ const ACTION_VERBS = new Set(
   ).split(' '),
 );
 /** Words before a verb that make it a request ("please book", "I want to order", "can you cancel"). */
-const LEADS = new Set(['please', 'to', 'and', 'then', 'pls', 'plz', 'kindly', 'now', 'also', 'just', 'go', 'ahead', 'you']);
+const LEADS = new Set(['please', 'to', 'and', 'then', 'pls', 'plz', 'kindly', 'now', 'also', 'just', 'go', 'ahead']);
 /** Words after "order"/"book" that make it a noun ("order status", "book details"). */
 const NOUN_NEXT = new Set(['status', 'history', 'number', 'details', 'detail', 'id', 'info', 'page', 'price', 'prices', 'list', 'of', 'is', 'was', 'by', 'about', 'with']);
 
@@ -36,13 +54,15 @@ export function requestedActions(facts: PromptFacts): string[] {
     if (!ACTION_VERBS.has(w)) return;
     const prev = toks[i - 1];
     const next = toks[i + 1];
-    const clauseStart = i === 0 || /[.!?;,]$/.test(facts.tokens[i - 1]!.raw + facts.text.slice(facts.tokens[i - 1]!.end, facts.tokens[i]!.start).trim());
-    const lead = prev !== undefined && LEADS.has(prev);
+    const gap = i === 0 ? '' : facts.tokens[i - 1]!.raw.slice(-1) + facts.text.slice(facts.tokens[i - 1]!.end, facts.tokens[i]!.start).trim();
+    const clauseStart = i === 0 || /[.!?;,:]$/.test(gap);
+    // "please book", "I want to order", "can you buy" — but not "do you sell" (a question about what is sold).
+    const lead = prev !== undefined && (LEADS.has(prev) || (prev === 'you' && /^(can|could|would|will)$/.test(toks[i - 2] ?? '')));
     if (!clauseStart && !lead) return;
     if (next !== undefined && NOUN_NEXT.has(next)) return;
-    // "order ORD-100001": an id after it makes "order" a noun; a bare count ("order 2") does not.
-    const nextRaw = facts.tokens[i + 1]?.raw ?? '';
-    if (/[A-Za-z]/.test(nextRaw) && /[0-9]/.test(nextRaw)) return;
+    // "order ORD-100001": an id named after the word makes it a noun; "book 20261124-DERM-1500" stays a verb.
+    const nextRaw = (facts.tokens[i + 1]?.raw ?? '').toLowerCase();
+    if (/[0-9]/.test(nextRaw) && nextRaw.startsWith(w.slice(0, 3))) return;
     out.push(w);
   });
   return out;
@@ -50,14 +70,7 @@ export function requestedActions(facts: PromptFacts): string[] {
 
 const verbMatches = (verb: string, vocab: string) => sameWord(verb, vocab) || (verb.length >= 5 && vocab.length >= 5 && verb.slice(0, 5) === vocab.slice(0, 5));
 
-interface Scored {
-  row: RouteRow;
-  score: number;
-  eligible: boolean;
-  why?: string;
-}
-
-function weightedVocabulary(row: RouteRow): Map<string, number> {
+function weightedVocabulary(row: RouteRow, withValues = true): Map<string, number> {
   const m = new Map<string, number>();
   const add = (text: string, w: number) => {
     for (const x of words(text.replace(/_/g, ' '))) if (!STOP_WORDS.has(x) && (m.get(x) ?? 0) < w) m.set(x, w);
@@ -67,24 +80,36 @@ function weightedVocabulary(row: RouteRow): Map<string, number> {
   add(row.description, 1);
   for (const e of row.examples) if (typeof e.title === 'string') add(e.title, 1);
   for (const [name, p] of Object.entries(props)) {
-    if (typeof p?.description === 'string') add(p.description, 1);
+    if (typeof p?.description === 'string') add(p.description.split(/e\.g\./)[0]!, 1);
     add(name, 2);
-    if (Array.isArray(p?.enum)) for (const v of p.enum) add(String(v), 2);
+    // Enum values are values, not topics: they count when the fill takes them.
+    if (withValues && Array.isArray(p?.enum)) for (const v of p.enum) add(String(v), 1);
   }
-  add(`${row.api} ${row.api_name} ${row.sites.join(' ')}`, 2);
-  add(`${row.operation} ${row.label} ${row.labels.join(' ')}`, 3);
+  add(`${row.api} ${row.api_name} ${row.sites.join(' ')}`, 1.5);
+  add(row.labels.join(' '), 2.5);
+  add(`${row.operation} ${row.label}`, 3);
+  // Without values, enum values named anywhere ("one section (world, technology…)") go too.
+  if (!withValues) {
+    for (const p of Object.values(props)) if (Array.isArray(p?.enum)) for (const v of p.enum) for (const x of words(String(v))) m.delete(x);
+  }
   return m;
 }
 
 function matchWeight(token: string, vocab: Map<string, number>): number {
-  const exact = vocab.get(token);
-  if (exact !== undefined) return exact;
-  let best = 0;
+  // The best of every form: "job" is in a description (1) and "jobs" in the name (3).
+  let best = vocab.get(token) ?? 0;
   for (const [v, w] of vocab) if (w > best && sameWord(token, v)) best = w;
   return best;
 }
 
-/** Whether the prompt holds a value that only fits this operation's schema (an enum value or a patterned id). */
+/** A prompt word's weight for an operation: its own, or a share of a word it stands for. */
+function tokenWeight(token: string, vocab: Map<string, number>): number {
+  let best = matchWeight(token, vocab);
+  for (const s of synonymsOf(token)) best = Math.max(best, s.strength * matchWeight(s.word, vocab));
+  return best;
+}
+
+/** Whether the prompt holds a value that only fits this operation's schema (a patterned id, an enum value). */
 function specificValues(row: RouteRow, input: Record<string, unknown>): number {
   const props = (row.input_schema.properties ?? {}) as Record<string, Record<string, unknown>>;
   let n = 0;
@@ -96,63 +121,143 @@ function specificValues(row: RouteRow, input: Record<string, unknown>): number {
   return Math.min(1, n);
 }
 
-/** Typed values in the prompt (dates, emails, URLs) that the operation's input has no place for. */
+/** Typed values in the prompt (a named day, emails, URLs) that the operation's input has no place for. */
 function unusedValues(facts: PromptFacts, input: Record<string, unknown>): number {
   const taken = new Set(Object.values(input).map(String));
-  const dates = new Set([...facts.dates.forward, ...facts.dates.backward].map((d) => `${d.start}`));
-  const dateTaken = [...facts.dates.forward, ...facts.dates.backward].some((d) => taken.has(d.date));
-  return (dates.size > 0 && !dateTaken ? 1 : 0) + facts.emails.filter((e) => !taken.has(e.value)).length + facts.urls.filter((u) => !taken.has(u.value)).length;
+  const days = [...facts.dates.forward, ...facts.dates.backward].filter((d) => !d.stretch && !d.present);
+  const dayUnused = days.length > 0 && !days.some((d) => taken.has(d.date));
+  return (dayUnused ? 1 : 0) + facts.emails.filter((e) => !taken.has(e.value)).length + facts.urls.filter((u) => !taken.has(u.value)).length;
 }
 
-export function rerank(rows: RouteRow[], facts: PromptFacts, rankText: string): RankResult {
-  const tokens = [...new Set(words(rankText).filter((w) => !STOP_WORDS.has(w) && /^[a-z]/.test(w)))];
-  const vocabs = rows.map(weightedVocabulary);
-  const weights = rows.map((_, i) => tokens.map((t) => matchWeight(t, vocabs[i]!)));
-  const known = tokens.filter((_, j) => weights.some((w) => w[j]! > 0)).length;
+/** What the rerank knows of one candidate, before weights. */
+export interface CandidateFeatures {
+  row: RouteRow;
+  /** Prompt words met by the operation's words, idf-weighted, 0..1. */
+  lex: number;
+  /** Share of the prompt's words some candidate knows. */
+  coverage: number;
+  /** Share of required fields the prompt fills (0.5 with none required). */
+  slots: number;
+  /** A patterned id (1) or an enum value (0.5) the prompt holds for this operation. */
+  specific: number;
+  /** Typed values (a named day, an email, a URL) the operation has no place for (0..2). */
+  unused: number;
+  /** Some prompt word names the operation's topic, not only a value it takes. */
+  anchored: boolean;
+  /** Share of the operation name's words the prompt says (or a synonym of them). */
+  nameCover: number;
+  /** The prompt names this API by handle ("@weather"). */
+  named: boolean;
+  eligible: boolean;
+  why?: string;
+}
+
+export interface PromptFeatures {
+  candidates: CandidateFeatures[];
+  /** The prompt asks for an action (book, order, cancel…). */
+  actions: string[];
+}
+
+function nameCover(row: RouteRow, tokens: string[]): number {
+  const parts = words(row.operation.replace(/_/g, ' ')).filter((w) => !STOP_WORDS.has(w) && !['get', 'list', 'read', 'find'].includes(w));
+  if (parts.length === 0) return 0;
+  const said = (p: string) => tokens.some((t) => sameWord(t, p) || synonymsOf(t).some((s) => s.strength >= 0.8 && sameWord(s.word, p)));
+  return parts.filter(said).length / parts.length;
+}
+
+export function features(rows: RouteRow[], facts: PromptFacts, rankText: string): PromptFeatures {
   const actions = requestedActions(facts);
   const named = facts.tokens.filter((t) => /^@[a-z0-9][a-z0-9_-]*$/.test(t.lower)).map((t) => t.lower);
-
-  const scored: Scored[] = rows.map((row, i) => {
-    const w = weights[i]!;
-    const lex = known === 0 ? 0 : w.reduce((a, b) => a + b, 0) / (3 * known);
-    const coverage = tokens.length === 0 ? 0 : known / tokens.length;
-    const vocabulary = targetVocabulary(row.operation, row.label, row.labels, row.input_schema);
-    const fill = fillInput(row.input_schema, facts, vocabulary);
+  const fills = rows.map((row) => fillDetailed(row.input_schema, facts, targetVocabulary(row.operation, row.label, row.labels, row.input_schema)));
+  // The prompt's words, and ids some candidate took as a typed value ("9782918455943").
+  const typedAny = fills.flatMap((f) => [...f.typedTokens].flatMap((k) => words(facts.tokens[k]!.raw)));
+  // At most 64 distinct words: a 10,000-character prompt ranks in the time of a short one.
+  const tokens = [...new Set([...words(withoutZone(rankText)).filter((w) => !STOP_WORDS.has(w) && /^[a-z]/.test(w) && w.length <= 40), ...typedAny])].slice(0, MAX_RANK_WORDS);
+  const vocabs = rows.map((r) => weightedVocabulary(r));
+  const topical = rows.map((r) => weightedVocabulary(r, false));
+  // Per candidate and prompt word: 3 for the operation's name and label, 2.5 its labels, 2 for
+  // fields, API and sites, 1 for descriptions; 2 for a word its fill took as a typed value.
+  const own = rows.map((_, i) => tokens.map((t) => tokenWeight(t, vocabs[i]!)));
+  const weights = rows.map((_, i) => {
+    const typed = new Set([...fills[i]!.typedTokens].flatMap((k) => words(facts.tokens[k]!.raw)));
+    const placed = new Set([...fills[i]!.placeTokens].flatMap((k) => words(facts.tokens[k]!.raw)));
+    return tokens.map((t, j) => Math.max(typed.has(t) ? 2 : placed.has(t) ? 1 : 0, own[i]![j]!));
+  });
+  const idf = tokens.map((_, j) => {
+    const df = weights.filter((w) => w[j]! > 0).length;
+    return df === 0 ? 0 : 1 + Math.log(rows.length / df);
+  });
+  const knownMass = idf.reduce((a, b) => a + b, 0);
+  const known = idf.filter((x) => x > 0).length;
+  const candidates = rows.map((row, i): CandidateFeatures => {
+    const fill = fills[i]!;
     const required = Array.isArray(row.input_schema.required) ? row.input_schema.required.length : 0;
-    const slots = required === 0 ? 0.5 : (required - fill.missing.length) / required;
-    const specific = specificValues(row, fill.input);
-    let score = 0.55 * Math.min(1, lex) + 0.2 * slots + 0.15 * specific + 0.1 * coverage - 0.08 * Math.min(2, unusedValues(facts, fill.input));
-    if (named.length > 0 && named.includes(row.api)) score += 0.1;
-    score = Math.max(0, Math.min(1, score));
     let eligible = true;
     let why: string | undefined;
     if (row.performs_actions) {
-      const own = operationVocabulary([row.operation, row.label, ...row.labels]);
-      const asked = actions.some((a) => [...own].some((v) => verbMatches(a, v)));
+      const verbs = operationVocabulary([row.operation, row.label, ...row.labels]);
+      const asked = actions.some((a) => [...verbs].some((v) => verbMatches(a, v)));
       if (!asked) [eligible, why] = [false, 'action_not_asked'];
       else if (fill.missing.length > 0) [eligible, why] = [false, 'action_inputs_missing'];
     }
-    return { row, score: Math.round(score * 1000) / 1000, eligible, why };
+    return {
+      row,
+      lex: knownMass === 0 ? 0 : Math.min(1, weights[i]!.reduce((a, x, j) => a + x * idf[j]!, 0) / (3 * knownMass)),
+      coverage: tokens.length === 0 ? 0 : known / tokens.length,
+      slots: required === 0 ? 0.5 : (required - fill.missing.length) / required,
+      specific: specificValues(row, fill.input),
+      unused: Math.min(2, unusedValues(facts, fill.input)),
+      anchored: tokens.some((t) => tokenWeight(t, topical[i]!) >= 0.8),
+      nameCover: nameCover(row, tokens),
+      named: named.includes(row.api),
+      eligible,
+      why,
+    };
   });
-  scored.sort((a, b) => b.score - a.score || a.row.operation_id.localeCompare(b.row.operation_id));
-  const candidates: Candidate[] = scored.slice(0, 5).map((s) => ({
-    api: s.row.api,
-    visibility: s.row.visibility,
-    operation: s.row.operation,
-    label: s.row.label,
-    score: s.score,
-    performs_actions: s.row.performs_actions,
-  }));
-  const abstain = (reason: string): RankResult => ({ chosen: null, candidates, router: 'offline', reason });
-  const best = scored[0];
-  if (!best) return abstain('no_candidates');
-  if (!best.eligible) return abstain(best.why!);
-  if (best.score < MIN_SCORE) return abstain('low_score');
-  const runnerUp = scored.find((s) => s !== best && !(s.row.api === best.row.api && s.row.operation === best.row.operation));
-  if (runnerUp && best.score - runnerUp.score < MIN_MARGIN) return abstain('no_clear_winner');
-  // A prompt asking for an action the winner does not perform (cancel, send, pay…) is out of scope.
-  if (actions.length > 0 && !best.row.performs_actions) return abstain('action_not_offered');
-  return { chosen: candidates[0]!, candidates, router: 'offline' };
+  return { candidates, actions };
 }
 
+export function score(f: CandidateFeatures, t: Tuning = TUNING): number {
+  const x = featureVector(f);
+  const z = FEATURE_NAMES.reduce((a, k, i) => a + t.weights[k] * x[i]!, t.weights.bias);
+  let p = 1 / (1 + Math.exp(-z));
+  // Without a word for its topic, only a patterned id can carry an operation over the threshold.
+  if (!f.anchored && f.specific < 1) p = Math.min(p, t.minScore - 0.01);
+  return Math.round(p * 1000) / 1000;
+}
 
+export function decide(pf: PromptFeatures, t: Tuning = TUNING): RankResult {
+  const scored = pf.candidates
+    .map((f) => ({ f, score: score(f, t) }))
+    .sort((a, b) => b.score - a.score || a.f.row.operation_id.localeCompare(b.f.row.operation_id));
+  const toCandidate = ({ f, score }: (typeof scored)[number]): Candidate => ({
+    api: f.row.api,
+    visibility: f.row.visibility,
+    operation: f.row.operation,
+    label: f.row.label,
+    score,
+    performs_actions: f.row.performs_actions,
+  });
+  const candidates = scored.slice(0, 5).map(toCandidate);
+  const abstain = (reason: string): RankResult => ({ chosen: null, candidates, router: 'offline', reason });
+  // A prompt asking for an action (book, order, cancel…) may only run an operation that performs
+  // that action, with every input from the prompt; otherwise action operations are not candidates.
+  let pool = scored.filter((s) => s.f.eligible);
+  if (pf.actions.length > 0) {
+    const asked = scored.filter((s) => s.f.row.performs_actions && s.f.why !== 'action_not_asked');
+    if (asked.length === 0) return abstain(scored.length === 0 ? 'no_candidates' : 'action_not_offered');
+    pool = asked.filter((s) => s.f.eligible);
+    if (pool.length === 0) return abstain('action_inputs_missing');
+  }
+  const best = pool[0];
+  if (!best) return abstain('no_candidates');
+  if (best.score < t.minScore) return abstain('low_score');
+  const same = (a: RouteRow, b: RouteRow) => a.api === b.api && a.operation === b.operation;
+  const runnerUp = pool.find((s) => s !== best && !same(s.f.row, best.f.row));
+  if (runnerUp && best.score - runnerUp.score < t.minMargin) return abstain('no_clear_winner');
+  return { chosen: toCandidate(best), candidates, router: 'offline' };
+}
+
+export function rerank(rows: RouteRow[], facts: PromptFacts, rankText: string): RankResult {
+  return decide(features(rows, facts, rankText));
+}

@@ -4,6 +4,7 @@
 import type { JsonSchema } from '../catalog/types.ts';
 import type { Db } from '../db/pool.ts';
 import type { RouteScope } from './types.ts';
+import { synonymsOf } from './synonyms.ts';
 import { STOP_WORDS, words } from './text.ts';
 
 export interface RouteRow {
@@ -32,7 +33,7 @@ export const CANDIDATES = 24;
 /** The prompt's content words for retrieval: no stop words, no numbers or ids, at most 12. */
 export function retrievalWords(prompt: string): string[] {
   const ws = words(prompt).filter((w) => !STOP_WORDS.has(w) && /^[a-z]/.test(w) && w.length >= 2 && w.length <= 40);
-  return [...new Set(ws)].slice(0, MAX_WORDS);
+  return [...new Set(ws.flatMap((w) => [w, ...synonymsOf(w).map((x) => x.word)]))].slice(0, MAX_WORDS);
 }
 
 export async function retrieve(db: Db, prompt: string, scope: RouteScope): Promise<RouteRow[]> {
@@ -64,7 +65,9 @@ export async function retrieve(db: Db, prompt: string, scope: RouteScope): Promi
            ORDER BY similarity(k.word, pw.w) DESC, k.word LIMIT ${NEAR_WORDS}) n),
     hits AS (
       SELECT d.operation_id, d.api_id,
-             ts_rank(d.tsv, ${tq}) + 0.3 * cardinality(ARRAY(SELECT unnest(d.words) INTERSECT SELECT unnest(near.ws))) AS rank
+             ts_rank(d.tsv, ${tq})
+               -- near words (typos) are rare: skip the per-row intersection without them
+               + CASE WHEN cardinality(near.ws) = 0 THEN 0 ELSE 0.3 * cardinality(ARRAY(SELECT unnest(d.words) INTERSECT SELECT unnest(near.ws))) END AS rank
         FROM router_documents d CROSS JOIN near
        WHERE d.tsv @@ ${tq} OR d.words && near.ws)
     SELECT o.id::text AS operation_id, a.handle AS api, a.visibility, a.name AS api_name, a.description AS api_description,

@@ -58,18 +58,29 @@ export function editDistance(a: string, b: string, max = 2): number {
   return prev[b.length]!;
 }
 
+/** Two words that differ by one swap of neighbouring letters ("jbos" / "jobs"). */
+function isSwap(a: string, b: string): boolean {
+  const diff = [...a].flatMap((c, i) => (c === b[i] ? [] : [i]));
+  return diff.length === 2 && diff[1] === diff[0]! + 1 && a[diff[0]!] === b[diff[1]!] && a[diff[1]!] === b[diff[0]!];
+}
+
 /** Typos allowed for a word of this length: none below 5 letters, one below 9, else two. */
 export const typoAllowance = (w: string) => (w.length < 5 ? 0 : w.length < 9 ? 1 : 2);
 
 /** Whether a prompt word and a vocabulary word are the same word, allowing a typo. */
 export function sameWord(promptWord: string, vocab: string): boolean {
   if (promptWord === vocab) return true;
+  // Typos keep the first letter (the usual assumption of spelling correctors); cheap and decisive.
+  if (promptWord[0] !== vocab[0] || Math.abs(promptWord.length - vocab.length) > 12) return false;
   const a = stem(promptWord);
   const b = stem(vocab);
   if (a === b) return true;
   // One word inside another ("temp" / "temperature", "windy" / "wind", "polluted" / "pollution").
   const [short, long] = a.length <= b.length ? [a, b] : [b, a];
   if (!/[0-9]/.test(short) && long.startsWith(short) && short.length >= 4) return true;
+  // Raw words too: "bookz" (5 letters) is one typo from "books"; their stems differ in length more.
+  if (promptWord.length >= 4 && vocab.length >= 4 && promptWord.length === vocab.length && isSwap(promptWord, vocab)) return true;
   const allow = Math.min(typoAllowance(a), typoAllowance(b));
-  return allow > 0 && editDistance(a, b, allow) <= allow;
+  const rawAllow = Math.min(4, Math.min(promptWord.length, vocab.length)) >= 4 ? typoAllowance(promptWord.length > vocab.length ? promptWord : vocab) : 0;
+  return (allow > 0 && editDistance(a, b, allow) <= allow) || (rawAllow > 0 && editDistance(promptWord, vocab, rawAllow) <= rawAllow);
 }

@@ -1,0 +1,80 @@
+// Fits the rerank's logistic weights (shared/router/rank.ts TUNING) on the dev split only, then
+// picks the abstention threshold and margin on the dev split, and prints both splits' results.
+// Run against a database holding the demo catalog (migrated and seeded):
+//   DATABASE_URL=postgres://… node --import tsx test/router-eval/fit.ts
+// Paste the printed TUNING into rank.ts; the held-out split is never used to choose anything.
+import { createPool } from '../../shared/db/pool.ts';
+import { PLATFORM_ORG_ID } from '../../shared/db/orgs.ts';
+import { readPrompt, withoutZone } from '../../shared/router/prompt-facts.ts';
+import { decide, featureVector, FEATURE_NAMES, features, type PromptFeatures, type Tuning } from '../../shared/router/rank.ts';
+import { retrieve } from '../../shared/router/retrieve.ts';
+import { DEFAULT_NOW, loadCases, type EvalCase } from './evaluate.ts';
+
+const url = process.env.DATABASE_URL;
+if (!url) throw new Error('DATABASE_URL is required');
+const db = createPool(url, 2);
+const prepared: Array<{ c: EvalCase; pf: PromptFeatures }> = [];
+for (const c of loadCases()) {
+  const rows = await retrieve(db, withoutZone(c.prompt), { orgId: PLATFORM_ORG_ID });
+  prepared.push({ c, pf: features(rows, readPrompt(c.prompt, { now: new Date(c.now ?? DEFAULT_NOW), timeZone: c.time_zone }), c.prompt) });
+}
+await db.end();
+const dev = prepared.filter((p) => p.c.split === 'dev');
+
+// Training rows: every candidate of every dev prompt; positive only for the expected operation.
+const X: number[][] = [];
+const Y: number[] = [];
+for (const { c, pf } of dev) {
+  for (const f of pf.candidates) {
+    X.push(featureVector(f));
+    Y.push(c.expect && f.row.api === c.expect.api && f.row.operation === c.expect.operation ? 1 : 0);
+  }
+}
+// Plain batch gradient descent with a little L2; positives weighted up to balance the classes.
+const k = FEATURE_NAMES.length;
+let w = new Array<number>(k + 1).fill(0);
+const pos = Y.filter((y) => y === 1).length;
+const classWeight = (y: number) => (y === 1 ? (Y.length - pos) / Math.max(1, pos) : 1);
+for (let iter = 0; iter < 20_000; iter++) {
+  const grad = new Array<number>(k + 1).fill(0);
+  for (let i = 0; i < X.length; i++) {
+    const z = w[0]! + X[i]!.reduce((a, x, j) => a + w[j + 1]! * x, 0);
+    const e = (1 / (1 + Math.exp(-z)) - Y[i]!) * classWeight(Y[i]!);
+    grad[0]! += e;
+    X[i]!.forEach((x, j) => (grad[j + 1]! += e * x));
+  }
+  w = w.map((wi, j) => wi - 0.05 * (grad[j]! / X.length + (j > 0 ? 0.001 * wi : 0)));
+}
+const weights = Object.fromEntries([['bias', w[0]!], ...FEATURE_NAMES.map((n, j) => [n, w[j + 1]!])].map(([n, v]) => [n, Math.round(Number(v) * 1000) / 1000])) as Tuning['weights'];
+
+function measure(set: typeof prepared, t: Tuning) {
+  let top1 = 0;
+  let inScope = 0;
+  let abstained = 0;
+  let oos = 0;
+  for (const { c, pf } of set) {
+    const r = decide(pf, t);
+    const chosen = r.chosen ? `${r.chosen.api}.${r.chosen.operation}` : null;
+    if (c.expect) {
+      inScope++;
+      if (chosen === `${c.expect.api}.${c.expect.operation}`) top1++;
+    } else {
+      oos++;
+      if (!chosen) abstained++;
+    }
+  }
+  return { top1: top1 / inScope, abstention: abstained / oos };
+}
+let best: { t: Tuning; objective: number } | undefined;
+for (let minScore = 0.2; minScore <= 0.8; minScore += 0.05) {
+  for (const minMargin of [0, 0.02, 0.05, 0.1, 0.15, 0.2]) {
+    const t: Tuning = { weights, minScore: Math.round(minScore * 100) / 100, minMargin };
+    const m = measure(dev, t);
+    // Both targets matter: the worse of the two counts double.
+    const objective = Math.min(m.top1, m.abstention) + (m.top1 + m.abstention) / 2;
+    if (!best || objective > best.objective) best = { t, objective };
+  }
+}
+console.log(JSON.stringify(best!.t));
+console.log('dev', measure(dev, best!.t));
+console.log('heldout', measure(prepared.filter((p) => p.c.split === 'heldout'), best!.t));
