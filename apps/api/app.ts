@@ -60,17 +60,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   app.decorate('db', deps.db);
   app.decorate('baseUrl', deps.baseUrl);
+  // The router holds no connection of its own; its first date parse compiles chrono-node's grammar
+  // (hundreds of ms), so that happens just after start-up rather than in a caller's first prompt.
+  const router = createRouter({ db: deps.db });
   const queries = new QueryService({
     db: deps.db,
     temporal: deps.temporal,
     config: deps.config,
     baseUrl: deps.baseUrl,
-    // Created on the first prompt, not at start-up: direct mode never waits for it.
-    router: async () => createRouter({ db: deps.db }),
+    router: async () => router,
   });
   app.decorate('queries', queries);
   // Not awaited: PostgreSQL down at start-up must not hold the API; waiters fall back meanwhile.
   app.addHook('onReady', async () => void queries.startListening());
+  app.addHook('onReady', async () => void setTimeout(() => router.warmUp(), 0).unref());
   app.addHook('onClose', () => queries.close());
 
   await app.register(errorsPlugin);
