@@ -1,5 +1,6 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import fs from 'node:fs/promises';
 
 /**
  * Keeps embedded servers (PostgreSQL, Temporal) from outliving the Node process that started them.
@@ -161,4 +162,67 @@ export function logSink(log: LogOption, prefix: string): ((chunk: string) => voi
   return (chunk: string) => {
     for (const line of chunk.split(/\r?\n/)) if (line.trim() !== '') write(line);
   };
+}
+
+export interface SupervisedChild {
+  child: ChildProcess;
+  /** Resolves once the process has exited (or never started). */
+  exited: Promise<void>;
+  hasExited(): boolean;
+  /** Why the spawn itself failed (binary missing, not executable), if it did. */
+  spawnError(): Error | undefined;
+  /** SIGTERM, then SIGKILL after `stopTimeoutMs`; unguards, stops the watchdog, removes the pid file. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Spawns a server we own (a Temporal server, the dev server): its output goes to `tail` (and `sink`),
+ * it is guarded (stopped when this process is signalled), watched (stopped when this process is
+ * killed outright) and its pid is written to `pidFile` (`<child> <parent>`), so a later start can
+ * clean up after a crash.
+ */
+export async function spawnSupervised(
+  command: string,
+  args: string[],
+  o: { cwd?: string; tail: LogTail; sink?: (chunk: string) => void; pidFile: string; stopTimeoutMs: number },
+): Promise<SupervisedChild> {
+  const child = spawn(command, args, { cwd: o.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  const onOutput = (chunk: Buffer) => {
+    const text = chunk.toString('utf8');
+    o.tail.push(text);
+    o.sink?.(text);
+  };
+  child.stdout!.on('data', onOutput);
+  child.stderr!.on('data', onOutput);
+  let spawnError: Error | undefined;
+  child.once('error', (err) => {
+    spawnError = err;
+  });
+  const exited = new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once('close', () => resolve());
+  });
+  const hasExited = () => spawnError !== undefined || child.exitCode !== null || child.signalCode !== null;
+  let stopWatchdog = () => {};
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      if (!hasExited()) {
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), o.stopTimeoutMs);
+        await exited;
+        clearTimeout(timer);
+      }
+      stopWatchdog();
+      unguard();
+      await fs.rm(o.pidFile, { force: true });
+    })();
+    return stopping;
+  };
+  const unguard = guardChild({ killNow: () => child.kill('SIGTERM'), stop });
+  if (child.pid !== undefined) {
+    stopWatchdog = startWatchdog(child.pid, 'TERM');
+    await fs.writeFile(o.pidFile, `${child.pid} ${process.pid}\n`);
+  }
+  return { child, exited, hasExited, spawnError: () => spawnError, stop };
 }

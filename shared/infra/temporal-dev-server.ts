@@ -1,9 +1,9 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { accessSync, constants, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { freePort, isPortOpen } from './free-port.ts';
-import { commandLine, guardChild, isAlive, logSink, LogTail, startWatchdog, terminate } from './process-guard.ts';
+import { commandLine, isAlive, logSink, LogTail, spawnSupervised, terminate } from './process-guard.ts';
 import type { LogOption } from './process-guard.ts';
 
 export interface TemporalDevServerOptions {
@@ -173,45 +173,7 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     // the last ones), and the dev server takes about twice the queries per second on 2 cores.
     args.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
     args.push(...dynamicConfigArgs(options.dynamicConfig));
-    const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    const onOutput = (chunk: Buffer) => {
-      const text = chunk.toString('utf8');
-      tail.push(text);
-      sink?.(text);
-    };
-    child.stdout.on('data', onOutput);
-    child.stderr.on('data', onOutput);
-    let spawnError: Error | undefined;
-    child.once('error', (err) => {
-      spawnError = err;
-    });
-    const exited = new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) resolve();
-      else child.once('close', () => resolve());
-    });
-    const hasExited = () => spawnError !== undefined || child.exitCode !== null || child.signalCode !== null;
-
-    let stopWatchdog = () => {};
-    let stopping: Promise<void> | undefined;
-    const stop = () => {
-      stopping ??= (async () => {
-        if (!hasExited()) {
-          child.kill('SIGTERM');
-          const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
-          await exited;
-          clearTimeout(timer);
-        }
-        stopWatchdog();
-        unguard();
-        await fs.rm(pidFile, { force: true });
-      })();
-      return stopping;
-    };
-    const unguard = guardChild({ killNow: () => child.kill('SIGTERM'), stop });
-    if (child.pid !== undefined) {
-      stopWatchdog = startWatchdog(child.pid, 'TERM');
-      await fs.writeFile(pidFile, `${child.pid} ${process.pid}\n`);
-    }
+    const { hasExited, spawnError, stop } = await spawnSupervised(cli, args, { tail, sink, pidFile, stopTimeoutMs: STOP_TIMEOUT_MS });
 
     try {
       await waitUntilServing(address, hasExited, client);
@@ -222,7 +184,7 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
       await stop();
       const output = tail.toString();
       if (options.port === undefined && attempt < 3 && /address already in use/i.test(output)) continue;
-      const reason = spawnError ?? err;
+      const reason = spawnError() ?? err;
       throw new Error(
         `Temporal dev server (${cli}) did not start on ${address}: ${reason instanceof Error ? reason.message : String(reason)}\n${output}`,
       );

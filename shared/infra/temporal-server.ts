@@ -3,7 +3,7 @@
 // chaos`. Creates the `temporal` and `temporal_visibility` databases, sets up or updates their
 // schema with the server's SQL tool, writes the server's config, starts it, waits for the frontend
 // and registers the `default` namespace.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -13,7 +13,7 @@ import { msToTs } from '@temporalio/common/lib/time.js';
 import pg from 'pg';
 import { createServer } from 'node:net';
 import { isPortOpen } from './free-port.ts';
-import { commandLine, guardChild, isAlive, logSink, LogTail, startWatchdog, terminate } from './process-guard.ts';
+import { commandLine, isAlive, logSink, LogTail, spawnSupervised, terminate } from './process-guard.ts';
 import type { LogOption } from './process-guard.ts';
 
 const run = promisify(execFile);
@@ -228,49 +228,18 @@ export async function startTemporalServer(options: TemporalServerOptions, binDir
   const tail = new LogTail();
   const server = path.join(binDir, 'temporal-server');
   // --allow-no-auth: every port is on 127.0.0.1 and the namespace is this service's alone.
-  const child = spawn(server, ['--config-file', configFile, '--allow-no-auth', 'start'], { cwd: stateDir, stdio: ['ignore', 'pipe', 'pipe'] });
-  const onOutput = (chunk: Buffer) => {
-    const text = chunk.toString('utf8');
-    tail.push(text);
-    sink?.(text);
-  };
-  child.stdout.on('data', onOutput);
-  child.stderr.on('data', onOutput);
-  let spawnError: Error | undefined;
-  child.once('error', (err) => {
-    spawnError = err;
+  const { child, exited, hasExited, spawnError, stop } = await spawnSupervised(server, ['--config-file', configFile, '--allow-no-auth', 'start'], {
+    cwd: stateDir,
+    tail,
+    sink,
+    pidFile,
+    stopTimeoutMs: STOP_TIMEOUT_MS,
   });
-  const exited = new Promise<void>((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve();
-    else child.once('close', () => resolve());
-  });
-  const hasExited = () => spawnError !== undefined || child.exitCode !== null || child.signalCode !== null;
-  let stopWatchdog = () => {};
-  let stopping: Promise<void> | undefined;
-  const stop = () => {
-    stopping ??= (async () => {
-      if (!hasExited()) {
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
-        await exited;
-        clearTimeout(timer);
-      }
-      stopWatchdog();
-      unguard();
-      await fs.rm(pidFile, { force: true });
-    })();
-    return stopping;
-  };
-  const unguard = guardChild({ killNow: () => child.kill('SIGTERM'), stop });
-  if (child.pid !== undefined) {
-    stopWatchdog = startWatchdog(child.pid, 'TERM');
-    await fs.writeFile(pidFile, `${child.pid} ${process.pid}\n`);
-  }
   try {
     await waitForFrontendAndNamespace(address, hasExited);
   } catch (err) {
     await stop();
-    const reason = spawnError ?? err;
+    const reason = spawnError() ?? err;
     throw new Error(`Temporal server (${server}) did not start on ${address}: ${reason instanceof Error ? reason.message : String(reason)}\n${brief(tail.toString())}`);
   }
   return { address, namespace: NAMESPACE, metricsUrl: `http://127.0.0.1:${ports.metrics}/metrics`, pid: child.pid!, exited, stop };
