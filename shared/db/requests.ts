@@ -140,6 +140,8 @@ export interface TransitionSet {
   reserved_credits?: number;
   charged_credits?: number;
   error_code?: string | null;
+  /** null frees the Idempotency-Key in the same statement as the move (never a moment later). */
+  idempotency_key_hash?: null;
 }
 
 /**

@@ -175,7 +175,11 @@ export default fp(
           const p = await Promise.race([svc.progress(sub.workflowId), result.then(() => null)]);
           if (p) {
             onProgress(p);
-            if (p.terminal && terminal === undefined) terminal = p.terminal;
+            // The run's own answer, checked against the request row like the awaited one.
+            if (p.terminal && terminal === undefined) {
+              const checked = await svc.confirmed(requestId, p.terminal).catch(() => engineUnavailable(requestId, app.baseUrl()));
+              if (terminal === undefined) terminal = checked;
+            }
           }
           if (terminal !== undefined || closed) break;
           await new Promise<void>((resolve) => {

@@ -4,7 +4,7 @@
 // that does start late refuses to reserve (the reserve step checks the row under a lock).
 import { WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { ServiceError } from '../../../shared/errors.ts';
-import { releaseKey, transition, type RequestRow } from '../../../shared/db/requests.ts';
+import { transition, type RequestRow } from '../../../shared/db/requests.ts';
 import { actionsReplaySafe } from '../../../shared/recipes/replay.ts';
 import type { ResolvedOperation } from '../../../shared/db/catalog.ts';
 import type { QueryRequest } from '../../../shared/schemas/query.ts';
@@ -107,10 +107,11 @@ export class Dispatch {
   private async refuse(request: RequestRow, reason: string): Promise<void> {
     let moved = false;
     try {
-      const m = await transition(this.deps.db, request.id, 'interrupted', { error_code: 'engine_unavailable' }, ['reserving']);
+      // The key is freed in the same statement: a retry reading the row in between would otherwise
+      // see it `interrupted` (409 request_interrupted, "never runs again") and then the key run anew.
+      const m = await transition(this.deps.db, request.id, 'interrupted', { error_code: 'engine_unavailable', idempotency_key_hash: null }, ['reserving']);
       if (!m.moved && m.current && m.current.status !== 'interrupted') return; // it reserved: the run exists
       moved = true;
-      if (request.idempotency_key_hash) await releaseKey(this.deps.db, request.id);
     } catch {
       // The record cannot be written either: the claim stays `reserving` and goes stale; a late
       // run could still reserve, so promise nothing about charges.

@@ -9,7 +9,7 @@ import type { RunWatch } from './run-watch.ts';
 export type Existing =
   /** "identical retry after completion": the retained envelope. */
   | { kind: 'replay'; request: RequestRow; envelope: TerminalEnvelope }
-  /** The retained result outlived its retention: the key is free, claim it afresh ("first request with a key"). */
+  /** The key is free (its retained result outlived its retention, or a billing_unavailable envelope freed it): claim it afresh ("first request with a key"). */
   | { kind: 'expired' };
 
 const envelopeOf = (r: RequestRow & { result: NonNullable<RequestRow['result']> }): TerminalEnvelope => ({ status: r.response_status ?? 200, body: r.result });
@@ -42,7 +42,7 @@ export class Idempotency {
     if (state === 'running') throw inProgress(row);
     // Closed or missing: the envelope may have landed between our reads.
     const fresh = await findById(db, row.id);
-    if (fresh && hasResult(fresh)) return { kind: 'replay', request: fresh, envelope: envelopeOf(fresh) };
+    if (fresh && hasResult(fresh)) return landed(fresh);
     // Missing and young: another API is still starting it.
     if (state === 'missing' && Date.now() - row.created_at.getTime() < this.deps.staleClaimMs) throw inProgress(row);
 
@@ -60,9 +60,22 @@ export class Idempotency {
       }
     }
     const last = await findById(db, row.id);
-    if (last && hasResult(last)) return { kind: 'replay', request: last, envelope: envelopeOf(last) };
-    throw interrupted(row);
+    if (last && hasResult(last)) return landed(last);
+    // Told only when the row says so (the conditional UPDATE above, or another caller's, moved it):
+    // an interrupted row is never finalized, so its key is never freed and never runs again.
+    if (last?.status === 'interrupted') throw interrupted(row);
+    throw inProgress(row);
   }
+}
+
+/**
+ * An envelope that landed while we looked. An envelope that freed its key with it
+ * (billing_unavailable) is not the key's retained answer: the key is free, so claim it afresh, as
+ * a retry arriving a moment later would.
+ */
+function landed(r: RequestRow & { result: NonNullable<RequestRow['result']> }): Existing {
+  if (r.idempotency_key_hash === null) return { kind: 'expired' };
+  return { kind: 'replay', request: r, envelope: envelopeOf(r) };
 }
 
 export function inProgress(r: Pick<RequestRow, 'id'>): ServiceError {

@@ -249,6 +249,11 @@ export class QueryService {
     return this.watch.awaitResult(workflowId, requestId, timeoutMs, since);
   }
 
+  /** A finished run's envelope as the request row has it (run-watch.ts `confirmed`); throws engine_unavailable. */
+  confirmed(requestId: string, env: TerminalEnvelope): Promise<TerminalEnvelope> {
+    return this.watch.confirmed(requestId, env);
+  }
+
   /** The result listener (RESULT_WAIT=notify) connects at start-up, not on the first query. */
   startListening(): Promise<void> {
     return this.watch.startListening();

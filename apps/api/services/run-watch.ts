@@ -117,7 +117,8 @@ export class RunWatch {
         throw engineUnavailable(requestId);
       });
       const handle = client.workflow.getHandle<typeof queryWorkflow>(workflowId);
-      return await Promise.race([handle.result(), timeout]);
+      const env = await Promise.race([handle.result(), timeout]);
+      return env && (await this.confirmed(requestId, env));
     } catch (err) {
       if (err instanceof ServiceError) throw err;
       if (err instanceof WorkflowFailedError || err instanceof WorkflowNotFoundError) return this.closedWithoutEnvelope(requestId);
@@ -127,12 +128,35 @@ export class RunWatch {
     }
   }
 
+  /**
+   * The answer a finished run returned, checked against the request row, which is the record. The
+   * two can differ: a workflow task whose completion was lost (Temporal or PostgreSQL restarting)
+   * runs again from the start, and its local activities with it. A re-run reserve then finds the
+   * row its own first attempt already finalized (say `rejected` billing_unavailable, key freed) and
+   * the run returns request_interrupted. So the row's envelope wins; and request_interrupted is only
+   * told once the row says `interrupted` (one conditional UPDATE), never while its key could still
+   * be freed and run again. Call it only for a run that can no longer act (it returned).
+   */
+  async confirmed(requestId: string, env: TerminalEnvelope): Promise<TerminalEnvelope> {
+    const row = await findById(this.deps.db, requestId);
+    if (!row) return env;
+    if (row.result) return { status: row.response_status ?? 200, body: row.result };
+    if (errorCodeOf(env) !== 'request_interrupted') return env;
+    const now = row.status === 'interrupted' ? row : await this.interruptClosed(row);
+    if (now?.result) return { status: now.response_status ?? 200, body: now.result };
+    if (now?.status === 'interrupted') return env;
+    // Neither an envelope nor interrupted (no known path leads here): promise nothing.
+    throw engineUnavailable(requestId);
+  }
+
   /** The run closed but returned no envelope: the record may have it; otherwise the request is interrupted. */
   private async closedWithoutEnvelope(requestId: string): Promise<TerminalEnvelope> {
     let row = await findById(this.deps.db, requestId);
     if (row?.result) return { status: row.response_status ?? 200, body: row.result };
     if (row) row = await this.interruptClosed(row);
     if (row?.result) return { status: row.response_status ?? 200, body: row.result };
+    // Interrupted only when the row says so: a row that did not move is not told interrupted.
+    if (row && row.status !== 'interrupted') throw engineUnavailable(requestId);
     const receipt: Receipt | undefined = row?.api && row.operation
       ? {
           request_id: requestId,
@@ -168,6 +192,11 @@ export class RunWatch {
       return null;
     }
   }
+}
+
+/** The catalog code of an error envelope (undefined for a success). */
+function errorCodeOf(env: TerminalEnvelope): string | undefined {
+  return env.body.success ? undefined : env.body.error.code;
 }
 
 export function engineUnavailable(requestId: string | undefined, message = 'The run cannot be followed right now; it may still finish. Check GET /v1/query/requests/{request_id} before retrying'): ServiceError {
