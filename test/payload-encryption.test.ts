@@ -57,8 +57,9 @@ function payloadsOf(node: unknown, out: Array<Payload & { at?: string }> = [], a
   return out;
 }
 /** The payloads a codec handles: local-activity markers carry the SDK core's own bookkeeping (seq,
- *  attempt, activity type, times) in `details.data`, written by the core, not through a codec. */
-const codecPayloadsOf = (h: History) => payloadsOf(h).filter((p) => !/markerRecordedEventAttributes\.details\.data\./.test(p.at ?? ''));
+ *  attempt, activity type, times) in `details.data`, and `patched()` markers the patch id in
+ *  `details.patch-data`, both written by the core, not through a codec (no caller data in either). */
+const codecPayloadsOf = (h: History) => payloadsOf(h).filter((p) => !/markerRecordedEventAttributes\.details\.(data|patch-data)\./.test(p.at ?? ''));
 const meta = (p: Payload, k: string) => Buffer.from(p.metadata![k]!).toString('utf8');
 const b64json = (p: Payload) => ({
   metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),

@@ -8,9 +8,10 @@ import { balanceOf, closeDb, db, newOrg, query, stack, until } from './helpers/s
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 const CHANNEL = 'wqs_request_final';
 
-/** Backends other than `exceptPid` that LISTEN on the channel (the API processes' listeners). */
+/** Backends other than `exceptPid` that LISTEN on the channel (the API processes' listeners, which
+ *  subscribe to the final and progress channels in one statement). */
 async function listeners(exceptPid: number): Promise<number[]> {
-  const r = await db().query(`SELECT pid FROM pg_stat_activity WHERE query = $1 AND pid <> $2`, [`LISTEN ${CHANNEL}`, exceptPid]);
+  const r = await db().query(`SELECT pid FROM pg_stat_activity WHERE query LIKE $1 AND pid <> $2`, [`LISTEN ${CHANNEL}%`, exceptPid]);
   return r.rows.map((row) => row.pid as number);
 }
 

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishApi } from '../shared/db/catalog.ts';
 import { createRouter, type FillTarget, type PromptRouter } from '../shared/router/index.ts';
 import { syntheticApi, syntheticOp } from './catalog-fixture.ts';
+import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { closeDb, db, newOrg } from './helpers/stack.ts';
 
 const NOW = new Date('2026-11-23T12:00:00Z');
@@ -46,11 +47,16 @@ beforeAll(async () => {
 });
 afterAll(closeDb);
 
+// Other test files publish public APIs into the same database while this one runs (synthetic ones
+// with operations like `forecast`); what is asserted here is routing over the demo catalog, so those
+// assertions scope to its handles, a filter applied before ranking as `allowed_apis` is.
+const DEMO = demoCatalog.map((a) => a.handle);
+
 const pick = (r: Awaited<ReturnType<PromptRouter['rank']>>) => (r.chosen ? `${r.chosen.api}.${r.chosen.operation}` : null);
 
 describe('rank: scope filters apply before ranking', () => {
   it('routes an ordinary prompt to the demo operation it names', async () => {
-    const r = await router.rank('weather forecast for Paris for 3 days', { orgId: orgB });
+    const r = await router.rank('weather forecast for Paris for 3 days', { orgId: orgB, allowedApis: DEMO });
     expect(pick(r)).toBe('@weather.forecast');
     expect(r.router).toBe('offline');
     expect(r.chosen!.score).toBeGreaterThan(0);
@@ -64,7 +70,7 @@ describe('rank: scope filters apply before ranking', () => {
     const a = await router.rank(prompt, { orgId: orgA });
     expect(pick(a)).toBe(`${privateHandle}.tide_times`);
     expect(a.chosen!.visibility).toBe('private');
-    const b = await router.rank(prompt, { orgId: orgB });
+    const b = await router.rank(prompt, { orgId: orgB, allowedApis: DEMO });
     expect(b.candidates.map((c) => c.api)).not.toContain(privateHandle);
     expect(b.chosen?.api).not.toBe(privateHandle);
   });
@@ -83,8 +89,8 @@ describe('rank: scope filters apply before ranking', () => {
     expect(pick(allowed)).not.toBe('@jobs.search_jobs');
     const blocked = await router.rank('typescript jobs in london', { orgId: orgB, blockedApis: ['@jobs'] });
     expect(blocked.candidates.map((c) => c.api)).not.toContain('@jobs');
-    const open = await router.rank('typescript jobs in london', { orgId: orgB });
-    expect(pick(open)).toBe('@jobs.search_jobs');
+    const demoOnly = await router.rank('typescript jobs in london', { orgId: orgB, allowedApis: DEMO });
+    expect(pick(demoOnly)).toBe('@jobs.search_jobs');
   });
 
   it('a newly published operation becomes routable (routing documents follow publishing)', async () => {
@@ -103,25 +109,25 @@ describe('rank: scope filters apply before ranking', () => {
 
 describe('rank: abstention and actions', () => {
   it('abstains on a prompt no operation serves, with nothing chosen', async () => {
-    const r = await router.rank('what is the capital of Australia', { orgId: orgB });
+    const r = await router.rank('what is the capital of Australia', { orgId: orgB, allowedApis: DEMO });
     expect(r.chosen).toBeNull();
     expect(r.reason).toBeTruthy();
   });
 
   it('lists candidates when it abstains so a caller can go on in direct mode', async () => {
-    const r = await router.rank('cancel my order ORD-100001', { orgId: orgB });
+    const r = await router.rank('cancel my order ORD-100001', { orgId: orgB, allowedApis: DEMO });
     expect(r.chosen).toBeNull();
     expect(r.reason).toBe('action_not_offered');
     expect(r.candidates.map((c) => c.operation)).toContain('get_order');
   });
 
   it('chooses an action only when asked for it with every input in the prompt', async () => {
-    expect(pick(await router.rank('order 2 NW-MUG-STL', { orgId: orgB }))).toBe('@shop.place_order');
-    const noSku = await router.rank('order a tent', { orgId: orgB });
+    expect(pick(await router.rank('order 2 NW-MUG-STL', { orgId: orgB, allowedApis: DEMO }))).toBe('@shop.place_order');
+    const noSku = await router.rank('order a tent', { orgId: orgB, allowedApis: DEMO });
     expect(noSku.chosen).toBeNull();
     expect(noSku.reason).toBe('action_inputs_missing');
     // Naming the product without asking to buy it never places an order.
-    const notAsked = await router.rank('NW-MUG-STL 2', { orgId: orgB });
+    const notAsked = await router.rank('NW-MUG-STL 2', { orgId: orgB, allowedApis: DEMO });
     expect(notAsked.chosen?.operation).not.toBe('place_order');
   });
 });
