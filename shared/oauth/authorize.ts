@@ -4,7 +4,7 @@
 // redirect could be an attacker's. Everything else goes back to the client as `error=`.
 import type { Db } from '../db/pool.ts';
 import { redirectUriMatches, type ClientRow } from './clients.ts';
-import { resolveClient } from './client-documents.ts';
+import { resolveClient, type FetchClientDocument } from './client-documents.ts';
 import { MCP_SCOPE } from './grants.ts';
 
 export const AUTHORIZE_FIELDS = ['client_id', 'redirect_uri', 'response_type', 'code_challenge', 'code_challenge_method', 'state', 'scope', 'resource'] as const;
@@ -36,10 +36,10 @@ export function redirectWith(uri: string, params: Record<string, string | undefi
   return u.toString();
 }
 
-export async function checkAuthorize(db: Db, p: AuthorizeParams | null, o: { issuer: string; resource: string }): Promise<AuthorizeCheck> {
+export async function checkAuthorize(db: Db, p: AuthorizeParams | null, o: { issuer: string; resource: string; fetchDocument?: FetchClientDocument }): Promise<AuthorizeCheck> {
   if (!p) return { kind: 'show', message: 'The authorization request has a repeated or oversized parameter.' };
   if (!p.client_id) return { kind: 'show', message: 'The authorization request names no client (client_id).' };
-  const client = await resolveClient(db, p.client_id);
+  const client = await resolveClient(db, p.client_id, o.fetchDocument);
   if (!client.ok) return { kind: 'show', message: client.message };
   if (!p.redirect_uri || !redirectUriMatches(client.client.redirect_uris, p.redirect_uri)) {
     return { kind: 'show', message: 'The redirect address is not one this client registered, so the answer cannot be sent back to it.' };

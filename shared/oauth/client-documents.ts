@@ -2,9 +2,14 @@
 // URL names a JSON document describing the client. It is fetched through the engines' private-address
 // guard (activities/engines/net-guard.ts: every resolved address checked, IP literals and localhost
 // refused), with a time and size bound and no redirects, and cached in oauth_clients.
-import { Agent, request } from 'undici';
+// The engines' connector is reused so that SITE_HOST_MAP (dev and tests only, unset in production)
+// can route a named host such as mcp-client.example.test to a local HTTPS server; TLS is still
+// verified against that name. Every unmapped host goes through the guard.
+import type { Agent } from 'undici';
+import { request } from 'undici';
 import { z } from 'zod';
-import { assertPublicHost, guardedLookup } from '../../activities/engines/net-guard.ts';
+import { createHttpDispatcher } from '../../activities/engines/http-engine.ts';
+import { assertPublicHost, mappedTarget, type HostMap } from '../../activities/engines/net-guard.ts';
 import type { Db } from '../db/pool.ts';
 import { MAX_REDIRECT_URIS, MAX_URI_LENGTH, findClient, redirectUriProblem, type ClientRow } from './clients.ts';
 
@@ -12,8 +17,6 @@ export const DOCUMENT_MAX_BYTES = 16 * 1024;
 export const DOCUMENT_TIMEOUT_MS = 5_000;
 /** A cached document is used this long before it is fetched again. */
 export const DOCUMENT_CACHE_SECONDS = 3600;
-
-const dispatcher = new Agent({ connect: { lookup: guardedLookup, timeout: DOCUMENT_TIMEOUT_MS }, headersTimeout: DOCUMENT_TIMEOUT_MS, bodyTimeout: DOCUMENT_TIMEOUT_MS });
 
 export function isClientIdUrl(id: string): boolean {
   try {
@@ -35,10 +38,19 @@ const ClientDocument = z.looseObject({
   token_endpoint_auth_method: z.literal('none').optional(),
 });
 
+export type FetchClientDocument = (url: string) => Promise<{ client_name: string; redirect_uris: string[]; metadata: Record<string, unknown> }>;
+
+/** A document fetcher; `hostMap` is the SITE_HOST_MAP setting (empty in production: everything guarded). */
+export function clientDocumentFetcher(hostMap: HostMap = {}): FetchClientDocument {
+  const dispatcher = createHttpDispatcher({ hostMap, connectTimeoutMs: DOCUMENT_TIMEOUT_MS });
+  return (url) => fetchClientDocument(url, dispatcher, hostMap);
+}
+
 /** Fetch and check a document; throws with a message a person can read. */
-export async function fetchClientDocument(url: string) {
+async function fetchClientDocument(url: string, dispatcher: Agent, hostMap: HostMap) {
   const u = new URL(url);
-  await assertPublicHost(u.hostname);
+  // Fails early with a clear reason; the dispatcher checks again on connecting (DNS rebinding).
+  if (!mappedTarget(hostMap, u.hostname)) await assertPublicHost(u.hostname);
   const res = await request(url, {
     dispatcher,
     method: 'GET',
@@ -67,8 +79,10 @@ export async function fetchClientDocument(url: string) {
 
 export type ResolvedClient = { ok: true; client: ClientRow } | { ok: false; message: string };
 
+const guardedFetcher = clientDocumentFetcher();
+
 /** A registered client, or a metadata-document client (fetched when new or its cache is stale). */
-export async function resolveClient(db: Db, id: string, fetchDocument = fetchClientDocument): Promise<ResolvedClient> {
+export async function resolveClient(db: Db, id: string, fetchDocument: FetchClientDocument = guardedFetcher): Promise<ResolvedClient> {
   const known = await findClient(db, id);
   const stale = known?.kind === 'cimd' && (!known.fetched_at || Date.now() - known.fetched_at.getTime() > DOCUMENT_CACHE_SECONDS * 1000);
   if (known && !stale) return { ok: true, client: known };

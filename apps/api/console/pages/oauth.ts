@@ -5,6 +5,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { membershipsOf } from '../../../../shared/accounts/users.ts';
+import { clientDocumentFetcher } from '../../../../shared/oauth/client-documents.ts';
 import { authorizeParams, checkAuthorize, redirectWith, AUTHORIZE_FIELDS, type AuthorizeParams } from '../../../../shared/oauth/authorize.ts';
 import { connectedClients, createCode, revokeClientInOrg } from '../../../../shared/oauth/grants.ts';
 import { AUTHORIZE_PATH, mcpResource } from '../../routes/oauth-metadata.ts';
@@ -19,7 +20,9 @@ export const isAuthorizeReturn = (next: unknown): next is string =>
 
 export default async function oauthPages(app: FastifyInstance, ctx: ConsoleContext) {
   const issuer = () => app.baseUrl();
-  const check = (p: AuthorizeParams | null) => checkAuthorize(app.db, p, { issuer: issuer(), resource: mcpResource(app.baseUrl()) });
+  // SITE_HOST_MAP (dev and tests) may route a client document's host to a local server.
+  const fetchDocument = clientDocumentFetcher(ctx.config.siteHostMap);
+  const check = (p: AuthorizeParams | null) => checkAuthorize(app.db, p, { issuer: issuer(), resource: mcpResource(app.baseUrl()), fetchDocument });
   const authorizeUrl = (p: AuthorizeParams) => `${AUTHORIZE_PATH}?${new URLSearchParams(p as Record<string, string>).toString()}`;
 
   async function consent(request: FastifyRequest, reply: FastifyReply, p: AuthorizeParams) {

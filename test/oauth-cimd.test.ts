@@ -1,0 +1,269 @@
+// MCP sign-in with OAuth, registered the MCP spec's preferred way: a Client ID Metadata Document. The
+// client's id is an https URL on a named host (mcp-client.example.test) that this test's own API
+// process routes to a local HTTPS server through SITE_HOST_MAP, as the engines route demo sites. The
+// server's self-signed certificate is trusted only by that process (NODE_EXTRA_CA_CERTS); TLS is
+// verified against the name, never turned off. The SDK's own client auth flow runs end to end.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createUserInOrg } from '../shared/accounts/users.ts';
+import { startApiProcess, type ServiceProcess } from './helpers/processes.ts';
+import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, stack } from './helpers/stack.ts';
+import { ConsoleClient, PASSWORD } from './helpers/console-http.ts';
+
+const HOST = 'mcp-client.example.test';
+/** Mapped to the same server, which has no certificate for this name: TLS must refuse it. */
+const WRONG_NAME_HOST = 'other-client.example.test';
+const REDIRECT = 'http://127.0.0.1:33419/callback';
+const run = Math.random().toString(36).slice(2, 8);
+const clientUrl = (name: string, host = HOST) => `https://${host}/${name}-${run}.json`;
+
+let dir: string;
+let server: Server;
+let api: ServiceProcess;
+let base: string;
+let port: number;
+/** Document fetches the HTTPS server answered, by path. */
+const hits = new Map<string, number>();
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(tmpdir(), 'wqs-cimd-'));
+  const key = path.join(dir, 'key.pem');
+  const cert = path.join(dir, 'cert.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', `/CN=${HOST}`, '-addext', `subjectAltName=DNS:${HOST}`], { stdio: 'ignore' });
+  server = createServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
+    const p = req.url ?? '/';
+    hits.set(p, (hits.get(p) ?? 0) + 1);
+    const own = `https://${req.headers.host}${p}`;
+    // /mismatch-* names another client_id than its own URL; everything else is a good document.
+    const clientId = p.startsWith('/mismatch-') ? clientUrl('someone-else') : own;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ client_id: clientId, client_name: 'Metadata document client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  port = (server.address() as AddressInfo).port;
+  const target = `127.0.0.1:${port}`;
+  const s = stack();
+  // The stack's task queue: the shared worker runs this API's workflows.
+  api = await startApiProcess({
+    databaseUrl: s.databaseUrl,
+    temporalAddress: s.temporalAddress,
+    hostMap: { ...s.hostMap, [HOST]: target, [WRONG_NAME_HOST]: target },
+    taskQueue: s.taskQueue,
+    workflowBundlePath: s.workflowBundlePath,
+    env: { WQS_SKIP_MIGRATIONS: '1', NODE_EXTRA_CA_CERTS: cert },
+  });
+  base = String(api.started.url).replace(/\/$/, '');
+}, 120_000);
+
+afterAll(async () => {
+  await api?.kill();
+  await new Promise((r) => server?.close(r));
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  await closeDb();
+});
+
+beforeEach(async () => {
+  await demo('/__demo/reset');
+});
+
+/** The SDK's provider interface with a metadata-document URL as its client id. */
+class DocumentProvider implements OAuthClientProvider {
+  info: OAuthClientInformationMixed | undefined;
+  saved: OAuthTokens | undefined;
+  verifier = '';
+  authorizationUrl: URL | undefined;
+  constructor(readonly clientMetadataUrl: string) {}
+  get redirectUrl() {
+    return REDIRECT;
+  }
+  get clientMetadata(): OAuthClientMetadata {
+    return { client_name: 'Metadata document client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] };
+  }
+  state = () => 'state-cimd';
+  clientInformation = () => this.info;
+  saveClientInformation = (i: OAuthClientInformationMixed) => void (this.info = i);
+  tokens = () => this.saved;
+  saveTokens = (t: OAuthTokens) => void (this.saved = t);
+  redirectToAuthorization = (u: URL) => void (this.authorizationUrl = u);
+  saveCodeVerifier = (v: string) => void (this.verifier = v);
+  codeVerifier = () => this.verifier;
+}
+
+/** fetch that records every URL the SDK asks for. */
+function recordingFetch(seen: string[]): typeof fetch {
+  return (input, init) => {
+    seen.push(input instanceof Request ? input.url : String(input));
+    return fetch(input, init);
+  };
+}
+
+/** Follows the authorization URL as a browser would: sign in when asked, pick `orgId`, approve. */
+async function approve(browser: ConsoleClient, authorizationUrl: URL, email: string, orgId: string) {
+  const where = `${authorizationUrl.pathname}${authorizationUrl.search}`;
+  let page = await browser.get(where);
+  if (page.status === 303 && page.location?.startsWith('/console/sign-in')) {
+    const next = new URL(page.location, base).searchParams.get('next')!;
+    const signIn = await browser.submit(page.location, '/console/sign-in', { email, password: PASSWORD, next });
+    expect(signIn.status).toBe(303);
+    page = await browser.get(where);
+  }
+  expect(page.status).toBe(200);
+  const answer = await browser.submit(where, '/console/oauth/authorize', { ...Object.fromEntries(authorizationUrl.searchParams), org_id: orgId, decision: 'approve' });
+  expect(answer.status).toBe(303);
+  return { consent: page, location: new URL(answer.location!) };
+}
+
+/** An authorization request for a document client, as the SDK would build it (PKCE, resource). */
+function authorizePath(clientId: string, redirectUri = REDIRECT) {
+  const q = new URLSearchParams({
+    client_id: clientId,
+    redirect_uri: redirectUri,
+    response_type: 'code',
+    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+    code_challenge_method: 'S256',
+    state: 's',
+    scope: 'mcp',
+    resource: `${base}/mcp`,
+  });
+  return `/console/oauth/authorize?${q}`;
+}
+
+const cimdRow = async (id: string) => (await db().query(`SELECT kind, fetched_at FROM oauth_clients WHERE id = $1`, [id])).rows[0] as { kind: string; fetched_at: Date } | undefined;
+
+describe('a client registered by its metadata document', () => {
+  it('signs in without dynamic registration, runs a billed workflow in the chosen organization, and its document is cached', async () => {
+    const first = await newOrg(0, 'CIMD first');
+    const chosen = await newOrg(5, 'CIMD chosen');
+    const email = `cimd-${Math.random().toString(36).slice(2, 10)}@example.com`;
+    const user = await createUserInOrg(db(), { email, password: PASSWORD, orgId: first.org_id, role: 'member' });
+    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, [chosen.org_id, user.user_id]);
+
+    const id = clientUrl('client');
+    const docPath = new URL(id).pathname;
+    const metadata = await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json();
+    expect(metadata.client_id_metadata_document_supported).toBe(true);
+
+    const seen: string[] = [];
+    const provider = new DocumentProvider(id);
+    const url = new URL(`${base}/mcp`);
+    const transport = new StreamableHTTPClientTransport(url, { authProvider: provider, fetch: recordingFetch(seen) });
+    await expect(new Client({ name: 'oauth-cimd', version: '1' }).connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);
+
+    // Discovery happened from the 401, and the client id is the document URL: no registration call.
+    expect(seen.some((u) => u.includes('/.well-known/oauth-protected-resource'))).toBe(true);
+    expect(seen.some((u) => u.includes('/.well-known/oauth-authorization-server'))).toBe(true);
+    expect(seen).not.toContain(metadata.registration_endpoint);
+    expect(seen.filter((u) => new URL(u).pathname === '/oauth/register')).toEqual([]);
+    expect(provider.info?.client_id).toBe(id);
+    const authUrl = provider.authorizationUrl!;
+    expect(authUrl.searchParams.get('client_id')).toBe(id);
+    expect(hits.get(docPath) ?? 0).toBe(0); // nothing fetched before the authorization request
+
+    const browser = new ConsoleClient(base);
+    const { consent, location } = await approve(browser, authUrl, email, chosen.org_id);
+    // The service fetched the document once (consent page GET and POST: the second from the cache).
+    expect(hits.get(docPath)).toBe(1);
+    expect(consent.text).toContain('Metadata document client');
+    expect(consent.text).toContain('127.0.0.1:33419');
+    expect(consent.text).toContain(chosen.org_id);
+    const row = await cimdRow(id);
+    expect(row?.kind).toBe('cimd');
+    expect(location.origin + location.pathname).toBe(REDIRECT);
+    expect(location.searchParams.get('state')).toBe('state-cimd');
+    expect(location.searchParams.get('iss')).toBe(base);
+    const code = location.searchParams.get('code')!;
+    expect(code).toMatch(/^wqs_ac_/);
+
+    await transport.finishAuth(code);
+    expect(provider.saved!.access_token).toMatch(/^wqs_at_/);
+    expect(seen.filter((u) => new URL(u).pathname === '/oauth/register')).toEqual([]);
+
+    const client = new Client({ name: 'oauth-cimd', version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(url, { authProvider: provider }));
+    try {
+      const { tools } = await client.listTools();
+      expect(tools.map((t) => t.name)).toContain('svc_run_workflow');
+      const r = (await client.callTool({ name: 'svc_run_workflow', arguments: { api: '@weather', operation: 'current_weather', input: { city: 'London' } } }, undefined, { timeout: 120_000 })) as CallToolResult;
+      const sc = r.structuredContent as any;
+      expect(r.isError).toBeFalsy();
+      expect(sc).toMatchObject({ status: 'succeeded', receipt: { billing: { status: 'settled', charged_credits: 1 } } });
+      expect((await balanceOf(chosen.org_id)).charged).toBe(1);
+      expect(await ledgerOf(chosen.org_id)).toEqual([
+        { request_id: sc.request_id, kind: 'reserve', amount: expect.any(Number) },
+        { request_id: sc.request_id, kind: 'settle', amount: expect.any(Number) },
+      ]);
+      expect(await ledgerOf(first.org_id)).toEqual([]);
+      expect((await call('GET', `/v1/query/requests/${sc.request_id}`, { key: chosen.api_key })).status).toBe(200);
+    } finally {
+      await client.close();
+    }
+
+    // A second authorization by the same client within the cache time: the document is not refetched.
+    const again = new DocumentProvider(id);
+    await expect(new Client({ name: 'oauth-cimd', version: '1' }).connect(new StreamableHTTPClientTransport(url, { authProvider: again }))).rejects.toBeInstanceOf(UnauthorizedError);
+    const second = await approve(browser, again.authorizationUrl!, email, chosen.org_id);
+    expect(second.location.searchParams.get('code')).toMatch(/^wqs_ac_/);
+    expect(hits.get(docPath)).toBe(1);
+    expect((await cimdRow(id))?.fetched_at.getTime()).toBe(row!.fetched_at.getTime());
+  }, 240_000);
+
+  it('refuses a document whose client_id is not its own URL, and stores nothing', async () => {
+    const id = clientUrl('mismatch');
+    const page = await new ConsoleClient(base).get(authorizePath(id));
+    expect(page.status).toBe(400);
+    expect(page.location).toBeNull();
+    expect(page.text).toContain('it names another client_id than its own URL');
+    expect(hits.get(new URL(id).pathname)).toBe(1); // it was fetched and read, then refused
+    expect(await cimdRow(id)).toBeUndefined();
+  }, 60_000);
+
+  it('refuses a redirect_uri the document does not list, on the page, without redirecting', async () => {
+    const id = clientUrl('redirects');
+    const page = await new ConsoleClient(base).get(authorizePath(id, 'http://127.0.0.1:33419/elsewhere'));
+    expect(page.status).toBe(400);
+    expect(page.location).toBeNull();
+    expect(page.text).toContain('The redirect address is not one this client registered');
+    expect(page.text).not.toContain('wqs_ac_');
+    // The listed one is accepted: the refusal is about the address, not the client.
+    const ok = await new ConsoleClient(base).get(authorizePath(id));
+    expect(ok.status).toBe(303);
+    expect(ok.location).toMatch(/^\/console\/sign-in\?next=/);
+  }, 60_000);
+
+  it('verifies TLS against the mapped name, and every unmapped host keeps the private-address guard', async () => {
+    // Mapped to the same local server, whose certificate does not name this host: refused.
+    const wrongName = clientUrl('wrong-name', WRONG_NAME_HOST);
+    const tls = await new ConsoleClient(base).get(authorizePath(wrongName));
+    expect(tls.status).toBe(400);
+    expect(tls.text).toContain('cannot be used');
+    expect(tls.text).toContain('altnames'); // Node's own certificate name check
+    expect(hits.get(new URL(wrongName).pathname) ?? 0).toBe(0); // the handshake failed before any request
+    expect(await cimdRow(wrongName)).toBeUndefined();
+
+    // An unmapped loopback address on the same server is still refused by the guard, unread.
+    const direct = `https://127.0.0.1:${port}/direct-${run}.json`;
+    const page = await new ConsoleClient(base).get(authorizePath(direct));
+    expect(page.status).toBe(400);
+    expect(page.text).toContain('private, loopback or link-local');
+    expect(hits.get(new URL(direct).pathname) ?? 0).toBe(0);
+    expect(await cimdRow(direct)).toBeUndefined();
+
+    // The stack's own API has no entry for this host: looked up for real (no such name), never read.
+    const id = clientUrl('unmapped');
+    const unmapped = await new ConsoleClient(stack().baseUrl).get(authorizePath(id));
+    expect(unmapped.status).toBe(400);
+    expect(unmapped.text).toContain('cannot be used');
+    expect(hits.get(new URL(id).pathname) ?? 0).toBe(0);
+    expect(await cimdRow(id)).toBeUndefined();
+  }, 60_000);
+});
