@@ -125,6 +125,20 @@ describe('MCP tools', () => {
     expect((await balanceOf(org.org_id)).charged).toBe(0);
   });
 
+  it('a call that breaks a tool schema, or names no tool, says what is wrong instead of inviting a retry', async () => {
+    const client = await connect((await newOrg(5)).api_key);
+    const missing = await callTool(client, 'svc_get_workflow', {});
+    expect(missing.isError).toBe(true);
+    expect(missing.text).toMatch(/Input validation error/);
+    expect(missing.text).toMatch(/api/);
+    expect(missing.text).not.toMatch(/Retry shortly/);
+    const wrongType = await callTool(client, 'svc_get_workflow', { api: 5 });
+    expect(wrongType.text).toMatch(/Input validation error/);
+    const unknown = await callTool(client, 'svc_no_such_tool', {});
+    expect(unknown.isError).toBe(true);
+    expect(unknown.text).toMatch(/Tool svc_no_such_tool not found/);
+  });
+
   it('svc_run_workflow runs through the query service: billed, receipted, visible in request status', async () => {
     const org = await newOrg(5);
     const client = await connect(org.api_key);

@@ -40,11 +40,12 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
         'A run that takes longer than wait_seconds answers status "running"; fetch it with svc_get_run.',
     },
   );
-  // The SDK answers a throwing handler with the error's own text: only its argument-validation
-  // messages may pass; anything else (a stack overflow in a dependency, say) is generic.
+  // The SDK answers a throwing handler with the error's own text: only its own messages about the
+  // call (arguments that fail the tool's schema, an unknown or disabled tool) may pass, so the
+  // caller can correct the call; anything else (a stack overflow in a dependency, say) is generic.
   const sdkToolError: (message: string) => CallToolResult = Reflect.get(server, 'createToolError').bind(server);
   Object.defineProperty(server, 'createToolError', {
-    value: (message: string): CallToolResult => sdkToolError(/^(Input validation error|Invalid arguments for tool)/.test(message) ? message : GENERIC_MESSAGE),
+    value: (message: string): CallToolResult => sdkToolError(isCallerMistake(message) ? message : GENERIC_MESSAGE),
   });
   /** Every handler: arguments checked for depth and size first, and no exception escapes as text. */
   const guard =
@@ -327,4 +328,9 @@ function runError(err: ServiceError, baseUrl: string) {
 function withRetryHint(err: ServiceError): string {
   const after = err.headers?.['retry-after'];
   return after ? `${err.message} (retry after ${after} s)` : err.message;
+}
+
+/** The SDK's McpError texts (`MCP error -32602: …`) that describe the caller's own call. */
+export function isCallerMistake(message: string): boolean {
+  return /^(MCP error -32602: )?(Input validation error|Invalid arguments for tool|Tool [\w-]{1,128} (not found|disabled)$)/.test(message);
 }
