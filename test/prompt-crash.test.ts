@@ -25,7 +25,7 @@ describe('prompt mode under a worker kill', () => {
     const [api, worker] = await Promise.all([spawn('api'), spawn('worker')]);
     const org = await newOrg(20);
     await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: 5000, times: 1 });
-    const pending = query(org.api_key, { prompt: 'What is the current weather in London?' }, { 'idempotency-key': `prompt-crash-${Date.now()}` }, String(api.started.url));
+    const pending = query(org.api_key, { prompt: 'What is the current weather in London?', allowed_apis: ['@weather'] }, { 'idempotency-key': `prompt-crash-${Date.now()}` }, String(api.started.url));
     const row = await until(async () => {
       const r = await db().query(`SELECT id FROM requests WHERE org_id = $1 AND status = 'processing'`, [org.org_id]);
       return r.rows[0] as { id: string } | undefined;
