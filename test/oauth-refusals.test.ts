@@ -103,6 +103,21 @@ describe('registration', () => {
   });
 });
 
+describe('hostile bytes', () => {
+  it('a NUL in a parameter is the caller\'s invalid_request, never a 503 (PostgreSQL text cannot hold one)', async () => {
+    for (const [path, fields] of [
+      ['/oauth/token', { grant_type: 'refresh_token', refresh_token: 'wqs_rt_x', client_id: 'mcpc_\u0000' }],
+      ['/oauth/revoke', { token: 'wqs_rt_x', client_id: 'mcpc_\u0000' }],
+    ] as const) {
+      const res = await form(path, fields);
+      expect(res.status, `${path}: ${res.text}`).toBe(400);
+      expect(res.body.error).toBe('invalid_request');
+    }
+    const reg = await call('POST', '/oauth/register', { body: { client_name: 'nul\u0000name', redirect_uris: [REDIRECT] } });
+    expect(reg.status, JSON.stringify(reg.body)).toBe(400);
+  });
+});
+
 describe('authorization and code exchange', () => {
   it('refuses a wrong verifier, and the code is spent by that attempt (reuse is refused too)', async () => {
     const who = await signedIn('member');

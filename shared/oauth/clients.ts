@@ -50,7 +50,11 @@ export function redirectUriMatches(registered: readonly string[], presented: str
   });
 }
 
-const RedirectUri = z.string().max(MAX_URI_LENGTH).superRefine((v, ctx) => {
+// PostgreSQL text cannot hold NUL: a value with one is the caller's mistake (400), never a 503.
+const NO_NUL = /^[^\u0000]*$/;
+const text = (max: number) => z.string().max(max).regex(NO_NUL, 'must not contain NUL characters');
+
+const RedirectUri = text(MAX_URI_LENGTH).superRefine((v, ctx) => {
   const problem = redirectUriProblem(v);
   if (problem) ctx.addIssue({ code: 'custom', message: problem });
 });
@@ -58,7 +62,7 @@ const RedirectUri = z.string().max(MAX_URI_LENGTH).superRefine((v, ctx) => {
 /** The registration body (RFC 7591 §2): bounded, public clients only, authorization code only. */
 export const ClientRegistration = z.looseObject({
   redirect_uris: z.array(RedirectUri).min(1).max(MAX_REDIRECT_URIS),
-  client_name: z.string().trim().min(1).max(200).optional(),
+  client_name: text(200).trim().min(1).optional(),
   token_endpoint_auth_method: z.literal('none', 'only public clients (none) are supported').optional(),
   grant_types: z
     .array(z.enum(['authorization_code', 'refresh_token'], 'only authorization_code and refresh_token'))
@@ -66,11 +70,11 @@ export const ClientRegistration = z.looseObject({
     .optional(),
   response_types: z.array(z.literal('code', 'only code')).max(1).optional(),
   // Missing is fine (many clients send none); what is asked for is narrowed to what exists.
-  scope: z.string().max(500).optional(),
-  client_uri: z.string().url().max(MAX_URI_LENGTH).optional(),
-  logo_uri: z.string().url().max(MAX_URI_LENGTH).optional(),
-  software_id: z.string().max(200).optional(),
-  software_version: z.string().max(100).optional(),
+  scope: text(500).optional(),
+  client_uri: text(MAX_URI_LENGTH).url().optional(),
+  logo_uri: text(MAX_URI_LENGTH).url().optional(),
+  software_id: text(200).optional(),
+  software_version: text(100).optional(),
 });
 export type ClientRegistration = z.infer<typeof ClientRegistration>;
 

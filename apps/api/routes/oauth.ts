@@ -26,7 +26,8 @@ const TokenResponse = z
   .meta({ id: 'OAuthTokenResponse' });
 const ClientInformation = z.looseObject({ client_id: z.string(), client_id_issued_at: z.number().int(), redirect_uris: z.array(z.string()) }).meta({ id: 'OAuthClientInformation' });
 
-const str = z.string().max(4096);
+// PostgreSQL text cannot hold NUL: a parameter with one is the caller's mistake (400), never a 503.
+const str = z.string().max(4096).regex(/^[^\u0000]*$/, 'must not contain NUL characters');
 const TokenForm = z.discriminatedUnion('grant_type', [
   z.looseObject({
     grant_type: z.literal('authorization_code'),
@@ -40,6 +41,11 @@ const TokenForm = z.discriminatedUnion('grant_type', [
 ]);
 const RevokeForm = z.looseObject({ token: str, token_type_hint: z.string().max(50).optional(), client_id: str });
 
+const unavailable = { description: 'temporarily_unavailable: the authorization server cannot answer right now (Retry-After)', content: { 'application/json': { schema: OAuthError } } };
+const slowDown = { description: 'slow_down: too many requests from this address (Retry-After)', content: { 'application/json': { schema: OAuthError } } };
+const tooLarge = { description: 'invalid_request: the body is larger than the endpoint accepts', content: { 'application/json': { schema: OAuthError } } };
+/** What any OAuth endpoint may also answer. */
+const commonFailures = { 413: tooLarge, 429: slowDown, 503: unavailable };
 const formDoc = (schema: z.ZodType) => ({ content: { 'application/x-www-form-urlencoded': { schema: z.toJSONSchema(schema, { io: 'input' }) } } });
 
 class OAuthFailure extends Error {
@@ -88,7 +94,7 @@ export default async function oauthRoutes(app: FastifyInstance) {
         tags: ['MCP'],
         security: [],
         body: ClientRegistration,
-        response: { 201: ClientInformation, 400: { description: 'invalid_redirect_uri or invalid_client_metadata', content: { 'application/json': { schema: OAuthError } } } },
+        response: { 201: ClientInformation, 400: { description: 'invalid_redirect_uri or invalid_client_metadata', content: { 'application/json': { schema: OAuthError } } }, ...commonFailures },
       },
     },
     async (request, reply) => {
@@ -120,6 +126,7 @@ export default async function oauthRoutes(app: FastifyInstance) {
           200: TokenResponse,
           400: { description: 'invalid_request, invalid_grant, invalid_target or unsupported_grant_type', content: { 'application/json': { schema: OAuthError } } },
           401: { description: 'invalid_client: unknown client_id', content: { 'application/json': { schema: OAuthError } } },
+          ...commonFailures,
         },
       },
     },
@@ -158,6 +165,7 @@ export default async function oauthRoutes(app: FastifyInstance) {
           200: z.undefined().describe('Revoked, or nothing to revoke (unknown tokens are not told apart)'),
           400: { description: 'invalid_request', content: { 'application/json': { schema: OAuthError } } },
           401: { description: 'invalid_client: unknown client_id', content: { 'application/json': { schema: OAuthError } } },
+          ...commonFailures,
         },
       },
     },
