@@ -91,7 +91,11 @@ describe('payloads at rest', () => {
     expect(res.body.data.receipt.billing.status).toBe('settled');
     first = { workflowId, output: res.body.data.output };
 
-    const history = await (await clientWith({ PAYLOAD_ENCRYPTION_KEY: K1 })).workflow.getHandle(workflowId).fetchHistory();
+    // The answer comes from the request row, which a one-task run writes before its workflow task
+    // completes: wait for the workflow to close so its history holds the whole run.
+    const handle = (await clientWith({ PAYLOAD_ENCRYPTION_KEY: K1 })).workflow.getHandle(workflowId);
+    await handle.result();
+    const history = await handle.fetchHistory();
     const text = rawText(history);
     const secrets = [CITY, ...strings(res.body.data.output)];
     expect(secrets.length).toBeGreaterThan(1);
@@ -116,7 +120,11 @@ describe('payloads at rest', () => {
     rotatedApiUrl = String(api.started.url);
     const { workflowId } = await run(rotatedApiUrl, orgKey);
     const client = await clientWith(rotated);
-    const keyIds = async (id: string) => new Set(codecPayloadsOf(await client.workflow.getHandle(id).fetchHistory()).map((p) => meta(p, 'encryption-key-id')));
+    const keyIds = async (id: string) => {
+      const handle = client.workflow.getHandle(id);
+      await handle.result(); // the whole run, not only what was written before the answer
+      return new Set(codecPayloadsOf(await handle.fetchHistory()).map((p) => meta(p, 'encryption-key-id')));
+    };
     const [oldIds, newIds] = [await keyIds(first.workflowId), await keyIds(workflowId)];
     expect(oldIds.size).toBe(1);
     expect(newIds.size).toBe(1);
