@@ -272,8 +272,10 @@ describe('request lifecycle', () => {
         pool.spawn('worker'),
       ]);
       const org = await newOrg(5);
-      await slowWeather(siteMs);
-      const pending = query(org.api_key, london, {}, String(api.started.url));
+      // The fault targets this query's own city: a workflow task left by an earlier test's killed
+      // worker may re-run its London read now and would otherwise take the one-shot fault.
+      await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current?city=Madrid', latency_ms: siteMs, times: 1 });
+      const pending = query(org.api_key, { ...london, input: { city: 'Madrid' } }, {}, String(api.started.url));
       const row = await until(async () => {
         const r = await db().query(`SELECT id FROM requests WHERE org_id = $1 AND status = 'processing'`, [org.org_id]);
         return r.rows[0] as { id: string } | undefined;

@@ -174,7 +174,8 @@ export async function startDemoSites(opts: { port?: number; host?: string } = {}
       const probe = probeReply(path, url.searchParams, req.headers);
       if (probe) return write(req, res, probe);
 
-      const fault = inst.faults.take(host, method, path);
+      // The query string counts too, so a fault can target one input (`/api/v1/current?city=Madrid`).
+      const fault = inst.faults.take(host, method, path + url.search);
       if (fault?.status !== undefined) {
         if (fault.latency_ms) await sleep(fault.latency_ms);
         return write(req, res, faultReply(site, path, fault.status, fault.retry_after_s));
