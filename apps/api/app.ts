@@ -28,6 +28,8 @@ export interface AppDeps {
   temporalHealthy: () => Promise<boolean>;
   /** Public base URL; known once the listener is bound. */
   baseUrl: () => string;
+  /** Start workflows with eager start (the client shares a worker's connection in this process). */
+  eagerStart?: boolean;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -68,6 +70,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     temporal: deps.temporal,
     config: deps.config,
     baseUrl: deps.baseUrl,
+    eagerStart: deps.eagerStart === true,
     router: async () => router,
   });
   app.decorate('queries', queries);

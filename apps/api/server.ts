@@ -1,5 +1,6 @@
 // The API process wiring: pool, lazy Temporal client, listener, graceful drain.
 import { Client, Connection } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../shared/config.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
@@ -13,13 +14,23 @@ export interface RunningApi {
   close(): Promise<void>;
 }
 
-export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningApi> {
+export interface StartApiOptions {
+  /**
+   * A worker's connection in this same process (the embedded dev stack). Workflows then start
+   * eagerly: Temporal hands the first workflow task back in the start response, to that worker,
+   * instead of matching it through the task queue. The worker owns and closes the connection.
+   */
+  workerConnection?: NativeConnection;
+}
+
+export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }, options: StartApiOptions = {}): Promise<RunningApi> {
   // The payload key first: a bad PAYLOAD_ENCRYPTION_KEY stops the process here, not at the first query.
   const dataConverter = await createDataConverter(config);
   const tracing = await startTracing('wqs-api'); // undefined unless OTEL_TRACES_EXPORTER is set (shared/telemetry)
   tracing?.traceIncomingHttp();
   const db = createPool(config.DATABASE_URL, 20, poolTimeouts(config));
-  let connection: Promise<Connection> | undefined;
+  const shared = options.workerConnection;
+  let connection: Promise<Connection | NativeConnection> | undefined = shared && Promise.resolve(shared);
   const connect = () => {
     connection ??= Connection.connect({ address: config.TEMPORAL_ADDRESS, connectTimeout: '5 seconds' }).catch((err) => {
       connection = undefined; // try again on the next request
@@ -36,7 +47,7 @@ export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL
     return res.status === 1; // SERVING
   };
   let url = config.PUBLIC_BASE_URL ?? '';
-  const app = await buildApp({ config, db, temporal, temporalHealthy, baseUrl: () => url });
+  const app = await buildApp({ config, db, temporal, temporalHealthy, baseUrl: () => url, eagerStart: shared !== undefined });
   await app.listen({ port: config.PORT, host: config.HOST });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.PORT;
@@ -49,7 +60,7 @@ export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL
       app.markDraining();
       if (config.DRAIN_DELAY_MS > 0) await new Promise((r) => setTimeout(r, config.DRAIN_DELAY_MS));
       await app.close(); // stops accepting, drains in-flight requests
-      if (connection) await (await connection.catch(() => undefined))?.close().catch(() => {});
+      if (connection && !shared) await (await connection.catch(() => undefined))?.close().catch(() => {});
       await db.end().catch(() => {});
       await tracing?.flush().catch(() => {});
     },

@@ -1,6 +1,6 @@
 // Everything on embedded defaults in one process: what `npm start` runs and `npm run bench` measures.
 import fs from 'node:fs/promises';
-import { Runtime } from '@temporalio/worker';
+import { Runtime, type NativeConnection } from '@temporalio/worker';
 import type { Config } from '../../shared/config.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { ensureDevOrg, prepareDatabase } from '../../shared/db/seed.ts';
@@ -28,6 +28,8 @@ export interface DevStack {
   stop(): Promise<void>;
   /** Rejects if the worker dies. */
   workerDone: Promise<void>;
+  /** The in-process worker's Temporal connection (the API starts workflows eagerly through it). */
+  workerConnection: NativeConnection;
   /** The configuration the API and worker run with (the bench starts a second API from it). */
   config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string };
 }
@@ -77,9 +79,9 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
     await startTracing('workflow-query-service'); // one process, one service name (else the worker's)
     const worker = await startWorker(full);
     stops.push(() => worker.shutdown());
-    const api = await startApi(full);
+    const api = await startApi(full, { workerConnection: worker.connection });
     stops.push(() => api.close());
-    return { url: api.url, apiKey: dev.apiKey, orgId: dev.orgId, consoleUser, databaseUrl, temporalAddress, temporalUiUrl: temporal?.uiUrl, sites, stop: stopAll, workerDone: worker.done, config: full };
+    return { url: api.url, workerConnection: worker.connection, apiKey: dev.apiKey, orgId: dev.orgId, consoleUser, databaseUrl, temporalAddress, temporalUiUrl: temporal?.uiUrl, sites, stop: stopAll, workerDone: worker.done, config: full };
   } catch (err) {
     await stopAll();
     throw err;

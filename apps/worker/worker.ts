@@ -68,6 +68,11 @@ export interface RunningWorker {
   /** Stops polling, finishes in-flight tasks, closes the browser and the pool. */
   shutdown(): Promise<void>;
   done: Promise<void>;
+  /**
+   * The connection the workers poll with. An API in the same process starts workflows through it
+   * with eager start: the first workflow task comes back in the start response, to this worker.
+   */
+  connection: NativeConnection;
 }
 
 export async function startWorker(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningWorker> {
@@ -138,6 +143,7 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     });
   return {
     done,
+    connection,
     async shutdown() {
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       await done;

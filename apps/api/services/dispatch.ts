@@ -26,7 +26,7 @@ type DispatchConfig = Pick<
 >;
 
 export class Dispatch {
-  constructor(private readonly deps: { db: Db; temporal: () => Promise<Client>; config: DispatchConfig; baseUrl: () => string; watch: RunWatch }) {}
+  constructor(private readonly deps: { db: Db; temporal: () => Promise<Client>; config: DispatchConfig; baseUrl: () => string; watch: RunWatch; eagerStart?: boolean }) {}
 
   workflowInput(request: Pick<RequestRow, 'id' | 'org_id' | 'created_at'>, q: QueryRequest, op: ResolvedOperation): QueryWorkflowInput {
     const { config, baseUrl } = this.deps;
@@ -87,6 +87,10 @@ export class Dispatch {
           // The id names this claim only: it never runs twice; "already started" means our own earlier attempt.
           workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
           workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+          // In one process with the worker (the embedded stack): the first task comes back in the
+          // start response, skipping the task-queue match. The server falls back to the queue
+          // when that worker has no free slot.
+          requestEagerStart: this.deps.eagerStart === true,
         }),
       );
     } catch (err) {

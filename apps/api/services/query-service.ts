@@ -43,7 +43,7 @@ export class QueryService {
   private readonly prompts: PromptRouting;
 
   constructor(
-    private readonly deps: { db: Db; temporal: () => Promise<Client>; config: Config; baseUrl: () => string; router?: RouterSource },
+    private readonly deps: { db: Db; temporal: () => Promise<Client>; config: Config; baseUrl: () => string; router?: RouterSource; eagerStart?: boolean },
   ) {
     this.prompts = new PromptRouting({ db: deps.db, router: deps.router });
     this.admission = new Admission({ db: deps.db, config: deps.config });
