@@ -4,10 +4,13 @@ import { createBillingActivities } from './billing.ts';
 import { createExecuteActivities } from './execute.ts';
 import { createHealthActivities } from './health.ts';
 import { createBuilderActivities } from './builder.ts';
+import { createReadQueryActivity } from './read-query.ts';
 import type { RecipeRunner } from './engines/index.ts';
 import type { Keyring } from '../shared/db/connections.ts';
 import type { BuilderActivities, HealthActivities, QueryActivities } from './types.ts';
 
 export function createActivities(deps: { db: Db; runner: RecipeRunner; keyring: () => Promise<Keyring> }): QueryActivities & HealthActivities & BuilderActivities {
-  return { ...createBillingActivities(deps.db), ...createExecuteActivities(deps), ...createHealthActivities(deps), ...createBuilderActivities(deps) };
+  const billing = createBillingActivities(deps.db);
+  const execute = createExecuteActivities(deps);
+  return { ...billing, ...execute, ...createReadQueryActivity({ ...billing, ...execute }), ...createHealthActivities(deps), ...createBuilderActivities(deps) };
 }

@@ -1,6 +1,7 @@
 // Activity signatures, imported by the workflow with `import type` only.
 import type { RequestStatusValue } from '../shared/schemas/query.ts';
 import type { TerminalEnvelope } from '../shared/workflow-contract.ts';
+import type { SuccessInput } from '../shared/query-envelope.ts';
 
 export type ReserveOutcome =
   | { ok: true; reserved: number }
@@ -94,7 +95,47 @@ export interface HealthActivities {
   recordHealth(a: { operationId: number; status: HealthStatus; detail: string; checkedAt: number; verified: boolean }): Promise<{ recorded: boolean }>;
 }
 
-export type QueryActivities = BillingActivities & ExecuteActivities;
+/** Arguments of executeOperation. */
+export type ExecuteArgs = Parameters<ExecuteActivities['executeOperation']>[0];
+
+/** A step's failure as the fused step reports it (an ApplicationFailure's fields, or none). */
+export interface StepError {
+  type: string | null;
+  message: string;
+  details: unknown[];
+  nonRetryable: boolean;
+}
+
+/**
+ * Where the fused read-only step stopped. Each stop hands the rest of the saga back to the
+ * workflow, which goes on with its ordinary steps from there (so every branch keeps one home).
+ */
+export type ReadQueryOutcome =
+  /** Reserving threw (ledger unreachable): nothing is known, the workflow reserves with its own retries. */
+  | { stop: 'reserve' }
+  /** The reservation was refused (too few credits, request closed). */
+  | { stop: 'reserved'; reserve: Extract<ReserveOutcome, { ok: false }> }
+  /** Reserved, then the site step failed once. */
+  | { stop: 'execute'; reserved: number; error: StepError }
+  /** Reserved and executed; shaping or settling did not finish here. */
+  | { stop: 'executed'; reserved: number; output: unknown }
+  /** Reserved, executed, settled and finalized. */
+  | { stop: 'done'; reserved: number; finalize: Finalize; finalized: WriteOutcome };
+
+export interface ReadQueryActivities {
+  /**
+   * A read-only HTTP query's whole happy path in one local activity: reserve, execute once, shape,
+   * settle and finalize, each through the same functions the separate steps use.
+   */
+  runReadQuery(a: {
+    reserve: { orgId: string; requestId: string; amount: number };
+    execute: ExecuteArgs;
+    /** What the success envelope is built from (shared/query-envelope.ts). */
+    success: SuccessInput;
+  }): Promise<ReadQueryOutcome>;
+}
+
+export type QueryActivities = BillingActivities & ExecuteActivities & ReadQueryActivities;
 
 /** One verified example of a draft definition, as a builder test run executes it. */
 export interface DraftExample {

@@ -76,6 +76,16 @@ async function run(q: QueryWorkflowInput, scenario: Scenario = {}) {
   };
 }
 
+/** Local activities the run recorded (their markers), by type. */
+function localActivities(r: { events: Awaited<ReturnType<typeof run>>['events'] }): string[] {
+  return r.events.flatMap((e) => {
+    const m = e.markerRecordedEventAttributes;
+    if (m?.markerName !== 'core_local_activity') return [];
+    const data = m.details?.data?.payloads?.[0]?.data;
+    return data ? [JSON.parse(Buffer.from(data).toString()).activity_type as string] : [];
+  });
+}
+
 const receipt = (q: QueryWorkflowInput, status: string, reserved: number, charged: number | null) => ({
   request_id: q.requestId,
   api: q.api,
@@ -286,15 +296,75 @@ describe('query workflow saga (stub activities on the real server)', () => {
 });
 
 describe('read-only HTTP operations in one workflow task; browser work on its own queue', () => {
-  it('a read-only HTTP operation executes as a local activity: one workflow task, no activity task, patch recorded', async () => {
+  it('a read-only HTTP operation runs reserve, execute and settle in ONE local activity: one workflow task, one marker, patch recorded', async () => {
     const q = input({ engine: 'http' });
     const r = await run(q);
     expect(r.result).toEqual({ status: 200, body: { success: true, data: { output: OUTPUT, receipt: receipt(q, 'settled', COST, COST) } } });
     expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'settleAndFinalize']);
+    expect(r.calls[0]!.args).toEqual({ orgId: ORG, requestId: q.requestId, amount: COST });
     expect(r.calls[1]!.args).toEqual(executeArgs(q));
+    expect(r.calls[2]!.args).toEqual({
+      orgId: ORG,
+      amount: COST,
+      finalize: { requestId: q.requestId, status: 'succeeded', errorCode: null, retentionMs: q.retentionMs, envelope: r.result },
+    });
     expect(r.scheduled).toEqual([]);
     expect(r.workflowTasks).toBe(1);
-    expect(r.patches).toEqual(['http-execute-local']);
+    expect(r.patches).toEqual(['http-read-fused']);
+    expect(localActivities(r)).toEqual(['runReadQuery']);
+  });
+
+  it('the fused step with a response spec settles and returns the shaped output', async () => {
+    const q = input({ engine: 'http', response: { format: 'json', include: ['temperature_c'] } });
+    const r = await run(q);
+    expect(r.result.body).toMatchObject({ success: true, data: { output: { temperature_c: 11.5 } } });
+    expect(r.result.body).not.toHaveProperty('data.output.city');
+    expect(r.calls.at(-1)!.args.finalize.envelope).toEqual(r.result);
+  });
+
+  it('the fused step hands over where it stops: refused reservation, ledger unreachable, settle retried, reservation released', async () => {
+    // Too few credits: 402, nothing executed.
+    const q1 = input({ engine: 'http' });
+    const r1 = await run(q1, { reserve: async () => ({ ok: false, reason: 'insufficient_credits', available: 1 }) });
+    expectError(r1.result, q1, 'insufficient_credits', 402, receipt(q1, 'not_started', 0, 0));
+    expect(r1.steps).toEqual(['reserveCredits', 'finalizeRequest']);
+    // Request closed under the run: 409, no row written.
+    const q2 = input({ engine: 'http' });
+    const r2 = await run(q2, { reserve: async () => ({ ok: false, reason: 'request_closed', status: 'interrupted' }) });
+    expectError(r2.result, q2, 'request_interrupted', 409, receipt(q2, 'not_started', 0, 0));
+    expect(r2.steps).toEqual(['reserveCredits']);
+    // Ledger unreachable: the ordinary reserve step's three bounded attempts follow the fused one.
+    const q3 = input({ engine: 'http' });
+    const r3 = await run(q3, {
+      reserve: async () => {
+        throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+      },
+    });
+    expectError(r3.result, q3, 'billing_unavailable', 503, receipt(q3, 'not_started', 0, 0));
+    expect(r3.steps).toEqual(['reserveCredits', 'reserveCredits', 'reserveCredits', 'reserveCredits', 'finalizeRequest']);
+    // Settling failed once (ledger blip): the ordinary settle step retries it with the same output; charged once.
+    let settles = 0;
+    const q4 = input({ engine: 'http' });
+    const r4 = await run(q4, {
+      settle: async (f) => {
+        settles += 1;
+        if (settles === 1) throw new Error('Connection terminated unexpectedly');
+        return { charged: COST, finalized: { moved: true, status: f.status } };
+      },
+    });
+    expect(r4.result).toEqual({ status: 200, body: { success: true, data: { output: OUTPUT, receipt: receipt(q4, 'settled', COST, COST) } } });
+    expect(r4.steps).toEqual(['reserveCredits', 'executeOperation', 'settleAndFinalize', 'settleAndFinalize']);
+    expect(r4.calls[3]!.args).toEqual(r4.calls[2]!.args);
+    // The reservation was released while the site ran: interrupted, uncharged.
+    const q5 = input({ engine: 'http' });
+    const r5 = await run(q5, {
+      settle: async () => {
+        throw ApplicationFailure.nonRetryable('the reservation was released', 'already_released');
+      },
+    });
+    expectError(r5.result, q5, 'request_interrupted', 409, receipt(q5, 'released', COST, 0));
+    expect(r5.steps).toEqual(['reserveCredits', 'executeOperation', 'settleAndFinalize', 'settleAndFinalize']);
+    for (const r of [r1, r2, r3, r4, r5]) expect(r.scheduled).toEqual([]);
   });
 
   it('the local execute step keeps the retry policy: a retryable failure retried, a non-retryable one released', async () => {

@@ -13,7 +13,17 @@ import {
   proxyLocalActivities,
   setHandler,
 } from '@temporalio/workflow';
-import { LEDGER_FAILURES, type BillingActivities, type ExecuteActivities, type Finalize, type WriteOutcome } from '../activities/types.ts';
+import {
+  LEDGER_FAILURES,
+  type BillingActivities,
+  type ExecuteActivities,
+  type Finalize,
+  type ReadQueryActivities,
+  type ReadQueryOutcome,
+  type ReserveOutcome,
+  type WriteOutcome,
+} from '../activities/types.ts';
+import { receiptOf, successFinalize } from '../shared/query-envelope.ts';
 import { shapeOutput } from '../shared/format/shape.ts';
 import { ERRORS, errorEnvelope, isErrorCode, type ErrorCode } from '../shared/errors.ts';
 import {
@@ -45,6 +55,8 @@ const reserving = proxyLocalActivities<BillingActivities>({
 
 /** patched() id of the local execute step for read-only HTTP operations (see below). */
 export const HTTP_EXECUTE_LOCAL = 'http-execute-local';
+/** patched() id of the fused read-only step (reserve, execute, settle in one local activity). */
+export const HTTP_READ_FUSED = 'http-read-fused';
 
 /** How far past the deadline a local execute step's own timeouts lie (see below). */
 const LOCAL_TIMEOUT_MARGIN_MS = 5_000;
@@ -95,12 +107,7 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
   setHandler(progressQuery, () => progress);
 
   let reserved = 0;
-  const receipt = (status: ReceiptBillingStatus, charged: number | null): Receipt => ({
-    request_id: q.requestId,
-    api: q.api,
-    operation: q.operation,
-    billing: { status, reserved_credits: reserved, charged_credits: charged },
-  });
+  const receipt = (status: ReceiptBillingStatus, charged: number | null): Receipt => receiptOf(q, reserved, status, charged);
   const errorOf = (f: Failure, billingStatus: ReceiptBillingStatus, charged = 0): TerminalEnvelope => ({
     status: ERRORS[f.code].status,
     body: errorEnvelope(f.code, { message: f.message, details: f.details, requestId: q.requestId, receipt: receipt(billingStatus, charged), baseUrl: q.baseUrl }),
@@ -156,6 +163,128 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
   // A query that waited past its deadline before any worker picked it up never reserves.
   if (Date.now() >= q.deadlineAt) return reject({ code: 'execution_timeout', message: 'The query could not start within its deadline' });
 
+  /** A refused reservation: the run stops unpaid. */
+  const refused = (r: Extract<ReserveOutcome, { ok: false }>) => {
+    if (r.reason === 'request_closed') return interrupted('not_started');
+    return reject({
+      code: 'insufficient_credits',
+      message: `This query costs ${q.costCredits} credits; ${r.available} are available`,
+      details: { required: q.costCredits, available: r.available },
+    });
+  };
+
+  const executeArgs = () => ({
+    requestId: q.requestId,
+    orgId: q.orgId,
+    operationId: q.operationId,
+    version: q.version,
+    input: q.input,
+    deadlineAt: q.deadlineAt,
+  });
+
+  /** A read-only HTTP operation's local execute step, with its retry policy. */
+  const localSite = () => {
+    const remainingMs = Math.max(1, q.deadlineAt - Date.now());
+    return proxyLocalActivities<ExecuteActivities>({
+      // The step stops itself at deadlineAt (execute.ts, on the worker's clock): these timeouts
+      // count from each dispatch and are only a backstop, set past the deadline so a timeout
+      // never turns into another attempt.
+      scheduleToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
+      startToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
+      retry: { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
+    });
+  };
+
+  /** The site ran: shape, then settle and finalize. From here the query is charged whatever happens. */
+  const settleOutput = async (output: unknown): Promise<TerminalEnvelope> => {
+    // Shaping is validated before dispatch and should never fail; if it does, the caller gets a
+    // non-retryable error carrying the settled receipt (not the unshaped output, which may hold
+    // fields the caller excluded), never a free retryable failure that invites running the work again.
+    advance('formatting', 'Formatting the output', true);
+    let shaped: { ok: true; output: unknown } | { ok: false };
+    try {
+      shaped = { ok: true, output: q.response ? shapeOutput(output, q.response) : output };
+    } catch (err) {
+      log.error('shaping failed after the site ran', { requestId: q.requestId, error: String(err) });
+      shaped = { ok: false };
+    }
+
+    advance('settling', 'Settling credits');
+    const charge = Math.min(q.costCredits, reserved);
+    const f: Finalize = shaped.ok
+      ? successFinalize(q, reserved, shaped.output)
+      : {
+          requestId: q.requestId,
+          status: 'failed',
+          errorCode: 'response_delivery_failed',
+          retentionMs: q.retentionMs,
+          envelope: errorOf({ code: 'response_delivery_failed', message: 'The workflow ran and was charged, but its output could not be formatted; do not retry blindly' }, 'settled', charge),
+        };
+    try {
+      const s = await billing.settleAndFinalize({ orgId: q.orgId, amount: q.costCredits, finalize: f });
+      return settled(s.finalized, f, 'settled');
+    } catch (err) {
+      const kind = ledgerFailure(err);
+      if (kind === 'already_released') {
+        // Someone gave the reservation back while the site ran (a stale-claim check): the request is
+        // interrupted and uncharged, whatever the site did.
+        log.error('settlement found the reservation released', { requestId: q.requestId });
+        return interrupted('released');
+      }
+      if (kind === 'no_reservation') {
+        // The reservation this run made is not in the ledger: a bug to log; nothing can be charged.
+        log.error('settlement found no reservation', { requestId: q.requestId });
+        reserved = 0;
+        return finish(errorOf({ code: 'internal_error' }, 'not_started'), 'failed', 'internal_error', 'not_started');
+      }
+      throw err;
+    }
+  };
+
+  // A read-only HTTP operation's happy path is ONE local activity (reserve, execute once, shape,
+  // settle + finalize: activities/read-query.ts): one dispatch and one marker instead of three.
+  // Wherever it stops short, the ordinary steps below take over from that point. Inputs from before
+  // the `engine` field never reach patched(), and histories from before this patch replay below.
+  if (q.engine === 'http' && !q.performsActions && patched(HTTP_READ_FUSED)) {
+    advance('executing', `Running ${q.api} ${q.operation}`, true);
+    const remainingMs = Math.max(1, q.deadlineAt - Date.now());
+    const fused = proxyLocalActivities<ReadQueryActivities>({
+      scheduleToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
+      startToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
+      // One attempt: a failure of the step itself hands over to the ordinary steps, which retry.
+      retry: { maximumAttempts: 1 },
+    });
+    let o: ReadQueryOutcome;
+    try {
+      o = await fused.runReadQuery({
+        reserve: { orgId: q.orgId, requestId: q.requestId, amount: q.costCredits },
+        execute: executeArgs(),
+        success: { requestId: q.requestId, api: q.api, operation: q.operation, costCredits: q.costCredits, retentionMs: q.retentionMs, response: q.response },
+      });
+    } catch {
+      o = { stop: 'reserve' }; // nothing known: reserving again is once per request
+    }
+    if (o.stop === 'reserved') return refused(o.reserve);
+    if (o.stop !== 'reserve') {
+      reserved = o.reserved;
+      if (o.stop === 'done') return settled(o.finalized, o.finalize, 'settled');
+      if (o.stop === 'executed') return settleOutput(o.output);
+      // The site step failed once: a code no retry can change is final; anything else goes on
+      // with the ordinary local execute step and its retry policy.
+      const e = o.error;
+      if (e.nonRetryable || (e.type !== null && NON_RETRYABLE.includes(e.type))) {
+        return compensate(e.type !== null && isErrorCode(e.type) ? { code: e.type, message: e.message, details: e.details[0] } : { code: 'internal_error' });
+      }
+      let output: unknown;
+      try {
+        output = await localSite().executeOperation(executeArgs());
+      } catch (err) {
+        return compensate(toFailure(err, false));
+      }
+      return settleOutput(output);
+    }
+  }
+
   advance('preparing', 'Reserving credits');
   let r;
   try {
@@ -172,27 +301,12 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     reserved = q.costCredits;
     return compensate(f);
   }
-  if (!r.ok && r.reason === 'request_closed') return interrupted('not_started');
-  if (!r.ok) {
-    return reject({
-      code: 'insufficient_credits',
-      message: `This query costs ${q.costCredits} credits; ${r.available} are available`,
-      details: { required: q.costCredits, available: r.available },
-    });
-  }
+  if (!r.ok) return refused(r);
   reserved = r.reserved;
 
   let output: unknown;
   try {
     const remainingMs = Math.max(1, q.deadlineAt - Date.now());
-    const args = {
-      requestId: q.requestId,
-      orgId: q.orgId,
-      operationId: q.operationId,
-      version: q.version,
-      input: q.input,
-      deadlineAt: q.deadlineAt,
-    };
     // A read-only HTTP operation runs as a local activity: the whole query (reserve, execute,
     // settle + finalize) fits in one workflow task, with no task-queue round trip per step. Safe
     // to run again on another worker after a crash (it changes nothing on the site); actions and
@@ -200,14 +314,7 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     // never reach patched(), so their histories replay on the old path.
     const local = q.engine === 'http' && !q.performsActions && patched(HTTP_EXECUTE_LOCAL);
     const site = local
-      ? proxyLocalActivities<ExecuteActivities>({
-          // The step stops itself at deadlineAt (execute.ts, on the worker's clock): these timeouts
-          // count from each dispatch and are only a backstop, set past the deadline so a timeout
-          // never turns into another attempt.
-          scheduleToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
-          startToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
-          retry: { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
-        })
+      ? localSite()
       : proxyActivities<ExecuteActivities>({
           scheduleToCloseTimeout: remainingMs,
           startToCloseTimeout: remainingMs,
@@ -221,52 +328,9 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
             : { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
         });
     advance('executing', `Running ${q.api} ${q.operation}`, true);
-    output = await site.executeOperation(args);
+    output = await site.executeOperation(executeArgs());
   } catch (err) {
     return compensate(toFailure(err, q.performsActions));
   }
-
-  // The site ran: from here the query is charged whatever happens. Shaping is validated before
-  // dispatch and should never fail; if it does, the caller gets a non-retryable error carrying the
-  // settled receipt (not the unshaped output, which may hold fields the caller excluded), never a
-  // free retryable failure that invites running the work again.
-  advance('formatting', 'Formatting the output', true);
-  let shaped: { ok: true; output: unknown } | { ok: false };
-  try {
-    shaped = { ok: true, output: q.response ? shapeOutput(output, q.response) : output };
-  } catch (err) {
-    log.error('shaping failed after the site ran', { requestId: q.requestId, error: String(err) });
-    shaped = { ok: false };
-  }
-
-  advance('settling', 'Settling credits');
-  const charge = Math.min(q.costCredits, reserved);
-  const f: Finalize = shaped.ok
-    ? { requestId: q.requestId, status: 'succeeded', errorCode: null, retentionMs: q.retentionMs, envelope: { status: 200, body: { success: true, data: { output: shaped.output, receipt: receipt('settled', charge) } } } }
-    : {
-        requestId: q.requestId,
-        status: 'failed',
-        errorCode: 'response_delivery_failed',
-        retentionMs: q.retentionMs,
-        envelope: errorOf({ code: 'response_delivery_failed', message: 'The workflow ran and was charged, but its output could not be formatted; do not retry blindly' }, 'settled', charge),
-      };
-  try {
-    const s = await billing.settleAndFinalize({ orgId: q.orgId, amount: q.costCredits, finalize: f });
-    return settled(s.finalized, f, 'settled');
-  } catch (err) {
-    const kind = ledgerFailure(err);
-    if (kind === 'already_released') {
-      // Someone gave the reservation back while the site ran (a stale-claim check): the request is
-      // interrupted and uncharged, whatever the site did.
-      log.error('settlement found the reservation released', { requestId: q.requestId });
-      return interrupted('released');
-    }
-    if (kind === 'no_reservation') {
-      // The reservation this run made is not in the ledger: a bug to log; nothing can be charged.
-      log.error('settlement found no reservation', { requestId: q.requestId });
-      reserved = 0;
-      return finish(errorOf({ code: 'internal_error' }, 'not_started'), 'failed', 'internal_error', 'not_started');
-    }
-    throw err;
-  }
+  return settleOutput(output);
 }

@@ -2,12 +2,14 @@
 // server where the workflow is the unit: each stub records its call (by request id) and does what
 // the run's scenario says, or the ordinary successful thing. Used by test/query-workflow.test.ts and
 // by scripts/record-histories.ts (the saga's branches a real stack cannot produce on demand).
-import type { BillingActivities, ExecuteActivities, Finalize, ReserveOutcome, WriteOutcome } from '../../activities/types.ts';
+import type { BillingActivities, ExecuteActivities, Finalize, ReadQueryActivities, ReserveOutcome, WriteOutcome } from '../../activities/types.ts';
+import { createReadQueryActivity } from '../../activities/read-query.ts';
 import { newRequestId } from '../../shared/ids.ts';
 import type { QueryWorkflowInput } from '../../shared/workflow-contract.ts';
 
-export type Stubs = BillingActivities & ExecuteActivities;
-type StepName = keyof Stubs;
+export type Stubs = BillingActivities & ExecuteActivities & ReadQueryActivities;
+/** The steps a run is told apart by; the fused read-only step is made of them (it records nothing itself). */
+type StepName = keyof (BillingActivities & ExecuteActivities);
 export interface Call {
   step: StepName;
   args: any;
@@ -34,7 +36,7 @@ const record = (requestId: string, step: StepName, args: unknown) => {
 
 export const OUTPUT = { city: 'London', temperature_c: 11.5, conditions: 'Light rain' };
 
-export const stubs: Stubs = {
+const steps: BillingActivities & ExecuteActivities = {
   async reserveCredits(a) {
     const s = record(a.requestId, 'reserveCredits', a);
     const attempt = calls.get(a.requestId)!.filter((c) => c.step === 'reserveCredits').length;
@@ -65,6 +67,9 @@ export const stubs: Stubs = {
     return s.execute ? s.execute() : OUTPUT;
   },
 };
+
+/** The stub steps, and the fused read-only step composed of them exactly as the worker composes the real ones. */
+export const stubs: Stubs = { ...steps, ...createReadQueryActivity(steps) };
 
 export const COST = 2;
 export const BASE_URL = 'https://wqs.example.test';
