@@ -41,12 +41,12 @@ function segments(t: { sent: number; answered: number; createdAt: number; comple
   const actDone = all('activityTaskCompleted')[0];
   const closed = all('workflowExecutionCompleted')[0];
   if (!actSched) {
-    // Read-only HTTP operations since issue 11: every step a local activity, one workflow task.
+    // Read-only HTTP operations since issue 11: one local activity (runReadQuery), one workflow task.
     return [
       ['api: request sent → claim transaction (auth, validation, catalog, admission)', t.createdAt - t.sent],
       ['start: claim → WorkflowExecutionStarted', ms(started) - t.createdAt],
-      ['wft1: scheduled → started (task queue, poller)', ms(wftStart1) - ms(wftSched1)],
-      ['wft1: started → finalize transaction (reserve, site request, settle + envelope: local activities)', t.completedAt - ms(wftStart1)],
+      ['wft1: scheduled → started (eager start: in the start response; else the task queue)', ms(wftStart1) - ms(wftSched1)],
+      ['wft1: started → finalize transaction (runReadQuery: reserve, site request, settle + envelope)', t.completedAt - ms(wftStart1)],
       ['wft1: finalize transaction → completed', ms(wftDone1) - t.completedAt],
       ['close: wft1 completed → WorkflowExecutionCompleted', ms(closed) - ms(wftDone1)],
       ['learn: finalize transaction → answer read by the caller', t.answered - t.completedAt],

@@ -47,16 +47,16 @@ try {
     results.breakdown = await benchBreakdown({ baseUrl: stack.url, apiKey: org.api_key, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress });
   }
   if (wanted('query')) {
-    // A second API on the same stack, learning results the other way, measured in the same run.
-    const otherWait = stack.config.RESULT_WAIT === 'notify' ? 'history' : 'notify';
-    const other = await startApi({ ...stack.config, RESULT_WAIT: otherWait, PORT: 0 });
+    // A second API on the same stack and the same result wait, but starting workflows without eager
+    // start (as an API in a process of its own does): what eager start gives, in the same run.
+    const other = await startApi({ ...stack.config, PORT: 0 });
     try {
       results.query = await benchQuery({
         baseUrl: stack.url,
         apiKey: org.api_key,
         siteOrigin: stack.sites.origin,
-        label: stack.config.RESULT_WAIT,
-        other: { baseUrl: other.url, label: otherWait },
+        label: `${stack.config.RESULT_WAIT}, eager start`,
+        other: { baseUrl: other.url, label: 'no_eager' },
       });
     } finally {
       await other.close();
@@ -64,7 +64,8 @@ try {
   }
   if (wanted('result_wait')) {
     const otherWait = stack.config.RESULT_WAIT === 'notify' ? 'history' : 'notify';
-    const other = await startApi({ ...stack.config, RESULT_WAIT: otherWait, PORT: 0 });
+    // Both eager (the in-process worker's connection), so only the result wait differs.
+    const other = await startApi({ ...stack.config, RESULT_WAIT: otherWait, PORT: 0 }, { workerConnection: stack.workerConnection });
     try {
       results.result_wait = await benchResultWait({ apiKey: org.api_key, apis: { [stack.config.RESULT_WAIT]: stack.url, [otherWait]: other.url } });
     } finally {
@@ -77,6 +78,8 @@ try {
     ['browser', './browser.ts', 'benchBrowser'],
     ['catalog', './catalog.ts', 'benchCatalog'],
     ['router', './router.ts', 'benchRouter'],
+    // Last: three minutes at c=16, RSS before and after, the ledger checked.
+    ['sustained', './sustained.ts', 'benchSustained'],
   ] as const) {
     if (!wanted(name)) continue;
     const mod = (await import(file).catch(() => null)) as Record<string, (i: unknown) => Promise<unknown>> | null;

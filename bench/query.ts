@@ -2,6 +2,7 @@
 // operation, beside the same site request made directly, in the same run.
 import { Agent, request } from 'undici';
 import { load, print, ratio, type Summary } from './stats.ts';
+import { cpuBetween, snapshot } from './procs.ts';
 
 export interface QueryBenchInput {
   baseUrl: string;
@@ -38,13 +39,18 @@ export async function benchQuery({ baseUrl, apiKey, siteOrigin, other, label = '
   };
   if (viaOther) figures[`${other!.label}_c1`] = await load(viaOther, { total, concurrency: 1, warmup: 10 });
   figures.direct_c1 = await load(direct, { total, concurrency: 1, warmup: 10 });
+  // Where the CPU goes at c=16: on two cores, CPU per query is what bounds queries per second.
+  const before = snapshot();
   figures.service_c16 = await load(viaService, { total: total * 2, concurrency: 16, warmup: 16 });
+  const cpu_c16 = cpuBetween(before, snapshot(), total * 2 + 16);
   if (viaOther) figures[`${other!.label}_c16`] = await load(viaOther, { total: total * 2, concurrency: 16, warmup: 16 });
   figures.direct_c16 = await load(direct, { total: total * 2, concurrency: 16, warmup: 16 });
   await agent.close();
   print(`POST /v1/query (HTTP operation; service = ${label}${other ? `, beside ${other.label}` : ''}) vs the same site request made directly`, figures);
+  print('CPU by process during service_c16 (warm-up included in the per-query figure)', cpu_c16);
   return {
     ...figures,
+    cpu_c16,
     ratios: {
       p50_c1: ratio(figures.service_c1!.p50_ms, figures.direct_c1.p50_ms),
       p99_c1: ratio(figures.service_c1!.p99_ms, figures.direct_c1.p99_ms),
