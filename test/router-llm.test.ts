@@ -55,7 +55,7 @@ const offered = (body: any, operation: string): string | undefined =>
   body.tools[0].function.parameters.properties.operation.enum.find((id: string) => id.endsWith(`/${operation}`));
 
 async function startLlmServer(): Promise<string> {
-  llm = spawn(process.execPath, ['server.mjs', '--model', MODEL, '--port', '0', '--api-key', KEY, '--threads', '2'], { cwd: SERVER_DIR, stdio: ['ignore', 'pipe', 'pipe'] });
+  llm = spawn(process.execPath, ['server.mjs', '--model', MODEL, '--port', '0', '--api-key', KEY], { cwd: SERVER_DIR, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`llm server did not start:\n${out}`)), 90_000);
@@ -158,6 +158,17 @@ describe.skipIf(!installed && !process.env.CI)('LLM path against a real local Op
     // In CI the model is always installed (npm test runs scripts/ensure-llm.sh); a missing one fails here.
     expect(installed, 'run bash scripts/ensure-llm.sh').toBe(true);
     llmUrl = await startLlmServer();
+    // One forced call first, so the model's first-use costs (pages of the weights, the first grammar) are not a test's.
+    const warm = await fetch(`${llmUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        messages: [{ role: 'user', content: 'weather in Oslo' }],
+        tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }],
+        tool_choice: { type: 'function', function: { name: 'f' } },
+      }),
+    });
+    expect(warm.status).toBe(200);
     const proxyUrl = await startProxy();
     const s = stack();
     api = await startApiProcess({
