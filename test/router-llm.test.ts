@@ -259,15 +259,34 @@ describe.skipIf(!installed && !process.env.CI)('LLM path against a real local Op
     expect(await requestCount(other.org_id)).toBe(0);
   });
 
-  it('an action the offline explicit-ask rule does not allow is never chosen by the model', async () => {
-    // "order a tent" names the verb but not the product: the offline router lists place_order and abstains.
-    behaviour = (body) => (forced(body) === 'choose_operation' && offered(body, 'place_order') ? toolAnswer('choose_operation', { operation: offered(body, 'place_order') }) : 'forward');
+  it('actions stay with the offline explicit-ask rule: a picked action it did not choose is refused; a prompt asking for one is never the model\'s', async () => {
+    const pickAction = (body: any) => (forced(body) === 'choose_operation' && offered(body, 'place_order') ? toolAnswer('choose_operation', { operation: offered(body, 'place_order') }) : 'forward');
+    // A product code and a number ask for nothing: the offline router lists place_order and abstains.
+    behaviour = pickAction;
     const org = await newOrg(20);
-    const res = await query(org.api_key, { prompt: 'order a tent', allowed_apis: DEMO }, {}, base);
+    const res = await query(org.api_key, { prompt: 'NW-MUG-STL 2', allowed_apis: DEMO }, {}, base);
     expect(res.status, res.text).toBe(422);
     expect(res.body.error.code).toBe('prompt_unroutable');
-    expect(seen.map((s) => forced(s.body))).toEqual(['choose_operation']); // place_order was offered, picked, and refused before any fill
     expect(offered(seen[0].body, 'place_order')).toBeDefined();
+    expect(seen.map((s) => forced(s.body))).toEqual(['choose_operation']); // picked, and refused before any fill
+
+    // "status of order …" is a read: the offline router chose get_order; the model's place_order does not replace it.
+    seen = [];
+    const status = await query(org.api_key, { prompt: 'status of order ORD-100001', allowed_apis: DEMO }, {}, base);
+    expect(offered(seen[0].body, 'place_order')).toBeDefined();
+    expect(seen.map((s) => forced(s.body))).toEqual(['choose_operation']);
+    // get_order needs a connected shop account this organization does not have: refused, free, naming get_order.
+    expect(status.status, status.text).toBe(409);
+    expect(status.body.error.code).toBe('access_required');
+    expect(status.body.error.message).toContain('get_order');
+
+    // A prompt asking for an action no candidate performs (cancel) abstains without asking the model at all.
+    seen = [];
+    behaviour = () => 'forward';
+    const cancel = await query(org.api_key, { prompt: 'cancel my order ORD-100001', allowed_apis: DEMO }, {}, base);
+    expect(cancel.status, cancel.text).toBe(422);
+    expect(cancel.body.error.code).toBe('prompt_unroutable');
+    expect(seen).toEqual([]);
     expect(await ledgerOf(org.org_id)).toEqual([]);
     expect(await requestCount(org.org_id)).toBe(0);
   });

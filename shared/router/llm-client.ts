@@ -18,7 +18,7 @@ export const LLM_FALLBACKS = [
   'invalid_response', // not the OpenAI shape, arguments that are not a JSON object, or over OPENAI_MAX_RESPONSE_BYTES
   'refused', // no call of the named function, a refusal, or "none" of the candidates
   'unknown_operation', // a name that is not one of the in-scope candidates (or one withdrawn since)
-  'action_not_asked', // an operation that performs actions, which the offline explicit-ask rule did not choose
+  'action_not_asked', // an action the offline explicit-ask rule did not choose, another operation in place of the one it chose, or a prompt it refused as asking for an action
   'invalid_input', // the filled input fails the operation's schema
   'input_missing', // its operation lacks a required value while the offline router had chosen another
 ] as const;

@@ -60,10 +60,16 @@ export class LlmRouter {
   }
 
   private async routeOrThrow<T>(a: LlmRouteArgs<T>): Promise<LlmOutcome<T>> {
+    // A prompt that asks for an action (book, order, cancel…) is the offline explicit-ask rule's alone:
+    // it abstained (no candidate performs that action with every input given: `action_*` reasons,
+    // shared/router/rank.ts) or chose the one action that does. The model may not turn it into
+    // another operation, nor be asked.
+    if (a.ranked.reason?.startsWith('action_')) throw new LlmError('action_not_asked');
     const prompt = a.prompt.slice(0, LLM_PROMPT_CHARS);
     const chosen = await this.choose(prompt, a.ranked.candidates);
-    // Actions need an explicit ask: only the one the offline router's rule let through.
-    if (chosen.performs_actions && !sameOp(chosen, a.ranked.chosen)) throw new LlmError('action_not_asked');
+    const offlineAction = a.ranked.chosen?.performs_actions === true;
+    // Actions need an explicit ask: only the one the offline router's rule let through, and that one is not swapped for another.
+    if ((chosen.performs_actions || offlineAction) && !sameOp(chosen, a.ranked.chosen)) throw new LlmError('action_not_asked');
     const resolved = await a.resolve(chosen);
     if (!resolved) throw new LlmError('unknown_operation');
     const [args, offline] = await Promise.all([this.fill(prompt, resolved.target), a.offlineFill(resolved.target)]);
