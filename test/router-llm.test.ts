@@ -12,6 +12,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { publishApi } from '../shared/db/catalog.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
+import { loadConfig } from '../shared/config.ts';
+import { createLlmRouter } from '../shared/router/llm.ts';
 import { groundFill } from '../shared/router/llm-ground.ts';
 import { ROOT, startApiProcess, type ServiceProcess } from './helpers/processes.ts';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
@@ -153,6 +155,16 @@ describe('grounding a model-filled input (pure)', () => {
   });
 });
 
+describe('configuration', () => {
+  it('the LLM path is on only with a base URL and a model; a base URL alone is refused at start', () => {
+    expect(createLlmRouter(loadConfig({}))).toBeUndefined();
+    expect(createLlmRouter(loadConfig({ OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', OPENAI_MODEL: 'm' }))).toBeDefined();
+    expect(() => loadConfig({ OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' })).toThrow(/OPENAI_MODEL: required when OPENAI_BASE_URL is set/);
+    expect(() => loadConfig({ OPENAI_BASE_URL: 'not a url', OPENAI_MODEL: 'm' })).toThrow(/OPENAI_BASE_URL/);
+    expect(loadConfig({})).toMatchObject({ OPENAI_TIMEOUT_MS: 4000, OPENAI_MAX_RESPONSE_BYTES: 65536 });
+  });
+});
+
 describe.skipIf(!installed && !process.env.CI)('LLM path against a real local OpenAI-compatible server', () => {
   beforeAll(async () => {
     // In CI the model is always installed (npm test runs scripts/ensure-llm.sh); a missing one fails here.
@@ -286,6 +298,10 @@ describe.skipIf(!installed && !process.env.CI)('LLM path against a real local Op
     const cancel = await query(org.api_key, { prompt: 'cancel my order ORD-100001', allowed_apis: DEMO }, {}, base);
     expect(cancel.status, cancel.text).toBe(422);
     expect(cancel.body.error.code).toBe('prompt_unroutable');
+    // Nor one that nothing in scope matches: no candidates, nothing to ask.
+    const capital = await query(org.api_key, { prompt: 'what is the capital of Australia', allowed_apis: DEMO }, {}, base);
+    expect(capital.status, capital.text).toBe(422);
+    expect(capital.body.error).toMatchObject({ code: 'prompt_unroutable', details: { candidates: [] } });
     expect(seen).toEqual([]);
     expect(await ledgerOf(org.org_id)).toEqual([]);
     expect(await requestCount(org.org_id)).toBe(0);
