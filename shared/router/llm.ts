@@ -139,7 +139,12 @@ export class LlmRouter {
     let v = this.validators.get(key);
     if (!v) {
       if (this.validators.size >= 500) this.validators.clear();
-      v = this.ajv.compile(schema);
+      try {
+        v = this.ajv.compile(schema);
+      } catch {
+        // A schema ajv cannot compile: the offline path meets the same schema as without a model.
+        throw new LlmError('invalid_input');
+      }
       this.validators.set(key, v);
     }
     return v;
