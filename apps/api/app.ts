@@ -16,7 +16,7 @@ import queryRoutes from './routes/query.ts';
 import requestRoutes from './routes/requests.ts';
 import catalogRoutes from './routes/catalog.ts';
 import { QueryService } from './services/query-service.ts';
-import { createRouter } from '../../shared/router/index.ts';
+import { createLlmRouter, createRouter } from '../../shared/router/index.ts';
 
 export const SERVICE_VERSION = '1.2.0';
 
@@ -72,6 +72,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     baseUrl: deps.baseUrl,
     eagerStart: deps.eagerStart === true,
     router: async () => router,
+    // The optional LLM path: only when OPENAI_BASE_URL and OPENAI_MODEL are set.
+    llm: createLlmRouter(deps.config),
   });
   app.decorate('queries', queries);
   // Not awaited: PostgreSQL down at start-up must not hold the API; waiters fall back meanwhile.

@@ -1,6 +1,7 @@
 // The one owner of the `requests` row: claims, status transitions, the terminal envelope, reads.
 // Every status move is a conditional UPDATE from its allowed sources, so two actors (the workflow,
 // an API's stale-claim check, an ambiguous start) can never both win: the loser learns it did not move.
+import type { LlmFallback } from '../router/llm-client.ts';
 import type { Db, DbClient } from './pool.ts';
 import type { ErrorEnvelope } from '../errors.ts';
 import type { QueryResult } from '../workflow-contract.ts';
@@ -43,6 +44,8 @@ export interface RoutingAudit {
   candidates: { api: string; operation: string; label: string; score: number }[];
   /** The prompt-search fee included in the receipt's credits. */
   search_credits: number;
+  /** With an LLM endpoint configured: why the offline router answered instead of the model. */
+  llm_fallback?: LlmFallback;
 }
 
 /** Allowed source states of each target state. */

@@ -1,5 +1,6 @@
 // Zod schemas of resources whose routes validate nothing from a body (responses, headers, the
 // error envelope). Request bodies come from shared/schemas/ — the same schemas the routes use.
+import { LLM_FALLBACKS } from '../router/llm-client.ts';
 import { z } from 'zod';
 import { ERRORS } from '../errors.ts';
 import { Receipt, RequestStatusValue } from '../schemas/query.ts';
@@ -69,6 +70,10 @@ export const RequestStatus = z
           .array(z.strictObject({ api: z.string(), operation: z.string(), label: z.string(), score: z.number().min(0).max(1) }))
           .describe('the best operations considered, best first (at most 5)'),
         search_credits: z.number().int().describe("the prompt-search fee included in the receipt's credits (5)"),
+        llm_fallback: z
+          .enum(LLM_FALLBACKS)
+          .optional()
+          .describe('only when an LLM endpoint is configured and the offline router answered instead of the model: why (an error, a timeout, a refusal, an answer that broke a rule)'),
       })
       .nullable()
       .describe('prompt mode: how the prompt was routed; null in direct mode'),

@@ -8,6 +8,8 @@ import { retrieve } from './retrieve.ts';
 import type { FillResult, FillTarget, PromptAttachment, PromptRouter, RankResult, RouteScope } from './types.ts';
 
 export type * from './types.ts';
+// The optional LLM path (llm.ts), used by the query service beside this router.
+export { createLlmRouter, type LlmRouter } from './llm.ts';
 
 export interface RouterDeps {
   db: Db;

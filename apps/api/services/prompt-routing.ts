@@ -10,7 +10,8 @@ import { resolveOperation, type ResolvedOperation } from '../../../shared/db/cat
 import type { RoutingAudit } from '../../../shared/db/requests.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { QueryRequest } from '../../../shared/schemas/query.ts';
-import type { Candidate, PromptAttachment, PromptRouter, RouteScope } from '../../../shared/router/types.ts';
+import type { Candidate, FillResult, FillTarget, PromptAttachment, PromptRouter, RouteScope } from '../../../shared/router/types.ts';
+import type { LlmRouter } from '../../../shared/router/llm.ts';
 
 /** A successful prompt search costs this much on top of the operation's own price (spec: Credits). */
 export const PROMPT_SEARCH_CREDITS = 5;
@@ -44,7 +45,7 @@ const round = (n: number) => Math.round(n * 1000) / 1000;
 export class PromptRouting {
   private router?: Promise<PromptRouter>;
 
-  constructor(private readonly deps: { db: Db; router?: RouterSource }) {}
+  constructor(private readonly deps: { db: Db; router?: RouterSource; llm?: LlmRouter }) {}
 
   private async getRouter(): Promise<PromptRouter> {
     if (!this.deps.router)
@@ -73,36 +74,32 @@ export class PromptRouting {
       throw new ServiceError('catalog_unavailable', 'The catalog cannot be searched right now', { headers: { 'retry-after': '5' } });
     });
     const candidates = ranked.candidates.map(publicCandidate);
-    const chosen = ranked.chosen;
-    if (!chosen) {
-      throw new ServiceError(
-        'prompt_unroutable',
-        candidates.length
-          ? 'No operation is a clear match for this prompt; nothing was charged. Pick one of details.candidates and call it in direct mode'
-          : 'No operation in scope matches this prompt; nothing was charged',
-        { param: 'prompt', details: { candidates, router: ranked.router } },
-      );
-    }
-
-    let resolved;
-    try {
-      resolved = await resolveOperation(this.deps.db, orgId, { api: chosen.api, operation: chosen.operation, visibility: chosen.visibility });
-    } catch {
-      throw new ServiceError('catalog_unavailable', 'The catalog cannot be read right now', { headers: { 'retry-after': '5' } });
-    }
-    // The router saw the catalog a moment ago; an operation withdrawn since is no clear winner.
-    if (!resolved.ok) throw new ServiceError('prompt_unroutable', `${chosen.api} ${chosen.operation} is no longer available; nothing was charged`, { param: 'prompt', details: { candidates, router: ranked.router } });
-    const op = resolved.op;
-
-    const filled = await router
-      .fill(
-        { api: op.handle, operation: op.operation, label: chosen.label, input_schema: op.inputSchema, performs_actions: op.performsActions, examples: op.examples.map((e) => ({ input: e.input })) },
-        prompt,
-        attachments,
-      )
-      .catch(() => {
+    const fill = (target: FillTarget) =>
+      router.fill(target, prompt, attachments).catch(() => {
         throw new ServiceError('catalog_unavailable', 'The prompt router cannot fill the input right now', { headers: { 'retry-after': '5' } });
       });
+    // The optional LLM path (shared/router/llm.ts) answers within the offline router's candidates, or
+    // says why the offline router answers instead (recorded as routing.llm_fallback).
+    const viaLlm = this.deps.llm && ranked.candidates.length ? await this.deps.llm.route({ prompt, ranked, resolve: (c) => this.resolve(orgId, c), offlineFill: fill }) : undefined;
+    let chosen: Candidate, op: ResolvedOperation, filled: FillResult;
+    if (viaLlm?.ok) ({ chosen, value: op, filled } = viaLlm);
+    else {
+      if (!ranked.chosen) {
+        throw new ServiceError(
+          'prompt_unroutable',
+          candidates.length
+            ? 'No operation is a clear match for this prompt; nothing was charged. Pick one of details.candidates and call it in direct mode'
+            : 'No operation in scope matches this prompt; nothing was charged',
+          { param: 'prompt', details: { candidates, router: ranked.router } },
+        );
+      }
+      chosen = ranked.chosen;
+      const resolved = await this.resolve(orgId, chosen);
+      // The router saw the catalog a moment ago; an operation withdrawn since is no clear winner.
+      if (!resolved) throw new ServiceError('prompt_unroutable', `${chosen.api} ${chosen.operation} is no longer available; nothing was charged`, { param: 'prompt', details: { candidates, router: ranked.router } });
+      op = resolved.value;
+      filled = await fill(resolved.target);
+    }
     if (filled.missing.length) {
       const fields = filled.missing.map((m) => m.field.replace(/^\//, '').replaceAll('/', '.'));
       throw new ServiceError(
@@ -119,7 +116,32 @@ export class PromptRouting {
     if (!input.success) throw new ServiceError('internal_error', 'The prompt router filled an input that is not JSON; nothing was charged');
     return {
       op,
-      plan: { input: input.data, routing: { router: ranked.router, score: round(chosen.score), candidates, search_credits: PROMPT_SEARCH_CREDITS } },
+      plan: {
+        input: input.data,
+        routing: {
+          router: viaLlm?.ok ? 'llm' : ranked.router,
+          score: round(chosen.score),
+          candidates,
+          search_credits: PROMPT_SEARCH_CREDITS,
+          ...(viaLlm && !viaLlm.ok ? { llm_fallback: viaLlm.fallback } : {}),
+        },
+      },
+    };
+  }
+
+  /** A candidate's operation as it stands now, and what the router needs to fill it; null when withdrawn. */
+  private async resolve(orgId: string, c: Candidate): Promise<{ value: ResolvedOperation; target: FillTarget } | null> {
+    let resolved;
+    try {
+      resolved = await resolveOperation(this.deps.db, orgId, { api: c.api, operation: c.operation, visibility: c.visibility });
+    } catch {
+      throw new ServiceError('catalog_unavailable', 'The catalog cannot be read right now', { headers: { 'retry-after': '5' } });
+    }
+    if (!resolved.ok) return null;
+    const op = resolved.op;
+    return {
+      value: op,
+      target: { api: op.handle, operation: op.operation, label: c.label, input_schema: op.inputSchema, performs_actions: op.performsActions, examples: op.examples.map((e) => ({ input: e.input })) },
     };
   }
 

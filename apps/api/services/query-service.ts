@@ -20,6 +20,7 @@ import { Dispatch } from './dispatch.ts';
 import { Idempotency } from './idempotency.ts';
 import { RunWatch } from './run-watch.ts';
 import { PROMPT_SEARCH_CREDITS, PromptRouting, type PromptPlan, type RouterSource } from './prompt-routing.ts';
+import type { LlmRouter } from '../../../shared/router/llm.ts';
 
 export { rateHeaders, type RateInfo, type RequestRow };
 
@@ -43,9 +44,9 @@ export class QueryService {
   private readonly prompts: PromptRouting;
 
   constructor(
-    private readonly deps: { db: Db; temporal: () => Promise<Client>; config: Config; baseUrl: () => string; router?: RouterSource; eagerStart?: boolean },
+    private readonly deps: { db: Db; temporal: () => Promise<Client>; config: Config; baseUrl: () => string; router?: RouterSource; llm?: LlmRouter; eagerStart?: boolean },
   ) {
-    this.prompts = new PromptRouting({ db: deps.db, router: deps.router });
+    this.prompts = new PromptRouting({ db: deps.db, router: deps.router, llm: deps.llm });
     this.admission = new Admission({ db: deps.db, config: deps.config });
     this.watch = new RunWatch(deps);
     this.idempotency = new Idempotency({ db: deps.db, watch: this.watch, staleClaimMs: deps.config.STALE_CLAIM_MS });
