@@ -193,6 +193,25 @@ describe('MCP tools', () => {
     expect(await requestCount(org.org_id)).toBe(0);
   });
 
+  it('progress notifications come from the reservation notice, not from querying the workflow each second', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    // Cairo only (no other test asks for it): the site holds this run for 2 s after it reserved.
+    await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current?city=Cairo', latency_ms: 2000, times: 1 });
+    const heard: Array<{ progress: number; total?: number; message?: string }> = [];
+    const r = (await client.callTool({ name: 'svc_run_workflow', arguments: { api: '@weather', operation: 'current_weather', input: { city: 'Cairo' } } }, undefined, {
+      timeout: 120_000,
+      onprogress: (p) => heard.push(p),
+    })) as CallToolResult;
+    expect(r.isError).toBeFalsy();
+    expect(r.structuredContent).toMatchObject({ status: 'succeeded', output: { city: 'Cairo' } });
+    // `executing` is the third of six stages; the notice's own message says where it came from (the
+    // workflow's progress query would say "Running @weather current_weather").
+    expect(heard).toContainEqual({ progress: 3, total: 6, message: 'Running the workflow' });
+    expect(heard.map((h) => h.message)).not.toContain('Running @weather current_weather');
+    expect((await balanceOf(org.org_id)).charged).toBe(1);
+  });
+
   it('a run slower than wait_seconds answers running with a request_id; svc_get_run returns it, billed once', async () => {
     const org = await newOrg(5);
     const client = await connect(org.api_key);

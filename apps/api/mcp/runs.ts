@@ -145,24 +145,40 @@ function refuse(performsActions: boolean, kind: RunKind, readOnly: boolean, name
   return undefined;
 }
 
-/** Wait for the terminal envelope; meanwhile report the workflow's stages (from its progress query). */
+/**
+ * Wait for the terminal envelope; meanwhile report the stages the run reaches. From PostgreSQL
+ * notices first (the reservation's commit says `executing`), as SSE streams hear them: a workflow
+ * query per second per open call would be a workflow task each on the worker. Polling the
+ * workflow's progress query is the fallback, when this API is not listening or notices may be lost.
+ */
 async function waitWithProgress(svc: QueryService, workflowId: string, requestId: string, ms: number, onStage?: OnStage): Promise<TerminalEnvelope | null> {
   // Temporal unreachable while waiting is answered as still running: svc_get_run reads the record later.
   if (!onStage) return svc.awaitResult(workflowId, requestId, ms).catch(() => null);
   let lastSeq = -1;
   let done = false;
-  const poll = setInterval(() => {
-    void svc.progress(workflowId).then((p) => {
-      if (done || !p || p.seq === lastSeq) return;
-      lastSeq = p.seq;
-      onStage(p.stage, p.message);
-    });
-  }, 1_000);
+  let poll: ReturnType<typeof setInterval> | undefined;
+  const startPolling = () => {
+    if (poll || done) return;
+    poll = setInterval(() => {
+      void svc.progress(workflowId).then((p) => {
+        if (done || !p || p.seq === lastSeq) return;
+        lastSeq = p.seq;
+        onStage(p.stage, p.message);
+      });
+    }, 1_000);
+  };
+  const unwatch = svc.watchProgress(requestId, (h) => {
+    if (done) return;
+    if (h === 'unsure') startPolling();
+    else onStage(h, 'Running the workflow');
+  });
+  if (!unwatch) startPolling();
   try {
     return await svc.awaitResult(workflowId, requestId, ms).catch(() => null);
   } finally {
     done = true;
-    clearInterval(poll);
+    unwatch?.();
+    if (poll) clearInterval(poll);
   }
 }
 
