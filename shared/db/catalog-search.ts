@@ -14,6 +14,7 @@ import {
 } from '../schemas/catalog.ts';
 import type { JsonSchema } from '../catalog/types.ts';
 import type { CategoryId } from '../catalog/categories.ts';
+import { checkKept, GENERATION_SQL, pageCacheOf } from './catalog-cache.ts';
 import type { Db } from './pool.ts';
 
 export type CatalogSort = 'relevant' | 'popular' | 'newest' | 'updated';
@@ -40,6 +41,20 @@ export function queryWords(text: string | undefined): string[] {
   const words = [...new Set(text.normalize('NFKC').toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])];
   const content = words.filter((w) => !STOP_WORDS.has(w));
   return (content.length > 0 ? content : words).slice(0, MAX_QUERY_WORDS);
+}
+
+const statementNames = new Map<string, string>();
+/**
+ * A named (prepared) statement: parsed once per connection, and planned once when PostgreSQL's
+ * generic plan is as good as a custom one. The name is derived from the text, so one text is one
+ * statement; the texts are few (their shape never depends on values). Used for suggest; the
+ * search statement stays unnamed: its generic plan evaluates to_tsquery($n) per candidate row
+ * and measured slower than planning each call (bench/results/2026-11-23-issue-11-catalog.md).
+ */
+export function prepared(text: string, values: unknown[]) {
+  let name = statementNames.get(text);
+  if (!name) statementNames.set(text, (name = `catalog_${createHash('sha256').update(text).digest('base64url').slice(0, 22)}`));
+  return { name, text, values };
 }
 
 /** A number as an SQL literal. */
@@ -131,6 +146,20 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
   // "relevant" without a query has nothing to rank by: it orders like "popular".
   const effective: CatalogSort = sort === 'relevant' && words.length === 0 ? 'popular' : sort;
   const asOf = effective === 'popular' ? (cursor?.t ?? Date.now() - AS_OF_LAG_MS) : undefined;
+
+  // A page computed before is served again while the catalog cache generation it was computed at
+  // is still current (catalog-cache.ts); run counts are always read fresh. Not `popular`: that
+  // order moves with every completed run.
+  const cache = pageCacheOf<CatalogPage<CatalogItem>>(db);
+  const cacheKey = effective === 'popular' ? undefined : JSON.stringify([fp, limit, opts.cursor ?? null, opts.baseUrl]);
+  if (cacheKey) {
+    const kept = cache.get(cacheKey);
+    if (kept) {
+      const runs = await checkKept(db, kept.gen, kept.ids);
+      if (runs) return { items: kept.value.items.map((item, i) => ({ ...item, completed_runs: runs[i]! })), next_cursor: kept.value.next_cursor };
+      cache.delete(cacheKey);
+    }
+  }
 
   const params: unknown[] = [];
   const p = (v: unknown) => {
@@ -232,9 +261,9 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     LIMIT ${p(limit + 1)})`);
   const maxCost = p(opts.max_cost_credits ?? null);
   const sql = `WITH ${ctes.join(',\n  ')}
-    SELECT page.key AS page_key, ${itemColumns(maxCost, 'NULL', '0')}
+    SELECT page.key AS page_key, ${GENERATION_SQL} AS gen, ${itemColumns(maxCost, 'NULL', '0')}
       FROM page JOIN apis a ON a.id = page.id`;
-  const r = await db.query<ItemRow & { page_key: number | string }>(sql, params);
+  const r = await db.query<ItemRow & { page_key: number | string; gen: string }>(sql, params);
   const ranked = r.rows.map((row) => ({ row, id: Number(row.id), key: row.page_key }));
   ranked.sort((x, y) => {
     if (x.key !== y.key) {
@@ -244,7 +273,8 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     return x.id - y.id;
   });
   const rows = ranked.slice(0, limit);
-  const items = rows.filter((x) => x.row.ops.length > 0).map((x) => toItem(x.row, opts.baseUrl));
+  const shown = rows.filter((x) => x.row.ops.length > 0);
+  const items = shown.map((x) => toItem(x.row, opts.baseUrl));
   let next: string | null = null;
   if (ranked.length > limit) {
     const last = rows[rows.length - 1]!;
@@ -252,7 +282,13 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     if (asOf !== undefined) c.t = asOf;
     next = b64(c);
   }
-  return { items, next_cursor: next };
+  const page = { items, next_cursor: next };
+  // An empty page carries no generation (no row); it is computed again next time.
+  if (cacheKey && r.rows.length > 0) {
+    cache.set(cacheKey, { gen: r.rows[0]!.gen, ids: shown.map((x) => x.id), value: page });
+    return { items: items.map((item) => ({ ...item })), next_cursor: next };
+  }
+  return page;
 }
 
 // --- items -----------------------------------------------------------------------------------
@@ -478,17 +514,16 @@ export async function suggest(db: Db, opts: { query?: string; limit?: number; ba
     JOIN apis a ON a.id = m.api_id ORDER BY m.cls, m.runs DESC, m.api_id`;
   let rows: Array<{ handle: string; name: string; logo_sha256: string | null; category: CategoryId }>;
   if (text === '') {
-    rows = (await db.query(show('0', 'true'), [limit])).rows;
+    rows = (await db.query(prepared(show('0', 'true'), [limit]))).rows;
   } else {
     // names is "name handle-words", lower case; a typed prefix matches its start or any word.
     const like = text.replace(/[\\%_]/g, '\\$&');
     const starts = [`${like}%`, `% ${like}%`];
-    rows = (await db.query(show('(n.names NOT LIKE $2)::int', 'n.names LIKE $2 OR n.names LIKE $3'), [limit, ...starts])).rows;
+    rows = (await db.query(prepared(show('(n.names NOT LIKE $2)::int', 'n.names LIKE $2 OR n.names LIKE $3'), [limit, ...starts]))).rows;
     if (rows.length < limit) {
       // Near misses: the most similar names first (ranked by -similarity as the class).
       const more = await db.query(
-        show('-word_similarity($4, n.names)', 'n.names %> $4 AND NOT (n.names LIKE $2 OR n.names LIKE $3)'),
-        [limit - rows.length, ...starts, text],
+        prepared(show('-word_similarity($4, n.names)', 'n.names %> $4 AND NOT (n.names LIKE $2 OR n.names LIKE $3)'), [limit - rows.length, ...starts, text]),
       );
       rows = rows.concat(more.rows);
     }
