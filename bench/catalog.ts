@@ -89,6 +89,11 @@ export async function seedSyntheticCatalog(db: Db, n: number): Promise<void> {
        SELECT o.id, 1, '{"type":"object"}', '{"type":"object"}', '{}' FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle LIKE '@bench-%'`,
     );
     await c.query(`SELECT catalog_search_refresh(id) FROM apis WHERE handle LIKE '@bench-%'`);
+    // The rank rows are copied by a trigger on catalog_search, off under the replica role.
+    await c.query(
+      `INSERT INTO catalog_rank (api_id, listed, operation_count, min_cost_credits, tsv, keywords, exact)
+       SELECT api_id, listed, operation_count, min_cost_credits, tsv, keywords, exact FROM catalog_search WHERE api_id IN (SELECT id FROM apis WHERE handle LIKE '@bench-%')`,
+    );
     await c.query(
       `INSERT INTO catalog_api_stats (api_id, completed_runs) SELECT id, (id * 2654435761) % 5000 FROM apis WHERE handle LIKE '@bench-%'
        ON CONFLICT (api_id) DO UPDATE SET completed_runs = EXCLUDED.completed_runs`,

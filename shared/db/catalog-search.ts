@@ -166,7 +166,8 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     params.push(v);
     return `$${params.length}`;
   };
-  // Everything reads the search row; apis only for the filters on it and for "updated".
+  // Everything reads the narrow rank row (migrations/1700000001500: a copy of the search row's
+  // ranking columns); apis only for the filters on it and for "updated".
   const needApis = opts.api !== undefined || opts.category !== undefined || effective === 'updated';
   const where = ['s.listed'];
   if (opts.api) where.push(`a.handle = ${p(opts.api)}`);
@@ -175,7 +176,7 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
   else where.push('s.operation_count > 0');
 
   let key = '0::float8';
-  let from = 'catalog_search s';
+  let from = 'catalog_rank s';
   const ctes: string[] = [];
   if (words.length > 0) {
     // Candidates through indexes only: full-text matches (prefix per word) or a near word
@@ -184,7 +185,14 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     // in the small vocabulary catalog_keywords; words that start with the query word are left to
     // the full-text prefix match, and a query word that is itself a keyword is taken as typed.
     // Only candidates are ranked; nothing is computed over the whole table.
-    const orTq = `to_tsquery('english', ${p(words.map((w) => `${w}:*`).join(' | '))})`;
+    // Each tsquery is built once per statement (CTE tq), never per candidate row: also under a
+    // generic plan of the prepared statement, where to_tsquery($n) is not folded to a constant.
+    const tqColumns: string[] = [];
+    const tq = (source: string) => {
+      tqColumns.push(`to_tsquery('english', ${p(source)}) AS q${tqColumns.length}`);
+      return `tq.q${tqColumns.length - 1}`;
+    };
+    const orTq = tq(words.map((w) => `${w}:*`).join(' | '));
     words.forEach((w, i) => {
       const wp = p(w);
       const prefix = p(`${w.replace(/[\\%_]/g, '\\$&')}%`);
@@ -212,8 +220,8 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
       const share = num(1 / words.length);
       const scores = words.map((w, i) => {
         const n = (c: string) => `n${i}.${c}`;
-        return `(CASE WHEN s.tsv @@ to_tsquery('english', ${p(`${w}:*A`)}) THEN 1 + ${share}
-          WHEN s.tsv @@ to_tsquery('english', ${p(`${w}:*`)}) THEN 1
+        return `(CASE WHEN s.tsv @@ ${tq(`${w}:*A`)} THEN 1 + ${share}
+          WHEN s.tsv @@ ${tq(`${w}:*`)} THEN 1
           WHEN s.keywords && ${n('ws')} THEN
             (CASE WHEN s.keywords && ${n('w1')} THEN ${n('s1')} WHEN s.keywords && ${n('w2')} THEN ${n('s2')} ELSE ${n('s3')} END)
             * (CASE WHEN s.tsv @@ ${n('name_tq')} THEN 0.8 + ${share} ELSE 0.8 END)
@@ -223,6 +231,8 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
       const score = `${scores.join(' + ')} + ts_rank(s.tsv, ${orTq}) + (CASE WHEN ${tp} = ANY(s.exact) THEN 2 ELSE 0 END)`;
       key = `round((${score})::numeric, 6)::float8`;
     }
+    ctes.push(`tq AS MATERIALIZED (SELECT ${tqColumns.join(', ')})`);
+    from += ' CROSS JOIN tq';
   }
   if (needApis) from += ' JOIN apis a ON a.id = s.api_id';
 
@@ -263,7 +273,7 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
   const sql = `WITH ${ctes.join(',\n  ')}
     SELECT page.key AS page_key, ${GENERATION_SQL} AS gen, ${itemColumns(maxCost, 'NULL', '0')}
       FROM page JOIN apis a ON a.id = page.id`;
-  const r = await db.query<ItemRow & { page_key: number | string; gen: string }>(sql, params);
+  const r = await db.query<ItemRow & { page_key: number | string; gen: string }>(prepared(sql, params));
   const ranked = r.rows.map((row) => ({ row, id: Number(row.id), key: row.page_key }));
   ranked.sort((x, y) => {
     if (x.key !== y.key) {
