@@ -155,12 +155,13 @@ const bumpGeneration = (db: Db) => db.query('UPDATE catalog_cache_generation SET
 /** Planning and execution time, buffers hit and candidate rows of a first page's statement (EXPLAIN ANALYZE, BUFFERS). */
 async function explainFirstPage(db: Db, query: string, base: string) {
   await bumpGeneration(db);
-  const [first] = await recordStatements(db, (d) => searchCatalog(d, { query, baseUrl: base }));
+  // The ranking statement, not the generation check a kept page (now stale) runs first.
+  const first = (await recordStatements(db, (d) => searchCatalog(d, { query, baseUrl: base }))).find((s) => s.text.includes('page AS MATERIALIZED'));
   const r = await db.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${first!.text}`, first!.values);
   const plan = r.rows[0]['QUERY PLAN'][0];
   let candidates = 0;
   const walk = (node: any) => {
-    if (node['Node Type'] === 'Bitmap Heap Scan' && node['Relation Name'] === 'catalog_search') candidates = Math.max(candidates, node['Actual Rows']);
+    if (node['Node Type'] === 'Bitmap Heap Scan' && ['catalog_rank', 'catalog_search'].includes(node['Relation Name'])) candidates = Math.max(candidates, node['Actual Rows']);
     for (const child of node.Plans ?? []) walk(child);
   };
   walk(plan.Plan);
