@@ -47,9 +47,9 @@ const statementNames = new Map<string, string>();
 /**
  * A named (prepared) statement: parsed once per connection, and planned once when PostgreSQL's
  * generic plan is as good as a custom one. The name is derived from the text, so one text is one
- * statement; the texts are few (their shape never depends on values). Used for suggest; the
- * search statement stays unnamed: its generic plan evaluates to_tsquery($n) per candidate row
- * and measured slower than planning each call (bench/results/2026-11-23-issue-11-catalog.md).
+ * statement; the texts are few (their shape depends on the number of query words, the sort and
+ * which filters are set, never on values). Search and suggest both; measured in
+ * bench/results/2026-11-23-issue-11-catalog.md.
  */
 export function prepared(text: string, values: unknown[]) {
   let name = statementNames.get(text);
