@@ -14,6 +14,7 @@ import {
 } from '../schemas/catalog.ts';
 import type { JsonSchema } from '../catalog/types.ts';
 import type { CategoryId } from '../catalog/categories.ts';
+import { checkKept, GENERATION_SQL, pageCacheOf } from './catalog-cache.ts';
 import type { Db } from './pool.ts';
 
 export type CatalogSort = 'relevant' | 'popular' | 'newest' | 'updated';
@@ -40,6 +41,20 @@ export function queryWords(text: string | undefined): string[] {
   const words = [...new Set(text.normalize('NFKC').toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])];
   const content = words.filter((w) => !STOP_WORDS.has(w));
   return (content.length > 0 ? content : words).slice(0, MAX_QUERY_WORDS);
+}
+
+const statementNames = new Map<string, string>();
+/**
+ * A named (prepared) statement: parsed once per connection, and planned once when PostgreSQL's
+ * generic plan is as good as a custom one. The name is derived from the text, so one text is one
+ * statement; the texts are few (their shape depends on the number of query words, the sort and
+ * which filters are set, never on values). Search and suggest both; measured in
+ * bench/results/2026-11-23-issue-11-catalog.md.
+ */
+export function prepared(text: string, values: unknown[]) {
+  let name = statementNames.get(text);
+  if (!name) statementNames.set(text, (name = `catalog_${createHash('sha256').update(text).digest('base64url').slice(0, 22)}`));
+  return { name, text, values };
 }
 
 /** A number as an SQL literal. */
@@ -132,12 +147,27 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
   const effective: CatalogSort = sort === 'relevant' && words.length === 0 ? 'popular' : sort;
   const asOf = effective === 'popular' ? (cursor?.t ?? Date.now() - AS_OF_LAG_MS) : undefined;
 
+  // A page computed before is served again while the catalog cache generation it was computed at
+  // is still current (catalog-cache.ts); run counts are always read fresh. Not `popular`: that
+  // order moves with every completed run.
+  const cache = pageCacheOf<CatalogPage<CatalogItem>>(db);
+  const cacheKey = effective === 'popular' ? undefined : JSON.stringify([fp, limit, opts.cursor ?? null, opts.baseUrl]);
+  if (cacheKey) {
+    const kept = cache.get(cacheKey);
+    if (kept) {
+      const runs = await checkKept(db, kept.gen, kept.ids);
+      if (runs) return { items: kept.value.items.map((item, i) => ({ ...item, completed_runs: runs[i]! })), next_cursor: kept.value.next_cursor };
+      cache.delete(cacheKey);
+    }
+  }
+
   const params: unknown[] = [];
   const p = (v: unknown) => {
     params.push(v);
     return `$${params.length}`;
   };
-  // Everything reads the search row; apis only for the filters on it and for "updated".
+  // Everything reads the narrow rank row (migrations/1700000001500: a copy of the search row's
+  // ranking columns); apis only for the filters on it and for "updated".
   const needApis = opts.api !== undefined || opts.category !== undefined || effective === 'updated';
   const where = ['s.listed'];
   if (opts.api) where.push(`a.handle = ${p(opts.api)}`);
@@ -146,7 +176,7 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
   else where.push('s.operation_count > 0');
 
   let key = '0::float8';
-  let from = 'catalog_search s';
+  let from = 'catalog_rank s';
   const ctes: string[] = [];
   if (words.length > 0) {
     // Candidates through indexes only: full-text matches (prefix per word) or a near word
@@ -155,7 +185,14 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     // in the small vocabulary catalog_keywords; words that start with the query word are left to
     // the full-text prefix match, and a query word that is itself a keyword is taken as typed.
     // Only candidates are ranked; nothing is computed over the whole table.
-    const orTq = `to_tsquery('english', ${p(words.map((w) => `${w}:*`).join(' | '))})`;
+    // Each tsquery is built once per statement (CTE tq), never per candidate row: also under a
+    // generic plan of the prepared statement, where to_tsquery($n) is not folded to a constant.
+    const tqColumns: string[] = [];
+    const tq = (source: string) => {
+      tqColumns.push(`to_tsquery('english', ${p(source)}) AS q${tqColumns.length}`);
+      return `tq.q${tqColumns.length - 1}`;
+    };
+    const orTq = tq(words.map((w) => `${w}:*`).join(' | '));
     words.forEach((w, i) => {
       const wp = p(w);
       const prefix = p(`${w.replace(/[\\%_]/g, '\\$&')}%`);
@@ -183,8 +220,8 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
       const share = num(1 / words.length);
       const scores = words.map((w, i) => {
         const n = (c: string) => `n${i}.${c}`;
-        return `(CASE WHEN s.tsv @@ to_tsquery('english', ${p(`${w}:*A`)}) THEN 1 + ${share}
-          WHEN s.tsv @@ to_tsquery('english', ${p(`${w}:*`)}) THEN 1
+        return `(CASE WHEN s.tsv @@ ${tq(`${w}:*A`)} THEN 1 + ${share}
+          WHEN s.tsv @@ ${tq(`${w}:*`)} THEN 1
           WHEN s.keywords && ${n('ws')} THEN
             (CASE WHEN s.keywords && ${n('w1')} THEN ${n('s1')} WHEN s.keywords && ${n('w2')} THEN ${n('s2')} ELSE ${n('s3')} END)
             * (CASE WHEN s.tsv @@ ${n('name_tq')} THEN 0.8 + ${share} ELSE 0.8 END)
@@ -194,6 +231,8 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
       const score = `${scores.join(' + ')} + ts_rank(s.tsv, ${orTq}) + (CASE WHEN ${tp} = ANY(s.exact) THEN 2 ELSE 0 END)`;
       key = `round((${score})::numeric, 6)::float8`;
     }
+    ctes.push(`tq AS MATERIALIZED (SELECT ${tqColumns.join(', ')})`);
+    from += ' CROSS JOIN tq';
   }
   if (needApis) from += ' JOIN apis a ON a.id = s.api_id';
 
@@ -232,9 +271,9 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     LIMIT ${p(limit + 1)})`);
   const maxCost = p(opts.max_cost_credits ?? null);
   const sql = `WITH ${ctes.join(',\n  ')}
-    SELECT page.key AS page_key, ${itemColumns(maxCost, 'NULL', '0')}
+    SELECT page.key AS page_key, ${GENERATION_SQL} AS gen, ${itemColumns(maxCost, 'NULL', '0')}
       FROM page JOIN apis a ON a.id = page.id`;
-  const r = await db.query<ItemRow & { page_key: number | string }>(sql, params);
+  const r = await db.query<ItemRow & { page_key: number | string; gen: string }>(prepared(sql, params));
   const ranked = r.rows.map((row) => ({ row, id: Number(row.id), key: row.page_key }));
   ranked.sort((x, y) => {
     if (x.key !== y.key) {
@@ -244,7 +283,8 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     return x.id - y.id;
   });
   const rows = ranked.slice(0, limit);
-  const items = rows.filter((x) => x.row.ops.length > 0).map((x) => toItem(x.row, opts.baseUrl));
+  const shown = rows.filter((x) => x.row.ops.length > 0);
+  const items = shown.map((x) => toItem(x.row, opts.baseUrl));
   let next: string | null = null;
   if (ranked.length > limit) {
     const last = rows[rows.length - 1]!;
@@ -252,7 +292,13 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     if (asOf !== undefined) c.t = asOf;
     next = b64(c);
   }
-  return { items, next_cursor: next };
+  const page = { items, next_cursor: next };
+  // An empty page carries no generation (no row); it is computed again next time.
+  if (cacheKey && r.rows.length > 0) {
+    cache.set(cacheKey, { gen: r.rows[0]!.gen, ids: shown.map((x) => x.id), value: page });
+    return { items: items.map((item) => ({ ...item })), next_cursor: next };
+  }
+  return page;
 }
 
 // --- items -----------------------------------------------------------------------------------
@@ -478,17 +524,16 @@ export async function suggest(db: Db, opts: { query?: string; limit?: number; ba
     JOIN apis a ON a.id = m.api_id ORDER BY m.cls, m.runs DESC, m.api_id`;
   let rows: Array<{ handle: string; name: string; logo_sha256: string | null; category: CategoryId }>;
   if (text === '') {
-    rows = (await db.query(show('0', 'true'), [limit])).rows;
+    rows = (await db.query(prepared(show('0', 'true'), [limit]))).rows;
   } else {
     // names is "name handle-words", lower case; a typed prefix matches its start or any word.
     const like = text.replace(/[\\%_]/g, '\\$&');
     const starts = [`${like}%`, `% ${like}%`];
-    rows = (await db.query(show('(n.names NOT LIKE $2)::int', 'n.names LIKE $2 OR n.names LIKE $3'), [limit, ...starts])).rows;
+    rows = (await db.query(prepared(show('(n.names NOT LIKE $2)::int', 'n.names LIKE $2 OR n.names LIKE $3'), [limit, ...starts]))).rows;
     if (rows.length < limit) {
       // Near misses: the most similar names first (ranked by -similarity as the class).
       const more = await db.query(
-        show('-word_similarity($4, n.names)', 'n.names %> $4 AND NOT (n.names LIKE $2 OR n.names LIKE $3)'),
-        [limit - rows.length, ...starts, text],
+        prepared(show('-word_similarity($4, n.names)', 'n.names %> $4 AND NOT (n.names LIKE $2 OR n.names LIKE $3)'), [limit - rows.length, ...starts, text]),
       );
       rows = rows.concat(more.rows);
     }

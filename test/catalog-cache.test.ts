@@ -1,0 +1,128 @@
+// Kept search pages (shared/db/catalog-cache.ts): served again only while nothing they show or
+// rank by has changed. Every change here is committed through a connection of its own, as
+// another API process, the builder or an operator would make it; the search goes through the
+// route (app.inject) on the app's own pool, which keeps the pages.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publishApi } from '../shared/db/catalog.ts';
+import { createPool, type Db } from '../shared/db/pool.ts';
+import { CatalogSearchResponse } from '../shared/schemas/catalog.ts';
+import { completeRuns, startCatalogFixture, syntheticApi, syntheticOp, type CatalogFixture } from './catalog-fixture.ts';
+
+let f: CatalogFixture;
+let other: Db;
+
+const search = async (query: string, extra = '') => {
+  const res = await f.app.inject({ method: 'GET', url: `/v1/catalog?query=${encodeURIComponent(query)}${extra}` });
+  expect(res.statusCode).toBe(200);
+  const body = res.json();
+  CatalogSearchResponse.parse(body);
+  return body.data as { items: Array<{ api: string; name: string; completed_runs: number; operations: Array<{ cost_credits: number; health: { status: string } }> }>; next_cursor: string | null };
+};
+const handles = (page: { items: Array<{ api: string }> }) => page.items.map((i) => i.api);
+const generation = async () => Number((await f.db.query('SELECT gen FROM catalog_cache_generation')).rows[0].gen);
+
+/** Counts the statements the app's pool runs while `fn` runs, by their first words. */
+async function statementsDuring(fn: () => Promise<unknown>) {
+  const seen: string[] = [];
+  const original = f.db.query.bind(f.db);
+  const spy = (...args: unknown[]) => {
+    const q = args[0] as string | { text: string };
+    seen.push(typeof q === 'string' ? q : q.text);
+    return (original as (...a: unknown[]) => unknown)(...args);
+  };
+  (f.db as { query: unknown }).query = spy;
+  try {
+    await fn();
+  } finally {
+    (f.db as { query: unknown }).query = original;
+  }
+  return { total: seen.length, pages: seen.filter((t) => t.includes('page AS MATERIALIZED')).length };
+}
+
+beforeAll(async () => {
+  f = await startCatalogFixture(
+    [
+      syntheticApi('@zebra-tides', { name: 'Zebra Tides', description: 'Tide tables for zebra harbours.', operations: [syntheticOp('tides', { cost_credits: 2 })] }),
+      syntheticApi('@zebra-maps', { name: 'Zebra Maps', description: 'Maps of zebra harbours.' }),
+    ],
+    { demo: false },
+  );
+  other = createPool(f.pg.databaseUrl, 2);
+}, 120_000);
+afterAll(async () => {
+  await other?.end();
+  await f?.close();
+});
+
+describe('kept search pages', () => {
+  it('serve a repeated search from one cheap statement, with run counts read fresh', async () => {
+    const first = await search('zebra');
+    expect(handles(first).sort()).toEqual(['@zebra-maps', '@zebra-tides']);
+    const again = await statementsDuring(() => search('zebra'));
+    // One statement (generation + run counts), not the ranking one.
+    expect(again).toEqual({ total: 1, pages: 0 });
+    await completeRuns(other, f.orgA.org_id, '@zebra-maps', 3);
+    const after = await search('zebra');
+    expect(after.items.find((i) => i.api === '@zebra-maps')!.completed_runs).toBe(3);
+    // A completed run changes no generation: the page is still served from the kept copy.
+    expect((await statementsDuring(() => search('zebra'))).pages).toBe(0);
+  });
+
+  it('never outlive a visibility change, an unpublish, or a re-publish', async () => {
+    expect(handles(await search('zebra'))).toContain('@zebra-tides');
+    await other.query(`UPDATE apis SET visibility = 'private', owner_org_id = $1 WHERE handle = '@zebra-tides'`, [f.orgA.org_id]);
+    expect(handles(await search('zebra'))).toEqual(['@zebra-maps']);
+    await other.query(`UPDATE apis SET visibility = 'public', owner_org_id = 'org_platform' WHERE handle = '@zebra-tides'`);
+    expect(handles(await search('zebra')).sort()).toEqual(['@zebra-maps', '@zebra-tides']);
+
+    await other.query(`UPDATE apis SET status = 'inactive' WHERE handle = '@zebra-tides'`);
+    expect(handles(await search('zebra'))).toEqual(['@zebra-maps']);
+    await other.query(`UPDATE apis SET status = 'active' WHERE handle = '@zebra-tides'`);
+    expect(handles(await search('zebra'))).toContain('@zebra-tides');
+
+    // A re-publish changing a name and a price: both show at once.
+    await publishApi(
+      other,
+      syntheticApi('@zebra-tides', { name: 'Zebra Tide Tables', description: 'Tide tables for zebra harbours.', operations: [syntheticOp('tides', { cost_credits: 4 })] }),
+    );
+    const item = (await search('zebra')).items.find((i) => i.api === '@zebra-tides')!;
+    expect(item.name).toBe('Zebra Tide Tables');
+    expect(item.operations[0]!.cost_credits).toBe(4);
+    // The price filter is part of what is kept: a page under 3 credits no longer has it.
+    expect(handles(await search('zebra', '&max_cost_credits=3'))).toEqual(['@zebra-maps']);
+  });
+
+  it('show a new health status, and a check that changes nothing shown keeps them', async () => {
+    await search('zebra');
+    await other.query(`UPDATE operations SET health_status = 'failing' WHERE api_id = (SELECT id FROM apis WHERE handle = '@zebra-maps')`);
+    const item = (await search('zebra')).items.find((i) => i.api === '@zebra-maps')!;
+    expect(item.operations[0]!.health.status).toBe('failing');
+    const before = await generation();
+    await other.query(`UPDATE operations SET health_checked_at = now(), health_detail = 'same again' WHERE api_id = (SELECT id FROM apis WHERE handle = '@zebra-maps')`);
+    expect(await generation()).toBe(before);
+    expect((await statementsDuring(() => search('zebra'))).pages).toBe(0);
+  });
+
+  it("never show an organization's private workflow, kept or not", async () => {
+    await publishApi(f.db, syntheticApi('@zebra-private', { name: 'Zebra Private' }), { ownerOrgId: f.orgB.org_id });
+    expect(handles(await search('zebra'))).not.toContain('@zebra-private');
+    expect(handles(await search('zebra'))).not.toContain('@zebra-private');
+  });
+
+  it('a change rolled back leaves the kept page as it was', async () => {
+    await search('zebra');
+    const before = await generation();
+    const c = await other.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query(`UPDATE apis SET visibility = 'private', owner_org_id = $1 WHERE handle = '@zebra-maps'`, [f.orgA.org_id]);
+      // Not yet committed: the page is unchanged for everyone else.
+      expect(handles(await search('zebra'))).toContain('@zebra-maps');
+      await c.query('ROLLBACK');
+    } finally {
+      c.release();
+    }
+    expect(await generation()).toBe(before);
+    expect(handles(await search('zebra'))).toContain('@zebra-maps');
+  });
+});
