@@ -14,11 +14,10 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createUserInOrg } from '../shared/accounts/users.ts';
 import { startApiProcess, type ServiceProcess } from './helpers/processes.ts';
-import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, stack } from './helpers/stack.ts';
-import { ConsoleClient, PASSWORD } from './helpers/console-http.ts';
-import { approve, MemoryOAuthClient } from './helpers/oauth-client.ts';
+import { balanceOf, call, closeDb, db, demo, ledgerOf, stack } from './helpers/stack.ts';
+import { ConsoleClient } from './helpers/console-http.ts';
+import { approve, MemoryOAuthClient, personInTwoOrgs } from './helpers/oauth-client.ts';
 
 const HOST = 'mcp-client.example.test';
 /** Mapped to the same server, which has no certificate for this name: TLS must refuse it. */
@@ -106,11 +105,7 @@ const cimdRow = async (id: string) => (await db().query(`SELECT kind, fetched_at
 
 describe('a client registered by its metadata document', () => {
   it('signs in without dynamic registration, runs a billed workflow in the chosen organization, and its document is cached', async () => {
-    const first = await newOrg(0, 'CIMD first');
-    const chosen = await newOrg(5, 'CIMD chosen');
-    const email = `cimd-${Math.random().toString(36).slice(2, 10)}@example.com`;
-    const user = await createUserInOrg(db(), { email, password: PASSWORD, orgId: first.org_id, role: 'member' });
-    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, [chosen.org_id, user.user_id]);
+    const { first, chosen, email } = await personInTwoOrgs('CIMD');
 
     const id = clientUrl('client');
     const docPath = new URL(id).pathname;

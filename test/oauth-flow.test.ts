@@ -7,10 +7,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { createUserInOrg } from '../shared/accounts/users.ts';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, stack } from './helpers/stack.ts';
-import { ConsoleClient, PASSWORD } from './helpers/console-http.ts';
-import { approve, MemoryOAuthClient } from './helpers/oauth-client.ts';
+import { ConsoleClient } from './helpers/console-http.ts';
+import { approve, MemoryOAuthClient, personInTwoOrgs } from './helpers/oauth-client.ts';
 
 afterAll(closeDb);
 beforeEach(async () => {
@@ -27,11 +26,7 @@ async function callTool(client: Client, name: string, args: Record<string, unkno
 describe('the SDK client signs in with OAuth', () => {
   it('discovers, registers, is authorized for the chosen organization and runs a billed workflow there', async () => {
     // A person in two organizations; the session starts on the first, the consent picks the second.
-    const first = await newOrg(0, 'OAuth first');
-    const chosen = await newOrg(5, 'OAuth chosen');
-    const email = `oauth-${Math.random().toString(36).slice(2, 10)}@example.com`;
-    const user = await createUserInOrg(db(), { email, password: PASSWORD, orgId: first.org_id, role: 'member' });
-    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, [chosen.org_id, user.user_id]);
+    const { first, chosen, email } = await personInTwoOrgs('OAuth');
     const stranger = await newOrg(5, 'OAuth stranger');
 
     const provider = new MemoryOAuthClient({ name: 'Flow test client', redirect: REDIRECT, state: 'state-123' });

@@ -4,7 +4,9 @@
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { expect } from 'vitest';
+import { createUserInOrg } from '../../shared/accounts/users.ts';
 import { PASSWORD, type ConsoleClient } from './console-http.ts';
+import { db, newOrg } from './stack.ts';
 
 export interface MemoryClientOptions {
   /** client_name in the metadata the client registers (or its document serves). */
@@ -62,4 +64,17 @@ export async function approve(browser: ConsoleClient, authorizationUrl: URL, ema
   const answer = await browser.submit(where, '/console/oauth/authorize', { ...Object.fromEntries(authorizationUrl.searchParams), org_id: orgId, decision: 'approve' });
   expect(answer.status).toBe(303);
   return { consent: page, location: new URL(answer.location!) };
+}
+
+/**
+ * A person (a Member, password PASSWORD) in two organizations: the session starts on `first` (no
+ * credits), the consent is to pick `chosen` (5 credits). `label` names both and prefixes the email.
+ */
+export async function personInTwoOrgs(label: string) {
+  const first = await newOrg(0, `${label} first`);
+  const chosen = await newOrg(5, `${label} chosen`);
+  const email = `${label.toLowerCase()}-${Math.random().toString(36).slice(2, 10)}@example.com`;
+  const user = await createUserInOrg(db(), { email, password: PASSWORD, orgId: first.org_id, role: 'member' });
+  await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, [chosen.org_id, user.user_id]);
+  return { first, chosen, email };
 }
