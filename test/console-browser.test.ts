@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../shared/config.ts';
 import { call, closeDb, db, query } from './helpers/stack.ts';
 import { orgWithUser, PASSWORD, signedIn } from './helpers/console-http.ts';
-import { axeViolations, chromiumPages, fillSignIn, look, signIn } from './helpers/console-browser.ts';
+import { addAccessKey, axeViolations, chromiumPages, fillSignIn, look, signIn } from './helpers/console-browser.ts';
 
 const openPage = chromiumPages();
 afterAll(closeDb);
@@ -75,12 +75,7 @@ describe('console in Chromium', () => {
     expect(refused.body.error.code).toBe('revoked_api_key');
 
     // Connections: add an access key; its value is never shown again.
-    await page.getByRole('link', { name: 'Connections', exact: true }).click();
-    await page.getByLabel('Kind').selectOption('access_key');
-    await page.getByLabel('Name', { exact: true }).fill('WEATHER_API_KEY');
-    await page.getByLabel('Site').fill('weather.example.test');
-    await page.getByLabel('Key value').fill('sk-weather-very-secret-1234');
-    await page.getByRole('button', { name: 'Save connection' }).click();
+    await addAccessKey(page, 'WEATHER_API_KEY', 'weather.example.test', 'sk-weather-very-secret-1234');
     const conn = page.getByRole('row').filter({ hasText: 'weather.example.test' });
     expect(await conn.innerText()).toContain('connected');
     expect(await page.content()).not.toContain('sk-weather-very-secret-1234');

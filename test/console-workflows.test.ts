@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { workflowTemplate, type BuilderDefinition } from '../shared/builder/index.ts';
 import { balanceOf, call, closeDb, db, query, until } from './helpers/stack.ts';
 import { orgWithUser, signedIn } from './helpers/console-http.ts';
-import { chromiumPages, look, signIn } from './helpers/console-browser.ts';
+import { addAccessKey, chromiumPages, look, signIn } from './helpers/console-browser.ts';
 
 const openPage = chromiumPages();
 afterAll(closeDb);
@@ -57,12 +57,7 @@ describe('console Workflows in Chromium', () => {
     await page.getByRole('link', { name: 'API keys', exact: true }).click();
     await page.getByRole('button', { name: 'Create key' }).click();
     const key = await page.getByLabel('Your new API key').inputValue();
-    await page.getByRole('link', { name: 'Connections', exact: true }).click();
-    await page.getByLabel('Kind').selectOption('access_key');
-    await page.getByLabel('Name', { exact: true }).fill('BOOKS_API_KEY');
-    await page.getByLabel('Site').fill('books.example.test');
-    await page.getByLabel('Key value').fill('sk-books-secret-9876');
-    await page.getByRole('button', { name: 'Save connection' }).click();
+    await addAccessKey(page, 'BOOKS_API_KEY', 'books.example.test', 'sk-books-secret-9876');
     expect(await page.getByRole('row').filter({ hasText: 'books.example.test' }).innerText()).toContain('connected');
 
     // Build: the template, Publish disabled with its reason.

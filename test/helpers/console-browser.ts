@@ -56,6 +56,16 @@ export async function signIn(page: Page, email: string, password: string): Promi
   await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
 }
 
+/** Adds an access-key connection on the Connections page, reached through the console's navigation. */
+export async function addAccessKey(page: Page, name: string, site: string, value: string): Promise<void> {
+  await page.getByRole('link', { name: 'Connections', exact: true }).click();
+  await page.getByLabel('Kind').selectOption('access_key');
+  await page.getByLabel('Name', { exact: true }).fill(name);
+  await page.getByLabel('Site').fill(site);
+  await page.getByLabel('Key value').fill(value);
+  await page.getByRole('button', { name: 'Save connection' }).click();
+}
+
 let axeSource: Promise<string> | undefined;
 
 export interface AxeViolation {
