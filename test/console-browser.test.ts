@@ -4,40 +4,20 @@
 // rate it, revoke the key (then the API answers revoked_api_key), add a connection, members,
 // workflows, sign out; a Member meets 403 pages; a missing CSRF token is 403; another
 // organization's request is 404; too many failed sign-ins are 429.
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../shared/config.ts';
-import { call, closeDb, db, query, stack } from './helpers/stack.ts';
+import { call, closeDb, db, query } from './helpers/stack.ts';
 import { orgWithUser, PASSWORD, signedIn } from './helpers/console-http.ts';
-import { axeViolations, launchBrowser, newPage, screenshot } from './helpers/console-browser.ts';
+import { addAccessKey, axeViolations, chromiumPages, fillSignIn, look, signIn } from './helpers/console-browser.ts';
 
-let browser: Browser;
-beforeAll(async () => {
-  browser = await launchBrowser();
-}, 60_000);
-afterAll(async () => {
-  await browser?.close();
-  await closeDb();
-});
-
-/** Check the page with axe and photograph it. */
-async function look(page: Page, name: string) {
-  expect(await axeViolations(page), `axe on ${name}`).toEqual([]);
-  await screenshot(page, name);
-}
-
-async function signIn(page: Page, email: string, password: string) {
-  await page.goto('/console/sign-in');
-  await page.getByLabel('Email').fill(email);
-  await page.getByLabel('Password').fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-}
+const openPage = chromiumPages();
+afterAll(closeDb);
 
 describe('console in Chromium', () => {
   it('an Owner signs in, creates a key, uses and revokes it, sees and rates the request, connects an account, signs out', async () => {
     const owner = await orgWithUser('owner', 50);
     await signedIn('member', owner.org.org_id); // someone else on the Members page
-    const page = await newPage(browser, stack().baseUrl);
+    const page = await openPage();
 
     await page.goto('/console');
     expect(new URL(page.url()).pathname).toBe('/console/sign-in');
@@ -47,7 +27,6 @@ describe('console in Chromium', () => {
     expect((await axeViolations(page)).map((v) => v.id)).toContain('label');
     await page.reload();
     await signIn(page, owner.email, owner.password);
-    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
     for (const name of ['Overview', 'Requests', 'API keys', 'Connections', 'Workflows', 'Members']) {
       expect(await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name, exact: true }).count(), name).toBe(1);
     }
@@ -96,12 +75,7 @@ describe('console in Chromium', () => {
     expect(refused.body.error.code).toBe('revoked_api_key');
 
     // Connections: add an access key; its value is never shown again.
-    await page.getByRole('link', { name: 'Connections', exact: true }).click();
-    await page.getByLabel('Kind').selectOption('access_key');
-    await page.getByLabel('Name', { exact: true }).fill('WEATHER_API_KEY');
-    await page.getByLabel('Site').fill('weather.example.test');
-    await page.getByLabel('Key value').fill('sk-weather-very-secret-1234');
-    await page.getByRole('button', { name: 'Save connection' }).click();
+    await addAccessKey(page, 'WEATHER_API_KEY', 'weather.example.test', 'sk-weather-very-secret-1234');
     const conn = page.getByRole('row').filter({ hasText: 'weather.example.test' });
     expect(await conn.innerText()).toContain('connected');
     expect(await page.content()).not.toContain('sk-weather-very-secret-1234');
@@ -148,9 +122,8 @@ describe('console in Chromium', () => {
 
   it('a Member reads requests but meets 403 pages for keys, connections and members', async () => {
     const m = await orgWithUser('member');
-    const page = await newPage(browser, stack().baseUrl);
+    const page = await openPage();
     await signIn(page, m.email, m.password);
-    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
     expect(await page.getByRole('link', { name: 'API keys', exact: true }).count()).toBe(0);
     for (const path of ['/console/keys', '/console/connections', '/console/members']) {
       const res = await page.goto(path);
@@ -165,9 +138,10 @@ describe('console in Chromium', () => {
 
   it('throttles sign-in: a friendly 429 page after too many failures', async () => {
     const f = await orgWithUser('owner');
-    const page = await newPage(browser, stack().baseUrl);
+    const page = await openPage();
     for (let i = 0; i < loadConfig().CONSOLE_SIGNIN_MAX_PER_EMAIL; i++) {
-      await signIn(page, f.email, `wrong password ${i}`);
+      await page.goto('/console/sign-in');
+      await fillSignIn(page, f.email, `wrong password ${i}`);
       await page.getByRole('alert').filter({ hasText: 'Wrong email or password.' }).waitFor();
     }
     await page.getByLabel('Email').fill(f.email);

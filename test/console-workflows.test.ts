@@ -5,38 +5,19 @@
 // restore. A Member builds too and meets 402 when short of credits; another organization's
 // workflow is 404 everywhere; a definition changed after its test run cannot be published.
 import { randomBytes } from 'node:crypto';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { afterAll, describe, expect, it } from 'vitest';
 import { workflowTemplate, type BuilderDefinition } from '../shared/builder/index.ts';
-import { balanceOf, call, closeDb, db, query, stack, until } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, db, query, until } from './helpers/stack.ts';
 import { orgWithUser, signedIn } from './helpers/console-http.ts';
-import { axeViolations, launchBrowser, newPage, screenshot } from './helpers/console-browser.ts';
+import { addAccessKey, chromiumPages, look, signIn } from './helpers/console-browser.ts';
 
-let browser: Browser;
-beforeAll(async () => {
-  browser = await launchBrowser();
-}, 60_000);
-afterAll(async () => {
-  await browser?.close();
-  await closeDb();
-});
+const openPage = chromiumPages();
+afterAll(closeDb);
 
 const INPUT = { isbn13: '9782918455943' };
 const EXPECTED = workflowTemplate().operations[0]!.examples[0]!.output as Record<string, unknown>;
 const newHandle = (p: string) => `@${p}-${randomBytes(4).toString('hex')}`;
-
-async function look(page: Page, name: string) {
-  expect(await axeViolations(page), `axe on ${name}`).toEqual([]);
-  await screenshot(page, name);
-}
-
-async function signIn(page: Page, email: string, password: string) {
-  await page.goto('/console/sign-in');
-  await page.getByLabel('Email').fill(email);
-  await page.getByLabel('Password').fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
-}
 
 /** Version 2 of the template: `authors` is no longer read. */
 function withoutAuthors(def: BuilderDefinition): BuilderDefinition {
@@ -69,19 +50,14 @@ describe('console Workflows in Chromium', () => {
   it('an Owner builds, tests, publishes, queries, updates, pins, compares, shares and restores a workflow', async () => {
     const owner = await orgWithUser('owner', 300);
     const h = newHandle('console-books');
-    const page = await newPage(browser, stack().baseUrl);
+    const page = await openPage();
     await signIn(page, owner.email, owner.password);
 
     // A key for the HTTP calls, and a connection (the journey's; this recipe needs none).
     await page.getByRole('link', { name: 'API keys', exact: true }).click();
     await page.getByRole('button', { name: 'Create key' }).click();
     const key = await page.getByLabel('Your new API key').inputValue();
-    await page.getByRole('link', { name: 'Connections', exact: true }).click();
-    await page.getByLabel('Kind').selectOption('access_key');
-    await page.getByLabel('Name', { exact: true }).fill('BOOKS_API_KEY');
-    await page.getByLabel('Site').fill('books.example.test');
-    await page.getByLabel('Key value').fill('sk-books-secret-9876');
-    await page.getByRole('button', { name: 'Save connection' }).click();
+    await addAccessKey(page, 'BOOKS_API_KEY', 'books.example.test', 'sk-books-secret-9876');
     expect(await page.getByRole('row').filter({ hasText: 'books.example.test' }).innerText()).toContain('connected');
 
     // Build: the template, Publish disabled with its reason.
@@ -202,7 +178,7 @@ describe('console Workflows in Chromium', () => {
   it('a Member builds, and a private publish without the credits is a 402 message that charges nothing', async () => {
     const m = await orgWithUser('member', 100);
     const h = newHandle('member-books');
-    const page = await newPage(browser, stack().baseUrl);
+    const page = await openPage();
     await signIn(page, m.email, m.password);
     expect((await page.goto('/console/keys'))?.status()).toBe(403);
     await page.goto('/console/workflows/build');

@@ -1,24 +1,13 @@
 // Operators must trust that a run survives a crash: kill the worker or the API mid-query.
-import { Client, Connection } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ownPair, balanceOf, closeDb, db, demo, ledgerOf, newOrg, query, stack, until } from './helpers/stack.ts';
-import { processPool } from './helpers/processes.ts';
+import { describe, expect, it } from 'vitest';
+import { balanceOf, db, demo, ledgerOf, newOrg, query, until } from './helpers/stack.ts';
+import { ownPairPool, withTemporal } from './helpers/own-pair.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 
 // A task queue of our own, so killing these processes disturbs no other test.
-let pair: ReturnType<typeof ownPair>;
-const pool = processPool(() => pair);
+const pool = ownPairPool('crash', { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' });
 const spawn = (kind: 'api' | 'worker') => pool.spawn(kind);
-
-beforeAll(() => {
-  pair = ownPair('crash', { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' });
-});
-beforeEach(async () => {
-  await demo('/__demo/reset');
-});
-afterEach(() => pool.killAll());
-afterAll(closeDb);
 
 async function waitProcessing(orgId: string) {
   return until(async () => {
@@ -50,16 +39,11 @@ describe('crash safety', () => {
     // workflow task: the dead worker's task timed out and the new worker ran it again, site request
     // included (the site saw it twice), while the ledger moved once.
     expect((await demo('/__demo/state')).requests?.['weather.example.test']).toBeGreaterThanOrEqual(2);
-    const connection = await Connection.connect({ address: stack().temporalAddress });
-    try {
-      const history = await new Client({ connection }).workflow.getHandle(row.workflow_id).fetchHistory();
-      const events = history.events ?? [];
-      expect(events.filter((e) => e.activityTaskStartedEventAttributes)).toHaveLength(0);
-      expect(events.some((e) => e.workflowTaskTimedOutEventAttributes || e.workflowTaskFailedEventAttributes)).toBe(true);
-      expect(events.some((e) => e.workflowExecutionCompletedEventAttributes)).toBe(true);
-    } finally {
-      await connection.close();
-    }
+    const history = await withTemporal((c) => c.workflow.getHandle(row.workflow_id).fetchHistory());
+    const events = history.events ?? [];
+    expect(events.filter((e) => e.activityTaskStartedEventAttributes)).toHaveLength(0);
+    expect(events.some((e) => e.workflowTaskTimedOutEventAttributes || e.workflowTaskFailedEventAttributes)).toBe(true);
+    expect(events.some((e) => e.workflowExecutionCompletedEventAttributes)).toBe(true);
   });
 
   it('an API killed mid-request: a keyed retry on a new API returns the finished result', async () => {
@@ -85,7 +69,7 @@ describe('crash safety', () => {
   });
 
   it('a query that outlives its deadline is execution_timeout and released', async () => {
-    const short = { ...pair, taskQueue: `${pair.taskQueue}-short`, env: { ...pair.env, QUERY_DEADLINE_MS: '3000' } };
+    const short = { ...pool.pair, taskQueue: `${pool.pair.taskQueue}-short`, env: { ...pool.pair.env, QUERY_DEADLINE_MS: '3000' } };
     const [api] = await Promise.all([pool.spawn('api', short), pool.spawn('worker', short)]);
     const org = await newOrg(5);
     await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: 8000, times: 1 });

@@ -7,10 +7,9 @@
 // Here the same interleaving is driven by hand on an API/worker pair of this file's own: the row is
 // finalized as the first attempt did (shared finalize, freeKey) before any worker runs the workflow,
 // so the run's reserve finds it closed exactly as the re-run did.
-import { Client, Connection } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { balanceOf, closeDb, dataConverter, db, demo, ledgerOf, newOrg, ownPair, query, stack, until } from './helpers/stack.ts';
-import { processPool } from './helpers/processes.ts';
+import { describe, expect, it } from 'vitest';
+import { balanceOf, db, ledgerOf, newOrg, query, until } from './helpers/stack.ts';
+import { ownPairPool, withTemporal } from './helpers/own-pair.ts';
 import { errorEnvelope } from '../shared/errors.ts';
 import { finalize } from '../shared/db/requests.ts';
 import type { TerminalEnvelope } from '../shared/workflow-contract.ts';
@@ -18,28 +17,9 @@ import type { TerminalEnvelope } from '../shared/workflow-contract.ts';
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 const key = () => `race-${Date.now()}-${Math.random().toString(36).slice(2)}`;
 
-let pair: ReturnType<typeof ownPair>;
-const pool = processPool(() => pair);
-
-beforeAll(() => {
-  // The waiter follows the run's history (as it does when LISTEN is down, as in the chaos run):
-  // it hears the workflow's own return value, not the row's notification.
-  pair = ownPair('idem-race', { RESULT_WAIT: 'history' });
-});
-beforeEach(async () => {
-  await demo('/__demo/reset');
-});
-afterEach(() => pool.killAll());
-afterAll(closeDb);
-
-async function withTemporal<T>(fn: (c: Client) => Promise<T>): Promise<T> {
-  const connection = await Connection.connect({ address: stack().temporalAddress });
-  try {
-    return await fn(new Client({ connection, dataConverter: await dataConverter() }));
-  } finally {
-    await connection.close();
-  }
-}
+// The waiter follows the run's history (as it does when LISTEN is down, as in the chaos run):
+// it hears the workflow's own return value, not the row's notification.
+const pool = ownPairPool('idem-race', { RESULT_WAIT: 'history' });
 
 describe('one key, one final answer', () => {
   it('a run that returns request_interrupted for a row it already rejected (billing_unavailable, key freed): the caller gets the row\'s 503, and the retry the 503 invites runs once', async () => {

@@ -3,20 +3,13 @@
 // to the client's loopback address (so the page's CSP form-action must allow it). The consent page
 // and the MCP clients page pass axe (WCAG 2.x A/AA); an Owner revokes the client there.
 import { createHash, randomBytes } from 'node:crypto';
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { call, closeDb, db, newOrg, stack } from './helpers/stack.ts';
 import { orgWithUser } from './helpers/console-http.ts';
-import { axeViolations, launchBrowser, newPage, screenshot } from './helpers/console-browser.ts';
+import { chromiumPages, fillSignIn, look } from './helpers/console-browser.ts';
 
-let browser: Browser;
-beforeAll(async () => {
-  browser = await launchBrowser();
-}, 60_000);
-afterAll(async () => {
-  await browser?.close();
-  await closeDb();
-});
+const openPage = chromiumPages();
+afterAll(closeDb);
 
 const REDIRECT = 'http://127.0.0.1:40777/callback';
 const INIT = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
@@ -34,7 +27,7 @@ describe('OAuth consent in Chromium', () => {
       code_challenge: createHash('sha256').update(verifier).digest('base64url'), code_challenge_method: 'S256',
     };
 
-    const page = await newPage(browser, stack().baseUrl);
+    const page = await openPage();
     // The client's loopback listener, as a native app would run it.
     let answered: URL | undefined;
     await page.route(`${REDIRECT}**`, async (route) => {
@@ -43,12 +36,9 @@ describe('OAuth consent in Chromium', () => {
     });
     await page.goto(`/console/oauth/authorize?${new URLSearchParams(params)}`);
     expect(new URL(page.url()).pathname).toBe('/console/sign-in');
-    await page.getByLabel('Email').fill(owner.email);
-    await page.getByLabel('Password').fill(owner.password);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await fillSignIn(page, owner.email, owner.password);
     await page.getByRole('heading', { level: 1, name: 'Connect Browser client' }).waitFor();
-    expect(await axeViolations(page), 'axe on the consent page').toEqual([]);
-    await screenshot(page, 'oauth-consent');
+    await look(page, 'oauth-consent');
     await page.getByLabel('Organization to connect').selectOption(second.org_id);
     await page.getByRole('button', { name: 'Approve' }).click();
     await page.waitForURL(`${REDIRECT}**`);
@@ -73,8 +63,7 @@ describe('OAuth consent in Chromium', () => {
     await page.getByRole('button', { name: 'Switch' }).click();
     await page.goto('/console/mcp-clients');
     await page.getByRole('cell', { name: 'Browser client', exact: true }).waitFor();
-    expect(await axeViolations(page), 'axe on the MCP clients page').toEqual([]);
-    await screenshot(page, 'oauth-mcp-clients');
+    await look(page, 'oauth-mcp-clients');
     await page.getByRole('button', { name: 'Revoke Browser client' }).click();
     await page.getByText('No MCP client is connected.').waitFor();
     const res2 = await mcp();

@@ -11,14 +11,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createUserInOrg } from '../shared/accounts/users.ts';
 import { startApiProcess, type ServiceProcess } from './helpers/processes.ts';
-import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, stack } from './helpers/stack.ts';
-import { ConsoleClient, PASSWORD } from './helpers/console-http.ts';
+import { balanceOf, call, closeDb, db, demo, ledgerOf, stack } from './helpers/stack.ts';
+import { ConsoleClient } from './helpers/console-http.ts';
+import { approve, MemoryOAuthClient, personInTwoOrgs } from './helpers/oauth-client.ts';
 
 const HOST = 'mcp-client.example.test';
 /** Mapped to the same server, which has no certificate for this name: TLS must refuse it. */
@@ -76,28 +75,8 @@ beforeEach(async () => {
   await demo('/__demo/reset');
 });
 
-/** The SDK's provider interface with a metadata-document URL as its client id. */
-class DocumentProvider implements OAuthClientProvider {
-  info: OAuthClientInformationMixed | undefined;
-  saved: OAuthTokens | undefined;
-  verifier = '';
-  authorizationUrl: URL | undefined;
-  constructor(readonly clientMetadataUrl: string) {}
-  get redirectUrl() {
-    return REDIRECT;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'Metadata document client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] };
-  }
-  state = () => 'state-cimd';
-  clientInformation = () => this.info;
-  saveClientInformation = (i: OAuthClientInformationMixed) => void (this.info = i);
-  tokens = () => this.saved;
-  saveTokens = (t: OAuthTokens) => void (this.saved = t);
-  redirectToAuthorization = (u: URL) => void (this.authorizationUrl = u);
-  saveCodeVerifier = (v: string) => void (this.verifier = v);
-  codeVerifier = () => this.verifier;
-}
+/** The SDK's client with a metadata-document URL as its client id. */
+const documentClient = (clientMetadataUrl: string) => new MemoryOAuthClient({ name: 'Metadata document client', redirect: REDIRECT, state: 'state-cimd', clientMetadataUrl });
 
 /** fetch that records every URL the SDK asks for. */
 function recordingFetch(seen: string[]): typeof fetch {
@@ -105,22 +84,6 @@ function recordingFetch(seen: string[]): typeof fetch {
     seen.push(input instanceof Request ? input.url : String(input));
     return fetch(input, init);
   };
-}
-
-/** Follows the authorization URL as a browser would: sign in when asked, pick `orgId`, approve. */
-async function approve(browser: ConsoleClient, authorizationUrl: URL, email: string, orgId: string) {
-  const where = `${authorizationUrl.pathname}${authorizationUrl.search}`;
-  let page = await browser.get(where);
-  if (page.status === 303 && page.location?.startsWith('/console/sign-in')) {
-    const next = new URL(page.location, base).searchParams.get('next')!;
-    const signIn = await browser.submit(page.location, '/console/sign-in', { email, password: PASSWORD, next });
-    expect(signIn.status).toBe(303);
-    page = await browser.get(where);
-  }
-  expect(page.status).toBe(200);
-  const answer = await browser.submit(where, '/console/oauth/authorize', { ...Object.fromEntries(authorizationUrl.searchParams), org_id: orgId, decision: 'approve' });
-  expect(answer.status).toBe(303);
-  return { consent: page, location: new URL(answer.location!) };
 }
 
 /** An authorization request for a document client, as the SDK would build it (PKCE, resource). */
@@ -142,11 +105,7 @@ const cimdRow = async (id: string) => (await db().query(`SELECT kind, fetched_at
 
 describe('a client registered by its metadata document', () => {
   it('signs in without dynamic registration, runs a billed workflow in the chosen organization, and its document is cached', async () => {
-    const first = await newOrg(0, 'CIMD first');
-    const chosen = await newOrg(5, 'CIMD chosen');
-    const email = `cimd-${Math.random().toString(36).slice(2, 10)}@example.com`;
-    const user = await createUserInOrg(db(), { email, password: PASSWORD, orgId: first.org_id, role: 'member' });
-    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, [chosen.org_id, user.user_id]);
+    const { first, chosen, email } = await personInTwoOrgs('CIMD');
 
     const id = clientUrl('client');
     const docPath = new URL(id).pathname;
@@ -154,7 +113,7 @@ describe('a client registered by its metadata document', () => {
     expect(metadata.client_id_metadata_document_supported).toBe(true);
 
     const seen: string[] = [];
-    const provider = new DocumentProvider(id);
+    const provider = documentClient(id);
     const url = new URL(`${base}/mcp`);
     const transport = new StreamableHTTPClientTransport(url, { authProvider: provider, fetch: recordingFetch(seen) });
     await expect(new Client({ name: 'oauth-cimd', version: '1' }).connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);
@@ -209,7 +168,7 @@ describe('a client registered by its metadata document', () => {
     }
 
     // A second authorization by the same client within the cache time: the document is not refetched.
-    const again = new DocumentProvider(id);
+    const again = documentClient(id);
     await expect(new Client({ name: 'oauth-cimd', version: '1' }).connect(new StreamableHTTPClientTransport(url, { authProvider: again }))).rejects.toBeInstanceOf(UnauthorizedError);
     const second = await approve(browser, again.authorizationUrl!, email, chosen.org_id);
     expect(second.location.searchParams.get('code')).toMatch(/^wqs_ac_/);

@@ -4,13 +4,12 @@
 // and a billed svc_run_workflow charged to the organization chosen on the consent page.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { createUserInOrg } from '../shared/accounts/users.ts';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, stack } from './helpers/stack.ts';
-import { ConsoleClient, PASSWORD } from './helpers/console-http.ts';
+import { ConsoleClient } from './helpers/console-http.ts';
+import { approve, MemoryOAuthClient, personInTwoOrgs } from './helpers/oauth-client.ts';
 
 afterAll(closeDb);
 beforeEach(async () => {
@@ -18,48 +17,6 @@ beforeEach(async () => {
 });
 
 const REDIRECT = 'http://127.0.0.1:33418/callback';
-
-/** The SDK's provider interface, in memory; the "browser redirect" is recorded for the test to follow. */
-class MemoryProvider implements OAuthClientProvider {
-  info: OAuthClientInformationMixed | undefined;
-  saved: OAuthTokens | undefined;
-  verifier = '';
-  authorizationUrl: URL | undefined;
-  get redirectUrl() {
-    return REDIRECT;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'Flow test client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] };
-  }
-  state = () => 'state-123';
-  clientInformation = () => this.info;
-  saveClientInformation = (i: OAuthClientInformationMixed) => void (this.info = i);
-  tokens = () => this.saved;
-  saveTokens = (t: OAuthTokens) => void (this.saved = t);
-  redirectToAuthorization = (u: URL) => void (this.authorizationUrl = u);
-  saveCodeVerifier = (v: string) => void (this.verifier = v);
-  codeVerifier = () => this.verifier;
-}
-
-/** Follows the authorization URL as a browser would: sign in when asked, pick `orgId`, approve. */
-async function approve(browser: ConsoleClient, authorizationUrl: URL, email: string, orgId: string, decision = 'approve') {
-  const path = `${authorizationUrl.pathname}${authorizationUrl.search}`;
-  let page = await browser.get(path);
-  if (page.status === 303 && page.location?.startsWith('/console/sign-in')) {
-    const next = new URL(page.location, stack().baseUrl).searchParams.get('next')!;
-    const paramsOf = (p: string) => Object.fromEntries(new URL(p, stack().baseUrl).searchParams);
-    expect(paramsOf(next)).toEqual(paramsOf(path));
-    const signIn = await browser.submit(page.location, '/console/sign-in', { email, password: PASSWORD, next });
-    expect(signIn.status).toBe(303);
-    expect(signIn.location).toBe(next);
-    page = await browser.get(path);
-  }
-  expect(page.status).toBe(200);
-  const params = Object.fromEntries(authorizationUrl.searchParams);
-  const answer = await browser.submit(path, '/console/oauth/authorize', { ...params, org_id: orgId, decision });
-  expect(answer.status).toBe(303);
-  return { consent: page, location: new URL(answer.location!) };
-}
 
 async function callTool(client: Client, name: string, args: Record<string, unknown>) {
   const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 })) as CallToolResult;
@@ -69,14 +26,10 @@ async function callTool(client: Client, name: string, args: Record<string, unkno
 describe('the SDK client signs in with OAuth', () => {
   it('discovers, registers, is authorized for the chosen organization and runs a billed workflow there', async () => {
     // A person in two organizations; the session starts on the first, the consent picks the second.
-    const first = await newOrg(0, 'OAuth first');
-    const chosen = await newOrg(5, 'OAuth chosen');
-    const email = `oauth-${Math.random().toString(36).slice(2, 10)}@example.com`;
-    const user = await createUserInOrg(db(), { email, password: PASSWORD, orgId: first.org_id, role: 'member' });
-    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, [chosen.org_id, user.user_id]);
+    const { first, chosen, email } = await personInTwoOrgs('OAuth');
     const stranger = await newOrg(5, 'OAuth stranger');
 
-    const provider = new MemoryProvider();
+    const provider = new MemoryOAuthClient({ name: 'Flow test client', redirect: REDIRECT, state: 'state-123' });
     const url = new URL(`${stack().baseUrl}/mcp`);
     const transport = new StreamableHTTPClientTransport(url, { authProvider: provider });
     await expect(new Client({ name: 'oauth-flow', version: '1' }).connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);

@@ -2,10 +2,9 @@
 // key reuse after retention, starts that may or may not have happened, a ledger that cannot be
 // reached, Temporal unreachable while waiting, and inputs too large for Temporal.
 import net from 'node:net';
-import { Client, Connection } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { balanceOf, call, closeDb, dataConverter, db, demo, ledgerOf, newOrg, ownPair, query, sleep, stack, until } from './helpers/stack.ts';
-import { processPool } from './helpers/processes.ts';
+import { describe, expect, it } from 'vitest';
+import { balanceOf, call, db, demo, ledgerOf, newOrg, query, sleep, stack, until } from './helpers/stack.ts';
+import { ownPairPool, withTemporal } from './helpers/own-pair.ts';
 import { resolveOperation } from '../shared/db/catalog.ts';
 import { queryWorkflowId, sha256Hex } from '../shared/ids.ts';
 import type { QueryWorkflowInput, TerminalEnvelope } from '../shared/workflow-contract.ts';
@@ -14,22 +13,12 @@ const london = { api: '@weather', operation: 'current_weather', input: { city: '
 const slowWeather = (ms: number, times = 1) => demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: ms, times });
 const key = () => `life-${Date.now()}-${Math.random().toString(36).slice(2)}`;
 
-let pair: ReturnType<typeof ownPair>;
-const pool = processPool(() => pair);
-
-beforeAll(() => {
-  pair = ownPair('lifecycle', {
-    PLAN_CONCURRENCY: '3',
-    RESULT_RETENTION_MS: '3000',
-    // A statement waiting on a lock fails fast, so a locked ledger is "unreachable" within seconds.
-    DB_STATEMENT_TIMEOUT_MS: '1000',
-  });
+const pool = ownPairPool('lifecycle', {
+  PLAN_CONCURRENCY: '3',
+  RESULT_RETENTION_MS: '3000',
+  // A statement waiting on a lock fails fast, so a locked ledger is "unreachable" within seconds.
+  DB_STATEMENT_TIMEOUT_MS: '1000',
 });
-beforeEach(async () => {
-  await demo('/__demo/reset');
-});
-afterEach(() => pool.killAll());
-afterAll(closeDb);
 
 /** The ledger identity, and nothing left reserved. */
 async function ledgerSettled(orgId: string) {
@@ -39,15 +28,6 @@ async function ledgerSettled(orgId: string) {
   }, 60_000);
   expect(b.granted).toBe(b.available + b.reserved + b.charged);
   return b;
-}
-
-async function withTemporal<T>(fn: (c: Client) => Promise<T>): Promise<T> {
-  const connection = await Connection.connect({ address: stack().temporalAddress });
-  try {
-    return await fn(new Client({ connection, dataConverter: await dataConverter() }));
-  } finally {
-    await connection.close();
-  }
 }
 
 describe('request lifecycle', () => {
@@ -173,7 +153,7 @@ describe('request lifecycle', () => {
   });
 
   it('a start cut off by its deadline never deletes the claim: the run is watched, or the claim is interrupted and the key is free', async () => {
-    const [api] = await Promise.all([pool.spawn('api', { ...pair, env: { ...pair.env, TEMPORAL_START_TIMEOUT_MS: '1' } }), pool.spawn('worker')]);
+    const [api] = await Promise.all([pool.spawn('api', { ...pool.pair, env: { ...pool.pair.env, TEMPORAL_START_TIMEOUT_MS: '1' } }), pool.spawn('worker')]);
     const url = String(api.started.url);
     const org = await newOrg(5);
     const k = key();
@@ -268,7 +248,7 @@ describe('request lifecycle', () => {
     const proxyAddress = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
     try {
       const [api] = await Promise.all([
-        pool.spawn('api', { ...pair, temporalAddress: proxyAddress, env: { ...pair.env, RESULT_WAIT: mode, RESULT_NOTIFY_FALLBACK_MS: String(fallbackMs) } }),
+        pool.spawn('api', { ...pool.pair, temporalAddress: proxyAddress, env: { ...pool.pair.env, RESULT_WAIT: mode, RESULT_NOTIFY_FALLBACK_MS: String(fallbackMs) } }),
         pool.spawn('worker'),
       ]);
       const org = await newOrg(5);
@@ -310,7 +290,7 @@ describe('request lifecycle', () => {
   });
 
   it('a workflow input above the safe bound is 413 payload_too_large before anything is claimed or charged', async () => {
-    const [api] = await Promise.all([pool.spawn('api', { ...pair, env: { ...pair.env, MAX_WORKFLOW_INPUT_BYTES: '200' } })]);
+    const [api] = await Promise.all([pool.spawn('api', { ...pool.pair, env: { ...pool.pair.env, MAX_WORKFLOW_INPUT_BYTES: '200' } })]);
     const org = await newOrg(5);
     const res = await query(org.api_key, london, { 'idempotency-key': key() }, String(api.started.url));
     expect(res.status, res.text).toBe(413);

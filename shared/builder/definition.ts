@@ -50,6 +50,11 @@ export const MAX_DEFINITION_BYTES = 512 * 1024;
 
 const HOST = '^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$';
 
+/** A bounded array of closed objects: the shape of every list in a definition. */
+function listOf(bounds: { minItems?: number; maxItems: number }, required: string[], properties: Record<string, unknown>) {
+  return { type: 'array', ...bounds, items: { type: 'object', additionalProperties: false, required, properties } };
+}
+
 /** The definition format as JSON Schema (draft 2020-12): the first, structural check. */
 export const DEFINITION_SCHEMA = {
   $schema: 'https://json-schema.org/draft/2020-12/schema',
@@ -62,62 +67,27 @@ export const DEFINITION_SCHEMA = {
     description: { type: 'string', maxLength: 2000 },
     category: { enum: CATEGORIES.map((c) => c.id) },
     website_url: { anyOf: [{ type: 'null' }, { type: 'string', format: 'uri', pattern: '^https?://', maxLength: 2048 }] },
-    sites: {
-      type: 'array',
-      minItems: 1,
-      maxItems: 20,
-      items: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['name', 'host'],
-        properties: { name: { type: 'string', minLength: 1, maxLength: 120 }, host: { type: 'string', pattern: HOST } },
+    sites: listOf({ minItems: 1, maxItems: 20 }, ['name', 'host'], { name: { type: 'string', minLength: 1, maxLength: 120 }, host: { type: 'string', pattern: HOST } }),
+    operations: listOf(
+      { minItems: 1, maxItems: 20 },
+      ['name', 'label', 'description', 'input_schema', 'output_schema', 'recipe', 'examples'],
+      {
+        name: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,99}$' },
+        label: { type: 'string', minLength: 1, maxLength: 120 },
+        description: { type: 'string', maxLength: 2000 },
+        cost_credits: { type: 'integer', minimum: 0, maximum: 1000 },
+        performs_actions: { type: 'boolean' },
+        input_schema: { type: 'object' },
+        output_schema: { type: 'object' },
+        recipe: { type: 'object' },
+        examples: listOf({ minItems: 1, maxItems: 10 }, ['input', 'output'], { title: { type: 'string', maxLength: 200 }, input: { type: 'object' }, output: true }),
+        access: listOf({ maxItems: 10 }, ['kind', 'name', 'site'], {
+          kind: { enum: ['account', 'access_key'] },
+          name: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_]{0,63}$' },
+          site: { type: 'string', pattern: HOST },
+        }),
       },
-    },
-    operations: {
-      type: 'array',
-      minItems: 1,
-      maxItems: 20,
-      items: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['name', 'label', 'description', 'input_schema', 'output_schema', 'recipe', 'examples'],
-        properties: {
-          name: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,99}$' },
-          label: { type: 'string', minLength: 1, maxLength: 120 },
-          description: { type: 'string', maxLength: 2000 },
-          cost_credits: { type: 'integer', minimum: 0, maximum: 1000 },
-          performs_actions: { type: 'boolean' },
-          input_schema: { type: 'object' },
-          output_schema: { type: 'object' },
-          recipe: { type: 'object' },
-          examples: {
-            type: 'array',
-            minItems: 1,
-            maxItems: 10,
-            items: {
-              type: 'object',
-              additionalProperties: false,
-              required: ['input', 'output'],
-              properties: { title: { type: 'string', maxLength: 200 }, input: { type: 'object' }, output: true },
-            },
-          },
-          access: {
-            type: 'array',
-            maxItems: 10,
-            items: {
-              type: 'object',
-              additionalProperties: false,
-              required: ['kind', 'name', 'site'],
-              properties: {
-                kind: { enum: ['account', 'access_key'] },
-                name: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_]{0,63}$' },
-                site: { type: 'string', pattern: HOST },
-              },
-            },
-          },
-        },
-      },
-    },
+    ),
   },
 } as const;
 
