@@ -57,12 +57,11 @@ export function createRouter(deps: RouterDeps): OfflineRouter {
       return false;
     }));
   /** Cosines of the prompt with each row, or undefined (lexical ranking) until every row has a vector. */
-  const denseScores = async (text: string, rows: RouteRow[]): Promise<number[] | undefined> => {
-    if (!embedder || !vectors || rows.length === 0) return undefined;
+  const denseScores = async (prompt: Promise<Float32Array[]> | undefined, rows: RouteRow[]): Promise<number[] | undefined> => {
+    if (!prompt || !vectors || rows.length === 0) return undefined;
     const ops = vectors.lookup(rows);
-    if (!ops) return undefined;
-    const [p] = await embedder.embed([text]);
-    return ops.map((o) => cosine(p!, o));
+    const [p] = await prompt;
+    return ops?.map((o) => cosine(p!, o));
   };
   return {
     warmUp() {
@@ -74,8 +73,11 @@ export function createRouter(deps: RouterDeps): OfflineRouter {
       // Ranking reads the start of a long prompt (what is asked comes first); filling reads all of it.
       const head = prompt.slice(0, RANK_CHARS);
       const text = rankText(head, attachments);
+      // The prompt is embedded (on onnxruntime's thread) while PostgreSQL retrieves.
+      const promptVector = embedder?.embed([withoutZone(text)]);
+      promptVector?.catch(() => {});
       const rows = await retrieve(deps.db, withoutZone(text), scope);
-      return rerank(rows, readPrompt(head, { now: now() }), text, await denseScores(withoutZone(text), rows));
+      return rerank(rows, readPrompt(head, { now: now() }), text, await denseScores(promptVector, rows).catch(() => undefined));
     },
     async fill(target: FillTarget, prompt: string, attachments?: PromptAttachment[], opts?: { timeZone?: string; now?: Date }): Promise<FillResult> {
       const facts = readPrompt(prompt, { timeZone: opts?.timeZone, now: opts?.now ?? now() });
