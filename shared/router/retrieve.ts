@@ -84,3 +84,19 @@ export async function retrieve(db: Db, prompt: string, scope: RouteScope): Promi
   const r = await db.query<RouteRow>(sql, params);
   return r.rows;
 }
+
+/** Every available operation's routing fields (any owner), for warming the embedding cache only: never ranked or returned to a caller. */
+export async function everyOperation(db: Db, limit: number): Promise<RouteRow[]> {
+  const r = await db.query<RouteRow>(
+    `SELECT o.id::text AS operation_id, a.handle AS api, a.visibility, a.name AS api_name, a.description AS api_description,
+            '{}'::text[] AS sites, o.name AS operation, o.label, o.description, o.labels, o.performs_actions,
+            v.input_schema, v.examples, 0 AS rank
+       FROM operations o
+       JOIN apis a ON a.id = o.api_id
+       JOIN operation_versions v ON v.operation_id = o.id AND v.version = o.default_version
+      WHERE a.status = 'active' AND a.availability = 'available' AND v.available
+      ORDER BY o.id LIMIT $1`,
+    [limit],
+  );
+  return r.rows;
+}

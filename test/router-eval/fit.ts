@@ -1,25 +1,54 @@
 // Fits the rerank's logistic weights (shared/router/rank.ts TUNING) on the dev split only, then
 // picks the abstention threshold and margin on the dev split, and prints both splits' results.
-// Run against a database holding the demo catalog (migrated and seeded):
-//   DATABASE_URL=postgres://… node --import tsx test/router-eval/fit.ts
-// Paste the printed TUNING into rank.ts; the held-out split is never used to choose anything.
+// With the embedding model installed (scripts/ensure-model.sh) it fits TUNING_DENSE (the dense
+// cosine as a feature); with FIT_LEXICAL=1, or without the model, TUNING. Run against a database
+// holding the demo catalog (migrated and seeded), or without DATABASE_URL on an embedded
+// PostgreSQL of its own:
+//   node --import tsx test/router-eval/fit.ts
+// Paste the printed tuning into rank.ts; the held-out split is never used to choose anything.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { migrate } from '../../shared/db/migrate.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { PLATFORM_ORG_ID } from '../../shared/db/orgs.ts';
+import { seedDemoCatalog } from '../../shared/db/seed.ts';
+import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
+import { cosine, loadEmbedder, OperationVectors } from '../../shared/router/embeddings.ts';
 import { readPrompt, withoutZone } from '../../shared/router/prompt-facts.ts';
-import { decide, featureVector, FEATURE_NAMES, features, type PromptFeatures, type Tuning } from '../../shared/router/rank.ts';
+import { decide, featureVector, FEATURE_NAMES, features, TUNING, TUNING_DENSE, type PromptFeatures, type Tuning } from '../../shared/router/rank.ts';
 import { retrieve } from '../../shared/router/retrieve.ts';
 import { DEFAULT_NOW, loadCases, type EvalCase } from './evaluate.ts';
 
-const url = process.env.DATABASE_URL;
-if (!url) throw new Error('DATABASE_URL is required');
+let url = process.env.DATABASE_URL;
+let stopPg: (() => Promise<void>) | undefined;
+let tmp: string | undefined;
+if (!url) {
+  tmp = await mkdtemp(path.join(tmpdir(), 'wqs-fit-'));
+  const embedded = await startEmbeddedPostgres({ dataDir: tmp });
+  [url, stopPg] = [embedded.databaseUrl, embedded.stop];
+  await migrate(url);
+}
 const db = createPool(url, 2);
+if (stopPg) await seedDemoCatalog(db);
+const embedder = process.env.FIT_LEXICAL === '1' ? null : await loadEmbedder();
+const vectors = embedder ? new OperationVectors(embedder) : null;
 const prepared: Array<{ c: EvalCase; pf: PromptFeatures }> = [];
 for (const c of loadCases()) {
   const rows = await retrieve(db, withoutZone(c.prompt), { orgId: PLATFORM_ORG_ID });
-  prepared.push({ c, pf: features(rows, readPrompt(c.prompt, { now: new Date(c.now ?? DEFAULT_NOW), timeZone: c.time_zone }), c.prompt) });
+  let dense: number[] | undefined;
+  if (embedder && vectors && rows.length > 0) {
+    await vectors.add(rows);
+    const [p] = await embedder.embed([withoutZone(c.prompt)]);
+    dense = vectors.lookup(rows)!.map((v) => cosine(p!, v));
+  }
+  prepared.push({ c, pf: features(rows, readPrompt(c.prompt, { now: new Date(c.now ?? DEFAULT_NOW), timeZone: c.time_zone }), c.prompt, dense) });
 }
 await db.end();
+await stopPg?.();
+if (tmp) await rm(tmp, { recursive: true, force: true });
 const dev = prepared.filter((p) => p.c.split === 'dev');
+const fitted = embedder ? 'TUNING_DENSE' : 'TUNING';
 
 // Training rows: every candidate of every dev prompt; positive only for the expected operation.
 const X: number[][] = [];
@@ -75,6 +104,11 @@ for (let minScore = 0.2; minScore <= 0.8; minScore += 0.05) {
     if (!best || objective > best.objective) best = { t, objective };
   }
 }
-console.log(JSON.stringify(best!.t));
+const heldout = prepared.filter((p) => p.c.split === 'heldout');
+console.log(fitted, JSON.stringify(best!.t));
 console.log('dev', measure(dev, best!.t));
-console.log('heldout', measure(prepared.filter((p) => p.c.split === 'heldout'), best!.t));
+console.log('heldout', measure(heldout, best!.t));
+// What the tunings in rank.ts do on the same features, for comparison.
+for (const [name, t] of [['TUNING (in rank.ts)', TUNING], ['TUNING_DENSE (in rank.ts)', TUNING_DENSE]] as const) {
+  console.log(name, 'dev', measure(dev, t), 'heldout', measure(heldout, t));
+}
