@@ -33,10 +33,10 @@ export const TUNING = {
 export type Tuning = typeof TUNING;
 /** The same model with the dense cosine (embeddings.ts) as a feature and the dense rule: used when every candidate has a vector. */
 export const TUNING_DENSE: Tuning = {
-  weights: { bias: -8.337, lex: 5.687, nameCover: 1.144, slots: 4.091, specific: 0.9, coverage: 1.046, unused: -1.327, anchored: -0.085, named: 0.623, dense: 4.192 },
-  minScore: 0.45,
+  weights: { bias: -6.039, lex: 4.688, nameCover: 1.045, slots: 3.845, specific: 1.15, coverage: -0.935, unused: -1.328, anchored: 0.37, named: 0.247, dense: 5.329 },
+  minScore: 0.6,
   minMargin: 0,
-  dense: { minCosine: 2, minLead: 0, score: 0 },
+  dense: { minCosine: 0.3, minLead: 0.06, score: 0.8 },
 };
 export const FEATURE_NAMES = ['lex', 'nameCover', 'slots', 'specific', 'coverage', 'unused', 'anchored', 'named', 'dense'] as const;
 
