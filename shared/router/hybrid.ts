@@ -51,24 +51,27 @@ export async function hybridCandidates(
   const lexical = retrieve(db, text, scope).then((rows) => ((times.lexical_ms = since(t0)), rows));
   if (!dense) return { rows: await lexical };
   dense.index.maybeRefresh();
-  // A failed embedding ranks this prompt lexically; it never fails the request.
-  const promptVector = dense.embedder.embed([text]).then(
-    ([v]) => ((times.embed_ms = since(t0)), v!),
+  // Embed, scan and read the dense hits' rows while PostgreSQL runs the lexical query: the
+  // critical path is the longer of the two, not their sum.
+  const denseSide = dense.embedder.embed([text]).then(
+    async ([q]) => {
+      times.embed_ms = since(t0);
+      const t1 = performance.now();
+      const hits = dense.index.scan(q!, scope, DENSE_K);
+      times.dense_ms = since(t1);
+      const t2 = performance.now();
+      const rows = await rowsByIds(db, hits.map((h) => h.operationId), scope);
+      times.fill_ms = since(t2);
+      return { q: q!, hits, rows };
+    },
+    // A failed embedding ranks this prompt lexically; it never fails the request.
     () => null,
   );
-  const [lex, q] = await Promise.all([lexical, promptVector]);
-  if (!q) return { rows: lex };
+  const [lex, found] = await Promise.all([lexical, denseSide]);
+  if (!found) return { rows: lex };
+  const { q, hits, rows: extra } = found;
 
-  const t1 = performance.now();
-  const hits = dense.index.scan(q, scope, DENSE_K);
-  times.dense_ms = since(t1);
-
-  const t2 = performance.now();
-  const have = new Set(lex.map((r) => r.operation_id));
-  const extra = await rowsByIds(db, hits.map((h) => h.operationId).filter((id) => !have.has(id)), scope);
-  times.fill_ms = since(t2);
-
-  const byId = new Map([...lex, ...extra].map((r) => [r.operation_id, r]));
+  const byId = new Map([...extra, ...lex].map((r) => [r.operation_id, r]));
   // A dense hit that PostgreSQL's filters refused is not in byId and drops out here.
   const fused = reciprocalRankFusion([lex.map((r) => r.operation_id), hits.map((h) => h.operationId).filter((id) => byId.has(id))], CANDIDATES);
   const rows = fused.map((id) => byId.get(id)!);
