@@ -10,6 +10,7 @@ import { publishApi } from '../shared/db/catalog.ts';
 import { cosine, DIMENSIONS, loadEmbedder, operationDocument, type Embedder } from '../shared/router/embeddings.ts';
 import { createRouter } from '../shared/router/index.ts';
 import type { RouteRow } from '../shared/router/retrieve.ts';
+import { createDotKernel } from '../shared/router/simd-dot.ts';
 import { documentHash, VectorIndex } from '../shared/router/vector-index.ts';
 import { syntheticApi, syntheticOp } from './catalog-fixture.ts';
 import { closeDb, db, newOrg } from './helpers/stack.ts';
@@ -48,6 +49,31 @@ function row(id: string, over: Partial<RouteRow>): RouteRow {
 
 const privateOpId = async () =>
   (await db().query<{ id: string }>(`SELECT o.id::text AS id FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = $1`, [privateHandle])).rows[0]!.id;
+
+describe('the SIMD dot kernel', () => {
+  it('scores exactly the listed rows as JavaScript would, and keeps rows when it grows', () => {
+    const k = createDotKernel(2)!;
+    expect(k, 'WebAssembly SIMD runs on every Node the project supports').not.toBeNull();
+    k.reserve(300);
+    const m = k.matrix();
+    for (let i = 0; i < m.length; i++) m[i] = Math.sin(i * 0.37);
+    const q = Float32Array.from({ length: DIMENSIONS }, (_, d) => Math.cos(d * 0.11));
+    const rows = Int32Array.from([299, 0, 17, 150]);
+    const js = [...rows].map((r) => {
+      let s = 0;
+      for (let d = 0; d < DIMENSIONS; d++) s += q[d]! * m[r * DIMENSIONS + d]!;
+      return s;
+    });
+    const got = [...k.dots(q, rows, 3)];
+    expect(got).toHaveLength(3);
+    got.forEach((x, i) => expect(x).toBeCloseTo(js[i]!, 3));
+    const row17 = [...k.matrix().subarray(17 * DIMENSIONS, 18 * DIMENSIONS)];
+    k.reserve(5_000);
+    expect([...k.matrix().subarray(17 * DIMENSIONS, 18 * DIMENSIONS)]).toEqual(row17);
+    expect(k.dots(q, Int32Array.from([17]), 1)[0]).toBeCloseTo(js[2]!, 3);
+    expect(() => k.dots(q, new Int32Array(6_000), 6_000)).toThrow(RangeError);
+  });
+});
 
 describe('dense retrieval', () => {
   it('gives unit-length 384-d vectors that put a paraphrase nearer its operation than another', async () => {
