@@ -1,6 +1,6 @@
 // Dot products of one 384-float vector with chosen rows of a matrix, in WebAssembly with 128-bit
 // SIMD (f32x4): the dense scan's inner loop, ~4× fewer instructions than scalar JavaScript, which
-// has no SIMD. The module is 150 bytes, assembled below from named instructions (its text form is
+// has no SIMD. The module is 205 bytes, assembled below from named instructions (its text form is
 // in the comment) because no WebAssembly toolchain is among the project's packages. Node ≥ 16
 // validates and runs it; `createDotKernel()` returns null where it cannot (the caller falls back
 // to JavaScript).
