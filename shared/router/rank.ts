@@ -19,12 +19,26 @@ import { sameWord, STOP_WORDS, words } from './text.ts';
  * `minScore`, or when the winner leads the runner-up (another operation) by less than `minMargin`.
  */
 export const TUNING = {
-  weights: { bias: -8.651, lex: 6.565, nameCover: 1.596, slots: 4.207, specific: 0.644, coverage: 2.039, unused: -1.358, anchored: 0.103, named: 0.546 },
+  weights: { bias: -8.651, lex: 6.565, nameCover: 1.596, slots: 4.207, specific: 0.644, coverage: 2.039, unused: -1.358, anchored: 0.103, named: 0.546, dense: 0 },
   minScore: 0.25,
   minMargin: 0,
+  /**
+   * The dense rule (hybrid ranking only): when the lexical model would abstain, the candidate
+   * nearest the prompt's vector, among those the prompt fills completely, runs if its cosine is at least `minCosine` and leads the next
+   * operation's by `minLead`; its score is then at least `score`, the rule's precision on the dev
+   * split. A cosine never reaches 2: off here.
+   */
+  dense: { minCosine: 2, minLead: 0, score: 0 },
 };
 export type Tuning = typeof TUNING;
-export const FEATURE_NAMES = ['lex', 'nameCover', 'slots', 'specific', 'coverage', 'unused', 'anchored', 'named'] as const;
+/** The same model with the dense cosine (embeddings.ts) as a feature and the dense rule: used when every candidate has a vector. */
+export const TUNING_DENSE: Tuning = {
+  weights: { bias: -6.039, lex: 4.688, nameCover: 1.045, slots: 3.845, specific: 1.15, coverage: -0.935, unused: -1.328, anchored: 0.37, named: 0.247, dense: 5.329 },
+  minScore: 0.6,
+  minMargin: 0,
+  dense: { minCosine: 0.3, minLead: 0.06, score: 0.8 },
+};
+export const FEATURE_NAMES = ['lex', 'nameCover', 'slots', 'specific', 'coverage', 'unused', 'anchored', 'named', 'dense'] as const;
 
 /** The features as numbers, in FEATURE_NAMES order. */
 export function featureVector(f: CandidateFeatures): number[] {
@@ -148,6 +162,10 @@ export interface CandidateFeatures {
   nameCover: number;
   /** The prompt names this API by handle ("@weather"). */
   named: boolean;
+  /** Cosine of the prompt's and the operation's sentence vectors (0 without embeddings). */
+  dense: number;
+  /** Every required input comes from the prompt, and every typed value in it has a place (the dense rule asks both). */
+  complete: boolean;
   eligible: boolean;
   why?: string;
 }
@@ -156,6 +174,8 @@ export interface PromptFeatures {
   candidates: CandidateFeatures[];
   /** The prompt asks for an action (book, order, cancel…). */
   actions: string[];
+  /** Every candidate carries a dense cosine: TUNING_DENSE applies. */
+  dense: boolean;
 }
 
 function nameCover(row: RouteRow, tokens: string[]): number {
@@ -165,7 +185,8 @@ function nameCover(row: RouteRow, tokens: string[]): number {
   return parts.filter(said).length / parts.length;
 }
 
-export function features(rows: RouteRow[], facts: PromptFacts, rankText: string): PromptFeatures {
+/** `dense`: the cosine of each row with the prompt, in row order, when embeddings are ready. */
+export function features(rows: RouteRow[], facts: PromptFacts, rankText: string, dense?: number[]): PromptFeatures {
   const actions = requestedActions(facts);
   const named = facts.tokens.filter((t) => /^@[a-z0-9][a-z0-9_-]*$/.test(t.lower)).map((t) => t.lower);
   const fills = rows.map((row) => fillDetailed(row.input_schema, facts, targetVocabulary(row.operation, row.label, row.labels, row.input_schema)));
@@ -210,11 +231,13 @@ export function features(rows: RouteRow[], facts: PromptFacts, rankText: string)
       anchored: tokens.some((t) => tokenWeight(t, topical[i]!) >= 0.8),
       nameCover: nameCover(row, tokens),
       named: named.includes(row.api),
+      dense: dense?.[i] ?? 0,
+      complete: fill.missing.length === 0 && unusedValues(facts, fill.input) === 0,
       eligible,
       why,
     };
   });
-  return { candidates, actions };
+  return { candidates, actions, dense: dense !== undefined };
 }
 
 export function score(f: CandidateFeatures, t: Tuning = TUNING): number {
@@ -226,7 +249,7 @@ export function score(f: CandidateFeatures, t: Tuning = TUNING): number {
   return Math.round(p * 1000) / 1000;
 }
 
-export function decide(pf: PromptFeatures, t: Tuning = TUNING): RankResult {
+export function decide(pf: PromptFeatures, t: Tuning = pf.dense ? TUNING_DENSE : TUNING): RankResult {
   const scored = pf.candidates
     .map((f) => ({ f, score: score(f, t) }))
     .sort((a, b) => b.score - a.score || a.f.row.operation_id.localeCompare(b.f.row.operation_id));
@@ -249,15 +272,26 @@ export function decide(pf: PromptFeatures, t: Tuning = TUNING): RankResult {
     pool = asked.filter((s) => s.f.eligible);
     if (pool.length === 0) return abstain('action_inputs_missing');
   }
-  const best = pool[0];
-  if (!best) return abstain('no_candidates');
-  if (best.score < t.minScore) return abstain('low_score');
   const same = (a: RouteRow, b: RouteRow) => a.api === b.api && a.operation === b.operation;
+  const best = pool[0];
+  if (!best || best.score < t.minScore) {
+    // A paraphrase that shares no word with its operation scores low lexically: the dense rule may
+    // still pick it, among the operations the prompt gives every input to (and says nothing they cannot take).
+    const near = pool.filter((s) => s.f.complete).sort((a, b) => b.f.dense - a.f.dense);
+    const top = near[0];
+    const next = top && near.find((s) => !same(s.f.row, top.f.row));
+    if (pf.dense && top && top.f.dense >= t.dense.minCosine && top.f.dense - (next?.f.dense ?? 0) >= t.dense.minLead) {
+      top.score = Math.max(top.score, t.dense.score);
+      scored.sort((a, b) => b.score - a.score || a.f.row.operation_id.localeCompare(b.f.row.operation_id));
+      return { chosen: toCandidate(top), candidates: scored.slice(0, 5).map(toCandidate), router: 'offline' };
+    }
+    return abstain(best ? 'low_score' : 'no_candidates');
+  }
   const runnerUp = pool.find((s) => s !== best && !same(s.f.row, best.f.row));
   if (runnerUp && best.score - runnerUp.score < t.minMargin) return abstain('no_clear_winner');
   return { chosen: toCandidate(best), candidates, router: 'offline' };
 }
 
-export function rerank(rows: RouteRow[], facts: PromptFacts, rankText: string): RankResult {
-  return decide(features(rows, facts, rankText));
+export function rerank(rows: RouteRow[], facts: PromptFacts, rankText: string, dense?: number[]): RankResult {
+  return decide(features(rows, facts, rankText, dense));
 }

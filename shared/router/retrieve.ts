@@ -29,6 +29,8 @@ const MAX_WORDS = 12;
 const NEAR_WORDS = 4;
 const NEAR_MIN_SIMILARITY = 0.45;
 export const CANDIDATES = 24;
+/** Hits kept after the API-level filters, before the version check (an unavailable default version is rare). */
+const PREFILTER = 4 * CANDIDATES;
 
 /** The prompt's content words for retrieval: no stop words, no numbers or ids, at most 12. */
 export function retrievalWords(prompt: string): string[] {
@@ -36,22 +38,43 @@ export function retrievalWords(prompt: string): string[] {
   return [...new Set(ws.flatMap((w) => [w, ...synonymsOf(w).map((x) => x.word)]))].slice(0, MAX_WORDS);
 }
 
-export async function retrieve(db: Db, prompt: string, scope: RouteScope): Promise<RouteRow[]> {
-  const ws = retrievalWords(prompt);
-  if (ws.length === 0) return [];
+/** Binds parameters as $1, $2… in order. */
+function binder() {
   const params: unknown[] = [];
   const p = (v: unknown) => {
     params.push(v);
     return `$${params.length}`;
   };
-  const wordsP = p(ws);
-  // Prefix match for words of 4+ letters ("forecasts" → forecast:*, stemmed by the english config).
-  const tq = `to_tsquery('english', ${p(ws.map((w) => (w.length >= 4 ? `${w}:*` : w)).join(' | '))})`;
-  const where = [`a.status = 'active'`, `a.availability = 'available'`, `v.available`, `(a.visibility = 'public' OR a.owner_org_id = ${p(scope.orgId)})`];
+  return { params, p };
+}
+
+/** The scope filters that are the API's (`api`, `visibility`, `allowed_apis`, `blocked_apis`, public + the caller's own private, active and available) over `a` (apis). */
+function apiWhere(scope: RouteScope, p: (v: unknown) => string): string {
+  const where = [`a.status = 'active'`, `a.availability = 'available'`, `(a.visibility = 'public' OR a.owner_org_id = ${p(scope.orgId)})`];
   if (scope.api) where.push(`a.handle = ${p(scope.api)}`);
   if (scope.visibility) where.push(`a.visibility = ${p(scope.visibility)}`);
   if (scope.allowedApis) where.push(`a.handle = ANY(${p(scope.allowedApis)}::text[])`);
   if (scope.blockedApis?.length) where.push(`NOT (a.handle = ANY(${p(scope.blockedApis)}::text[]))`);
+  return where.join(' AND ');
+}
+
+/** Every scope filter: the API's, and the default version available, over `a` (apis) and `v` (operation_versions). */
+function scopeWhere(scope: RouteScope, p: (v: unknown) => string): string {
+  return `${apiWhere(scope, p)} AND v.available`;
+}
+
+const ROW_COLUMNS = `o.id::text AS operation_id, a.handle AS api, a.visibility, a.name AS api_name, a.description AS api_description,
+           ARRAY(SELECT s.name FROM api_sites s WHERE s.api_id = a.id ORDER BY s.position) AS sites,
+           o.name AS operation, o.label, o.description, o.labels, o.performs_actions,
+           v.input_schema, v.examples`;
+
+export async function retrieve(db: Db, prompt: string, scope: RouteScope): Promise<RouteRow[]> {
+  const ws = retrievalWords(prompt);
+  if (ws.length === 0) return [];
+  const { params, p } = binder();
+  const wordsP = p(ws);
+  // Prefix match for words of 4+ letters ("forecasts" → forecast:*, stemmed by the english config).
+  const tq = `to_tsquery('english', ${p(ws.map((w) => (w.length >= 4 ? `${w}:*` : w)).join(' | '))})`;
   // A private API of the caller shadows a public one of the same handle only when asked by
   // visibility; otherwise both are candidates and the ranking decides.
   const sql = `
@@ -69,18 +92,42 @@ export async function retrieve(db: Db, prompt: string, scope: RouteScope): Promi
                -- near words (typos) are rare: skip the per-row intersection without them
                + CASE WHEN cardinality(near.ws) = 0 THEN 0 ELSE 0.3 * cardinality(ARRAY(SELECT unnest(d.words) INTERSECT SELECT unnest(near.ws))) END AS rank
         FROM router_documents d CROSS JOIN near
-       WHERE d.tsv @@ ${tq} OR d.words && near.ws)
-    SELECT o.id::text AS operation_id, a.handle AS api, a.visibility, a.name AS api_name, a.description AS api_description,
-           ARRAY(SELECT s.name FROM api_sites s WHERE s.api_id = a.id ORDER BY s.position) AS sites,
-           o.name AS operation, o.label, o.description, o.labels, o.performs_actions,
-           v.input_schema, v.examples, h.rank
-      FROM hits h
-      JOIN operations o ON o.id = h.operation_id
-      JOIN apis a ON a.id = h.api_id
+       WHERE d.tsv @@ ${tq} OR d.words && near.ws),
+    -- The best hits within the API-level filters first, then the rows of those few only: at
+    -- 10,000 operations a common word matches thousands, and joining them all dominated the query.
+    top AS (
+      SELECT h.operation_id, h.rank FROM hits h JOIN apis a ON a.id = h.api_id
+       WHERE ${apiWhere(scope, p)}
+       ORDER BY h.rank DESC, h.operation_id
+       LIMIT ${PREFILTER})
+    SELECT ${ROW_COLUMNS}, t.rank
+      FROM top t
+      JOIN operations o ON o.id = t.operation_id
+      JOIN apis a ON a.id = o.api_id
       JOIN operation_versions v ON v.operation_id = o.id AND v.version = o.default_version
-     WHERE ${where.join(' AND ')}
-     ORDER BY h.rank DESC, o.id
+     WHERE ${scopeWhere(scope, p)}
+     ORDER BY t.rank DESC, o.id
      LIMIT ${CANDIDATES}`;
   const r = await db.query<RouteRow>(sql, params);
   return r.rows;
+}
+
+/**
+ * The rows of operations the dense scan found, by id, under the same scope filters as `retrieve`
+ * (the in-memory scope check is a prefilter; this is the authority), in the order asked.
+ */
+export async function rowsByIds(db: Db, ids: string[], scope: RouteScope): Promise<RouteRow[]> {
+  if (ids.length === 0) return [];
+  const { params, p } = binder();
+  const idsP = p(ids);
+  const r = await db.query<RouteRow>(
+    `SELECT ${ROW_COLUMNS}, 0::real AS rank
+       FROM operations o
+       JOIN apis a ON a.id = o.api_id
+       JOIN operation_versions v ON v.operation_id = o.id AND v.version = o.default_version
+      WHERE o.id = ANY(${idsP}::bigint[]) AND ${scopeWhere(scope, p)}`,
+    params,
+  );
+  const order = new Map(ids.map((id, i) => [id, i]));
+  return r.rows.sort((x, y) => order.get(x.operation_id)! - order.get(y.operation_id)!);
 }
