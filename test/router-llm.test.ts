@@ -273,16 +273,17 @@ describe.skipIf(!installed && !process.env.CI)('LLM path against a real local Op
 
   it('actions stay with the offline explicit-ask rule: a picked action it did not choose is refused; a prompt asking for one is never the model\'s', async () => {
     const pickAction = (body: any) => (forced(body) === 'choose_operation' && offered(body, 'place_order') ? toolAnswer('choose_operation', { operation: offered(body, 'place_order') }) : 'forward');
-    // A product code and a number ask for nothing: the offline router lists place_order and abstains.
+    // A product code and a number ask for nothing: the offline router lists place_order among low
+    // scorers and abstains. With no contest the model is not asked, so it cannot pick the action.
     behaviour = pickAction;
     const org = await newOrg(20);
     const res = await query(org.api_key, { prompt: 'NW-MUG-STL 2', allowed_apis: DEMO }, {}, base);
     expect(res.status, res.text).toBe(422);
     expect(res.body.error.code).toBe('prompt_unroutable');
-    expect(offered(seen[0].body, 'place_order')).toBeDefined();
-    expect(seen.map((s) => forced(s.body))).toEqual(['choose_operation']); // picked, and refused before any fill
+    expect(seen).toEqual([]);
 
-    // "status of order …" is a read: the offline router chose get_order; the model's place_order does not replace it.
+    // "status of order …" is a read: the offline router chose get_order, so the model is asked; its
+    // place_order is refused before any fill, and get_order stands.
     seen = [];
     const status = await query(org.api_key, { prompt: 'status of order ORD-100001', allowed_apis: DEMO }, {}, base);
     expect(offered(seen[0].body, 'place_order')).toBeDefined();
@@ -298,10 +299,12 @@ describe.skipIf(!installed && !process.env.CI)('LLM path against a real local Op
     const cancel = await query(org.api_key, { prompt: 'cancel my order ORD-100001', allowed_apis: DEMO }, {}, base);
     expect(cancel.status, cancel.text).toBe(422);
     expect(cancel.body.error.code).toBe('prompt_unroutable');
-    // Nor one that nothing in scope matches: no candidates, nothing to ask.
+    // Nor one the offline router finds out of scope: dense retrieval still lists the nearest
+    // operations as candidates, but every one scored low, so there is no contest to ask about (a
+    // weak model did pick @weather for this prompt and ran it with the city "Australia").
     const capital = await query(org.api_key, { prompt: 'what is the capital of Australia', allowed_apis: DEMO }, {}, base);
     expect(capital.status, capital.text).toBe(422);
-    expect(capital.body.error).toMatchObject({ code: 'prompt_unroutable', details: { candidates: [] } });
+    expect(capital.body.error.code).toBe('prompt_unroutable');
     expect(seen).toEqual([]);
     expect(await ledgerOf(org.org_id)).toEqual([]);
     expect(await requestCount(org.org_id)).toBe(0);

@@ -42,6 +42,18 @@ export function llmSettings(c: Pick<Config, 'OPENAI_BASE_URL' | 'OPENAI_API_KEY'
   return { baseUrl: c.OPENAI_BASE_URL, apiKey: c.OPENAI_API_KEY, model: c.OPENAI_MODEL, timeoutMs: c.OPENAI_TIMEOUT_MS, maxResponseBytes: c.OPENAI_MAX_RESPONSE_BYTES };
 }
 
+/**
+ * Whether the model may be asked at all. Only when the offline router has a real contest: it
+ * chose an operation (the model confirms it or picks another of the candidates), or it abstained
+ * because two candidates were too close to call. A prompt the offline router found out of scope
+ * (every candidate scored low, or none) stays an abstention: dense retrieval always returns the
+ * nearest operations, and a model asked to choose among them would pick one with confidence
+ * (issue 10: "the wrong tool is picked with confidence" is what users hate most).
+ */
+export function llmMayAnswer(ranked: RankResult): boolean {
+  return ranked.candidates.length > 0 && (ranked.chosen !== null || ranked.reason === 'no_clear_winner');
+}
+
 export class LlmRouter {
   private readonly ajv = addFormats(new Ajv2020({ allErrors: false, strict: false, addUsedSchema: false }));
   /** Compiled input schemas by their text; bounded, as private operations come and go. */

@@ -11,7 +11,7 @@ import type { RoutingAudit } from '../../../shared/db/requests.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { QueryRequest } from '../../../shared/schemas/query.ts';
 import type { Candidate, FillResult, FillTarget, PromptAttachment, PromptRouter, RouteScope } from '../../../shared/router/types.ts';
-import type { LlmRouter } from '../../../shared/router/llm.ts';
+import { llmMayAnswer, type LlmRouter } from '../../../shared/router/llm.ts';
 
 /** A successful prompt search costs this much on top of the operation's own price (spec: Credits). */
 export const PROMPT_SEARCH_CREDITS = 5;
@@ -80,7 +80,7 @@ export class PromptRouting {
       });
     // The optional LLM path (shared/router/llm.ts) answers within the offline router's candidates, or
     // says why the offline router answers instead (recorded as routing.llm_fallback).
-    const viaLlm = this.deps.llm && ranked.candidates.length ? await this.deps.llm.route({ prompt, ranked, resolve: (c) => this.resolve(orgId, c), offlineFill: fill }) : undefined;
+    const viaLlm = this.deps.llm && llmMayAnswer(ranked) ? await this.deps.llm.route({ prompt, ranked, resolve: (c) => this.resolve(orgId, c), offlineFill: fill }) : undefined;
     let chosen: Candidate, op: ResolvedOperation, filled: FillResult;
     if (viaLlm?.ok) ({ chosen, value: op, filled } = viaLlm);
     else {
