@@ -35,9 +35,16 @@ function stageSummary(ts: StageTimes[]) {
   );
 }
 
+/** Every router the bench made: each holds a model thread, closed before the process may exit. */
+const opened: OfflineRouter[] = [];
+function remember(r: OfflineRouter): OfflineRouter {
+  opened.push(r);
+  return r;
+}
+
 /** A router whose stage times go to `sink` (the bench reads and clears it per pass). */
 function timedRouter(db: ReturnType<typeof createPool>, dense: boolean, sink: StageTimes[]): OfflineRouter {
-  return createRouter({ db, now: () => new Date(DEFAULT_NOW), embeddings: dense ? undefined : false, onStages: (t) => sink.push(t) });
+  return remember(createRouter({ db, now: () => new Date(DEFAULT_NOW), embeddings: dense ? undefined : false, onStages: (t) => sink.push(t) }));
 }
 
 export async function runRouterBench(opts: { databaseUrl?: string; workflows?: number; log?: (l: string) => void } = {}) {
@@ -146,6 +153,7 @@ export async function runRouterBench(opts: { databaseUrl?: string; workflows?: n
       },
     };
   } finally {
+    await Promise.all(opened.splice(0).map((r) => r.close()));
     await db.end();
     await admin(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch((err) => log(`router bench: could not drop ${dbName}: ${(err as Error).message}`));
     await stopPg?.();

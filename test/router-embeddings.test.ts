@@ -4,6 +4,8 @@
 // scope filters apply before the dense top-k, vectors are stored by operation, version and
 // document hash and read (not embedded) by the next start, and without the model the router ranks
 // lexically and says so once.
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { publishApi } from '../shared/db/catalog.ts';
@@ -165,6 +167,16 @@ describe('dense retrieval', () => {
     expect(after.rows[0]!.doc_hash).not.toBe(before.rows[0]!.doc_hash);
     // The new description says the paraphrase's own words: the vector in memory moved nearer.
     expect(index.cosine(q!, id)!).toBeGreaterThan(near0);
+  });
+
+  it('a process shut down while the model is embedding exits cleanly once the model is closed (it aborts if not)', () => {
+    const child = (env: Record<string, string>) =>
+      spawnSync(process.execPath, ['--import', 'tsx', 'test/helpers/embed-exit-child.ts'], { cwd: path.resolve(import.meta.dirname, '..'), env: { ...process.env, ...env }, timeout: 60_000 });
+    const closed = child({});
+    expect(closed.status, String(closed.stderr)).toBe(0);
+    // The control: the same exit without close() is what the API did before (SIGABRT, no exit code).
+    const unclosed = child({ SKIP_CLOSE: '1' });
+    expect(unclosed.signal).toBe('SIGABRT');
   });
 
   it('without the model files ranks lexically and says so once', async () => {

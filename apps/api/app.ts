@@ -80,6 +80,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onReady', async () => void queries.startListening());
   app.addHook('onReady', async () => void setTimeout(() => router.warmUp(), 0).unref());
   app.addHook('onClose', () => queries.close());
+  // The embedding model's thread ends before the process may exit (exiting mid-embedding aborts it).
+  app.addHook('onClose', () => router.close());
 
   await app.register(errorsPlugin);
   // Before every route: its onResponse hook observes all of them.

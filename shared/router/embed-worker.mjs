@@ -56,7 +56,16 @@ try {
   const tokenizer = new Tokenizer(JSON.parse(readFileSync(path.join(dir, 'tokenizer.json'), 'utf8')), JSON.parse(readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8')));
   // One request at a time, in arrival order (onnxruntime runs one session call per thread anyway).
   let chain = Promise.resolve();
-  parentPort.on('message', ({ id, texts }) => {
+  parentPort.on('message', ({ id, texts, close }) => {
+    if (close) {
+      // After the work in hand: release the session, then end this thread. Exiting the process
+      // while a session runs aborts it (SIGABRT from onnxruntime's native threads).
+      chain = chain.then(async () => {
+        await session.release().catch(() => {});
+        parentPort.close();
+      });
+      return;
+    }
     chain = chain.then(async () => {
       try {
         const vectors = await embed(session, tokenizer, texts);

@@ -22,7 +22,15 @@ export function modelDir(): string {
 export interface Embedder {
   /** Mean-pooled, L2-normalised sentence vectors, one per text. */
   embed(texts: string[]): Promise<Float32Array[]>;
+  /**
+   * Finish the work in hand, release the model and end its thread. Call it before the process
+   * exits: exiting while the model runs aborts the process (onnxruntime, SIGABRT).
+   */
+  close?(): Promise<void>;
 }
+
+/** How long close() waits for the model's thread to finish its work before terminating it. */
+const CLOSE_TIMEOUT_MS = 5_000;
 
 let warned = false;
 function warnOnce(message: string) {
@@ -82,6 +90,15 @@ export async function loadEmbedder(dir = modelDir()): Promise<Embedder | null> {
         pending.set(id, { resolve, reject });
         worker.postMessage({ id, texts });
       });
+    },
+    async close() {
+      if (dead) return;
+      const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+      worker.ref(); // the process waits for the thread's orderly end
+      worker.postMessage({ close: true });
+      const timer = setTimeout(() => void worker.terminate(), CLOSE_TIMEOUT_MS);
+      await exited;
+      clearTimeout(timer);
     },
   };
 }

@@ -90,14 +90,24 @@ export async function hybridCandidates(
  * without a stored vector, embeds) in the background from `start()`; until the index has read
  * PostgreSQL's vectors, ranking is lexical.
  */
+/** How long close() waits for a model that is still loading. */
+const CLOSE_WAIT_MS = 5_000;
+
 export function denseRetrieval(db: Db, load: false | (() => Promise<Embedder | null>)) {
   let ready: { embedder: Embedder; index: VectorIndex } | null = null;
+  let loaded: Embedder | null = null;
+  let closed = false;
   let starting: Promise<boolean> | undefined;
   const start = (): Promise<boolean> =>
     (starting ??= (async () => {
-      if (load === false) return false;
+      if (load === false || closed) return false;
       const embedder = await load();
       if (!embedder) return false;
+      loaded = embedder;
+      if (closed) {
+        await embedder.close?.();
+        return false;
+      }
       const index = new VectorIndex(db, embedder);
       await index.refresh();
       ready = { embedder, index };
@@ -110,6 +120,14 @@ export function denseRetrieval(db: Db, load: false | (() => Promise<Embedder | n
     start,
     /** The model and index once loaded, else null (rank lexically). */
     current: () => ready,
+    /** Ends the model's thread (the process may then exit); ranking is lexical from here on. */
+    async close(): Promise<void> {
+      closed = true;
+      ready = null;
+      // A model still loading is closed when its load ends (see start); wait for that, within bounds.
+      if (starting) await Promise.race([starting.catch(() => false), new Promise((r) => setTimeout(r, CLOSE_WAIT_MS).unref())]);
+      await loaded?.close?.();
+    },
     /** Resolves when every operation has its vector (tests, the bench). */
     async settled(): Promise<boolean> {
       if (!(await start())) return false;

@@ -38,7 +38,7 @@ function rankText(prompt: string, attachments: PromptAttachment[] = []): string 
  * not in a caller's request. Ranking never waits for it: it is lexical until the vectors are read.
  * `ready()` resolves when every operation has its vector (true when embeddings are in use).
  */
-export type OfflineRouter = PromptRouter & { warmUp(): void; ready(): Promise<boolean> };
+export type OfflineRouter = PromptRouter & { warmUp(): void; ready(): Promise<boolean>; close(): Promise<void> };
 
 export function createRouter(deps: RouterDeps): OfflineRouter {
   const now = deps.now ?? (() => new Date());
@@ -49,6 +49,7 @@ export function createRouter(deps: RouterDeps): OfflineRouter {
       void dense.start();
     },
     ready: () => dense.settled(),
+    close: () => dense.close(),
     async rank(prompt: string, scope: RouteScope, attachments?: PromptAttachment[]): Promise<RankResult> {
       const t0 = performance.now();
       const times: StageTimes = { embed_ms: 0, lexical_ms: 0, dense_ms: 0, fill_ms: 0, rerank_ms: 0, total_ms: 0, dense: false };
