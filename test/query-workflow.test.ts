@@ -379,6 +379,10 @@ describe('read-only HTTP operations in one workflow task; browser work on its ow
     });
     expect(r1.result.status).toBe(200);
     expect(r1.steps).toEqual(['reserveCredits', 'executeOperation', 'executeOperation', 'settleAndFinalize']);
+    // The fused step tried once; the site then waits the retry interval, as the step's own retries do.
+    const timers = r1.events.flatMap((e) => (e.timerStartedEventAttributes ? [e.timerStartedEventAttributes.startToFireTimeout] : []));
+    expect(timers.map((d) => Number(d?.seconds ?? 0) * 1000 + (d?.nanos ?? 0) / 1e6)).toEqual([500]);
+    expect(r1.patches).toEqual(['http-read-fused', 'http-read-fused-retry-wait']);
     const q2 = input({ engine: 'http' });
     const r2 = await run(q2, { execute: async () => Promise.reject(ApplicationFailure.create({ type: 'upstream_not_found', message: 'The website returned 404' })) });
     expectError(r2.result, q2, 'upstream_not_found', 502, receipt(q2, 'released', COST, 0));

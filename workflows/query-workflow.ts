@@ -12,6 +12,7 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setHandler,
+  sleep,
 } from '@temporalio/workflow';
 import {
   LEDGER_FAILURES,
@@ -57,6 +58,10 @@ const reserving = proxyLocalActivities<BillingActivities>({
 export const HTTP_EXECUTE_LOCAL = 'http-execute-local';
 /** patched() id of the fused read-only step (reserve, execute, settle in one local activity). */
 export const HTTP_READ_FUSED = 'http-read-fused';
+/** patched() id of the pause before the ordinary execute step takes over a failed fused attempt. */
+export const HTTP_READ_FUSED_RETRY_WAIT = 'http-read-fused-retry-wait';
+/** The local execute step's own first retry interval: the site sees the same spacing either way. */
+const FIRST_RETRY_MS = 500;
 
 /** How far past the deadline a local execute step's own timeouts lie (see below). */
 const LOCAL_TIMEOUT_MARGIN_MS = 5_000;
@@ -191,7 +196,7 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
       // never turns into another attempt.
       scheduleToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
       startToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
-      retry: { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
+      retry: { initialInterval: FIRST_RETRY_MS, backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
     });
   };
 
@@ -275,6 +280,8 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
       if (e.nonRetryable || (e.type !== null && NON_RETRYABLE.includes(e.type))) {
         return compensate(e.type !== null && isErrorCode(e.type) ? { code: e.type, message: e.message, details: e.details[0] } : { code: 'internal_error' });
       }
+      // The site failed once already: wait as the step's own retry would before trying again.
+      if (patched(HTTP_READ_FUSED_RETRY_WAIT)) await sleep(FIRST_RETRY_MS);
       let output: unknown;
       try {
         output = await localSite().executeOperation(executeArgs());
