@@ -79,6 +79,11 @@ interface Failure {
   details?: unknown;
 }
 
+/** An ApplicationFailure's fields as a failure: its type when it is a catalog code, else internal_error. */
+function catalogFailure(type: string | null | undefined, message: string, details: readonly unknown[]): Failure {
+  return type && isErrorCode(type) ? { code: type, message, details: details[0] } : { code: 'internal_error' };
+}
+
 /** Turn whatever an activity threw into a catalog code; a website never becomes internal_error. */
 function toFailure(err: unknown, performsActions: boolean): Failure {
   let cause: unknown = err;
@@ -88,10 +93,7 @@ function toFailure(err: unknown, performsActions: boolean): Failure {
     if (performsActions) return { code: 'action_unconfirmed', message: 'The action did not finish in time and its outcome is unknown; check the website before trying again' };
     return { code: 'execution_timeout', message: 'The workflow did not finish within its time limit' };
   }
-  if (cause instanceof ApplicationFailure && isErrorCode(cause.type)) {
-    const [details] = (cause.details ?? []) as unknown[];
-    return { code: cause.type, message: cause.message, details };
-  }
+  if (cause instanceof ApplicationFailure) return catalogFailure(cause.type, cause.message, cause.details ?? []);
   return { code: 'internal_error' };
 }
 
@@ -187,18 +189,22 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     deadlineAt: q.deadlineAt,
   });
 
+  /**
+   * Timeouts of a local step that runs the site: the step stops itself at deadlineAt (execute.ts,
+   * on the worker's clock); these count from each dispatch and are only a backstop, set past the
+   * deadline so a timeout never turns into another attempt.
+   */
+  const pastDeadline = () => {
+    const backstop = Math.max(1, q.deadlineAt - Date.now()) + LOCAL_TIMEOUT_MARGIN_MS;
+    return { scheduleToCloseTimeout: backstop, startToCloseTimeout: backstop };
+  };
+
   /** A read-only HTTP operation's local execute step, with its retry policy. */
-  const localSite = () => {
-    const remainingMs = Math.max(1, q.deadlineAt - Date.now());
-    return proxyLocalActivities<ExecuteActivities>({
-      // The step stops itself at deadlineAt (execute.ts, on the worker's clock): these timeouts
-      // count from each dispatch and are only a backstop, set past the deadline so a timeout
-      // never turns into another attempt.
-      scheduleToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
-      startToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
+  const localSite = () =>
+    proxyLocalActivities<ExecuteActivities>({
+      ...pastDeadline(),
       retry: { initialInterval: FIRST_RETRY_MS, backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
     });
-  };
 
   /** The site ran: shape, then settle and finalize. From here the query is charged whatever happens. */
   const settleOutput = async (output: unknown): Promise<TerminalEnvelope> => {
@@ -252,10 +258,8 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
   // the `engine` field never reach patched(), and histories from before this patch replay below.
   if (q.engine === 'http' && !q.performsActions && patched(HTTP_READ_FUSED)) {
     advance('executing', `Running ${q.api} ${q.operation}`, true);
-    const remainingMs = Math.max(1, q.deadlineAt - Date.now());
     const fused = proxyLocalActivities<ReadQueryActivities>({
-      scheduleToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
-      startToCloseTimeout: remainingMs + LOCAL_TIMEOUT_MARGIN_MS,
+      ...pastDeadline(),
       // One attempt: a failure of the step itself hands over to the ordinary steps, which retry.
       retry: { maximumAttempts: 1 },
     });
@@ -278,7 +282,7 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
       // with the ordinary local execute step and its retry policy.
       const e = o.error;
       if (e.nonRetryable || (e.type !== null && NON_RETRYABLE.includes(e.type))) {
-        return compensate(e.type !== null && isErrorCode(e.type) ? { code: e.type, message: e.message, details: e.details[0] } : { code: 'internal_error' });
+        return compensate(catalogFailure(e.type, e.message, e.details));
       }
       // The site failed once already: wait as the step's own retry would before trying again.
       if (patched(HTTP_READ_FUSED_RETRY_WAIT)) await sleep(FIRST_RETRY_MS);
