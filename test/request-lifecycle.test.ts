@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { balanceOf, call, db, demo, ledgerOf, newOrg, query, sleep, stack, until } from './helpers/stack.ts';
 import { ownPairPool, withTemporal } from './helpers/own-pair.ts';
 import { resolveOperation } from '../shared/db/catalog.ts';
-import { queryWorkflowId, sha256Hex } from '../shared/ids.ts';
+import { newRequestId, queryWorkflowId, sha256Hex } from '../shared/ids.ts';
 import type { QueryWorkflowInput, TerminalEnvelope } from '../shared/workflow-contract.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
@@ -66,6 +66,52 @@ describe('request lifecycle', () => {
     expect(peak).toBeLessThanOrEqual(3);
     expect((await ledgerOf(org.org_id)).filter((l) => l.kind === 'reserve')).toHaveLength(ok.length);
     expect(await ledgerSettled(org.org_id)).toEqual({ granted: 100, available: 100 - ok.length, reserved: 0, charged: ok.length });
+  });
+
+  it('the per-minute limit: the requests of the last 60 seconds are counted whatever inserted them; over it is 429 rate_limited, nothing claimed or charged; the window slides', async () => {
+    const api = await pool.spawn('api', { ...pool.pair, env: { ...pool.pair.env, PLAN_REQUESTS_PER_MINUTE: '4' } });
+    await pool.spawn('worker');
+    const url = String(api.started.url);
+    const org = await newOrg(100);
+    const other = await newOrg(100);
+    // One request row this minute that no API call made (as a console test run would): it counts.
+    await db().query(
+      `INSERT INTO requests (id, org_id, workflow_id, api, operation, status) VALUES ($1, $2, $3, '@weather', 'current_weather', 'failed')`,
+      [newRequestId(), org.org_id, `outside-${key()}`],
+    );
+    const remaining: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await query(org.api_key, london, i === 1 ? { 'idempotency-key': key() } : {}, url);
+      expect(r.status, r.text).toBe(200);
+      remaining.push(r.headers.get('x-ratelimit-remaining')!);
+    }
+    expect(remaining).toEqual(['2', '1', '0']);
+
+    const refused = await query(org.api_key, london, { 'idempotency-key': key() }, url);
+    expect(refused.status, refused.text).toBe(429);
+    expect(refused.body.error.code).toBe('rate_limited');
+    expect(refused.headers.get('x-ratelimit-limit')).toBe('4');
+    expect(refused.headers.get('x-ratelimit-remaining')).toBe('0');
+    const now = Date.now() / 1000;
+    const reset = Number(refused.headers.get('x-ratelimit-reset'));
+    expect(reset).toBeGreaterThan(now);
+    expect(reset).toBeLessThanOrEqual(Math.ceil(now) + 60);
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    // Nothing claimed or charged for it: four rows (three admitted, one from outside), three charges.
+    expect((await db().query('SELECT count(*)::int AS n FROM requests WHERE org_id = $1', [org.org_id])).rows[0].n).toBe(4);
+    expect(await ledgerSettled(org.org_id)).toEqual({ granted: 100, available: 97, reserved: 0, charged: 3 });
+    // The limit is the organization's own.
+    const elsewhere = await query(other.api_key, london, {}, url);
+    expect(elsewhere.status, elsewhere.text).toBe(200);
+    expect(elsewhere.headers.get('x-ratelimit-remaining')).toBe('3');
+
+    // A minute later (the organization's counted seconds moved back 61 s) the window is empty again.
+    await db().query('UPDATE request_second_counts SET second = second - 61 WHERE org_id = $1', [org.org_id]);
+    const later = await query(org.api_key, london, {}, url);
+    expect(later.status, later.text).toBe(200);
+    expect(later.headers.get('x-ratelimit-remaining')).toBe('3');
   });
 
   it('a key reused after its retention runs as a new claim with its own workflow id; a retry meanwhile is request_in_progress', async () => {

@@ -101,18 +101,29 @@ export async function insertClaim(c: Q, f: ClaimFields): Promise<RequestRow | un
 }
 
 /** What admission counts for one organization (call it under the organization's admission lock). */
+// The open states as SQL literals, so the planner can use the partial index `requests_unresolved`
+// (a bound array parameter cannot prove its predicate once the plan is generic).
+const OPEN_STATES_SQL = OPEN_STATES.map((s) => `'${s}'`).join(', ');
+
+/**
+ * What admission decides on: the organization's open requests (at most its concurrency limit, read
+ * through the partial index of open requests) and its requests in the last 60 whole seconds (at
+ * most 60 per-second counters, kept by a trigger on `requests`). Neither read grows with the
+ * organization's history or its rate.
+ */
 export async function admissionCounts(c: Q, orgId: string): Promise<{ running: number; unresolved: number; lastMinute: number; oldest: Date | null }> {
   const r = await c.query(
-    `SELECT count(*) FILTER (WHERE status = ANY($2))::int AS running,
-            count(*) FILTER (WHERE status = ANY($2) AND idempotency_key_hash IS NOT NULL)::int AS unresolved,
-            count(*) FILTER (WHERE created_at > now() - interval '60 seconds')::int AS last_minute,
-            min(created_at) FILTER (WHERE created_at > now() - interval '60 seconds') AS oldest
-       FROM requests
-      WHERE org_id = $1 AND (status = ANY($2) OR created_at > now() - interval '60 seconds')`,
-    [orgId, OPEN_STATES],
+    `SELECT o.running, o.unresolved, m.last_minute, m.oldest
+       FROM (SELECT count(*)::int AS running,
+                    count(*) FILTER (WHERE idempotency_key_hash IS NOT NULL)::int AS unresolved
+               FROM requests WHERE org_id = $1 AND status IN (${OPEN_STATES_SQL})) o,
+            (SELECT coalesce(sum(n), 0)::int AS last_minute, min(second)::float8 AS oldest
+               FROM request_second_counts
+              WHERE org_id = $1 AND second > floor(extract(epoch FROM now()))::bigint - 60) m`,
+    [orgId],
   );
   const row = r.rows[0];
-  return { running: row.running, unresolved: row.unresolved, lastMinute: row.last_minute, oldest: row.oldest };
+  return { running: row.running, unresolved: row.unresolved, lastMinute: row.last_minute, oldest: row.oldest === null ? null : new Date(row.oldest * 1000) };
 }
 
 export async function findByKey(c: Q, orgId: string, keyHash: string): Promise<RequestRow | undefined> {
