@@ -122,53 +122,46 @@ export async function resolveOperation(
   orgId: string,
   q: { api: string; operation: string; version?: number; visibility?: 'public' | 'private' },
 ): Promise<Resolution> {
-  const apis = await db.query(
-    `SELECT a.id, a.handle, a.name, a.category, a.logo_sha256, a.visibility, a.owner_org_id
+  // One round trip: each visible workflow with this handle (the organization's private one first),
+  // its operation of this name if any, and that operation's requested (or default) version if any.
+  const rows = await db.query(
+    `SELECT a.id, a.handle, a.name, a.category, a.logo_sha256, a.visibility, a.owner_org_id,
+            o.id AS op_id, o.name AS op_name, o.cost_credits, o.performs_actions, o.access,
+            v.version, v.input_schema, v.output_schema, v.recipe, v.examples, v.available
        FROM apis a
+       LEFT JOIN operations o ON o.api_id = a.id AND o.name = $4
+       LEFT JOIN operation_versions v ON v.operation_id = o.id AND v.version = coalesce($5::int, o.default_version)
       WHERE a.handle = $1 AND a.status = 'active'
         AND ((a.visibility = 'public' AND a.availability = 'available') OR (a.visibility = 'private' AND a.owner_org_id = $2))
         AND ($3::text IS NULL OR a.visibility = $3)
       ORDER BY (a.visibility = 'private') DESC`,
-    [q.api, orgId, q.visibility ?? null],
+    [q.api, orgId, q.visibility ?? null, q.operation, q.version ?? null],
   );
-  if (apis.rowCount === 0) return { ok: false, code: 'unknown_api_slug' };
-  for (const api of apis.rows) {
-    const ops = await db.query(
-      `SELECT o.id, o.name, o.cost_credits, o.performs_actions, o.access, o.default_version
-         FROM operations o WHERE o.api_id = $1 AND o.name = $2`,
-      [api.id, q.operation],
-    );
-    const op = ops.rows[0];
-    if (!op) continue;
-    const version = q.version ?? op.default_version;
-    const v = await db.query(
-      `SELECT version, input_schema, output_schema, recipe, examples, available FROM operation_versions
-        WHERE operation_id = $1 AND version = $2`,
-      [op.id, version],
-    );
-    const row = v.rows[0];
-    if (!row || !row.available) {
+  if (rows.rowCount === 0) return { ok: false, code: 'unknown_api_slug' };
+  for (const row of rows.rows) {
+    if (row.op_id === null) continue;
+    if (row.version === null || !row.available) {
       const avail = await db.query(
         'SELECT version FROM operation_versions WHERE operation_id = $1 AND available ORDER BY version',
-        [op.id],
+        [row.op_id],
       );
       return { ok: false, code: 'workflow_version_unavailable', available: avail.rows.map((r) => r.version as number) };
     }
     return {
       ok: true,
       op: {
-        apiId: Number(api.id),
-        handle: api.handle,
-        apiName: api.name,
-        category: api.category,
-        logoSha256: api.logo_sha256,
-        visibility: api.visibility,
-        ownerOrgId: api.owner_org_id,
-        operationId: Number(op.id),
-        operation: op.name,
-        costCredits: op.cost_credits,
-        performsActions: op.performs_actions,
-        access: op.access,
+        apiId: Number(row.id),
+        handle: row.handle,
+        apiName: row.name,
+        category: row.category,
+        logoSha256: row.logo_sha256,
+        visibility: row.visibility,
+        ownerOrgId: row.owner_org_id,
+        operationId: Number(row.op_id),
+        operation: row.op_name,
+        costCredits: row.cost_credits,
+        performsActions: row.performs_actions,
+        access: row.access,
         version: row.version,
         inputSchema: row.input_schema,
         outputSchema: row.output_schema,
