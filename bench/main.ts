@@ -62,6 +62,10 @@ try {
       await other.close();
     }
   }
+  if (wanted('temporal_floor')) {
+    const { benchTemporalFloor } = await import('./temporal-floor.ts');
+    results.temporal_floor = await benchTemporalFloor({ workerConnection: stack.workerConnection });
+  }
   if (wanted('result_wait')) {
     const otherWait = stack.config.RESULT_WAIT === 'notify' ? 'history' : 'notify';
     // Both eager (the in-process worker's connection), so only the result wait differs.
