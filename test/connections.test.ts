@@ -338,6 +338,18 @@ describe('isolation and storage', () => {
     expect((await query(owner.api_key, weatherQuery())).status).toBe(200);
   });
 
+  it("a revoke or expire scoped to one organization cannot touch another organization's connection", async () => {
+    const owner = await newOrg(10, 'Owner org');
+    const other = await newOrg(10, 'Other org');
+    const c = await connect(owner.org_id, WEATHER_REQ, { WEATHER_API_KEY: VALID_KEY });
+    await expect(revokeConnection(db(), c.connection_id, other.org_id)).rejects.toThrow(/not found/);
+    await expect(expireConnection(db(), c.connection_id, other.org_id)).rejects.toThrow(/not found/);
+    expect((await db().query('SELECT status, revoked_at FROM connections WHERE id = $1', [c.connection_id])).rows[0]).toEqual({ status: 'active', revoked_at: null });
+    expect((await query(owner.api_key, weatherQuery())).status).toBe(200);
+    // Its own organization can.
+    expect((await revokeConnection(db(), c.connection_id, owner.org_id)).status).toBe('revoked');
+  });
+
   it('ciphertext at rest contains no plaintext and is bound to its organization', async () => {
     const org = await newOrg(1);
     const other = await newOrg(1);

@@ -276,16 +276,19 @@ export async function addConnection(
   });
 }
 
-async function setStatus(db: Db | DbClient, id: string, to: 'revoked' | 'needs_reauth'): Promise<ConnectionInfo> {
+/** `orgId`, when given, scopes the change to that organization's connection (the console's); the
+ *  operator's CLI names a connection by id alone. Another organization's id is "not found". */
+async function setStatus(db: Db | DbClient, id: string, to: 'revoked' | 'needs_reauth', orgId?: string): Promise<ConnectionInfo> {
   if (!ID_RE.test(id)) throw new ConnectionError('the connection id must look like conn_<24 hex>');
   const r = await db.query(
     `UPDATE connections SET status = $2::text, updated_at = now(), revoked_at = CASE WHEN $2::text = 'revoked' THEN now() ELSE revoked_at END
-      WHERE id = $1 AND (status = 'active' OR ($2::text = 'revoked' AND status = 'needs_reauth'))
+      WHERE id = $1 AND ($3::text IS NULL OR org_id = $3)
+        AND (status = 'active' OR ($2::text = 'revoked' AND status = 'needs_reauth'))
       RETURNING ${INFO_COLUMNS}`,
-    [id, to],
+    [id, to, orgId ?? null],
   );
   if (r.rowCount) return info(r.rows[0]);
-  const cur = await db.query(`SELECT ${INFO_COLUMNS} FROM connections WHERE id = $1`, [id]);
+  const cur = await db.query(`SELECT ${INFO_COLUMNS} FROM connections WHERE id = $1 AND ($2::text IS NULL OR org_id = $2)`, [id, orgId ?? null]);
   if (cur.rowCount === 0) throw new ConnectionError(`connection ${id} not found`);
   const existing = info(cur.rows[0]);
   if (existing.status === to) return existing; // already there: idempotent
@@ -293,9 +296,9 @@ async function setStatus(db: Db | DbClient, id: string, to: 'revoked' | 'needs_r
 }
 
 /** Disconnect: queries needing it fail with auth_revoked until a new connection is added. */
-export const revokeConnection = (db: Db, id: string) => setStatus(db, id, 'revoked');
+export const revokeConnection = (db: Db, id: string, orgId?: string) => setStatus(db, id, 'revoked', orgId);
 /** Mark as needing a fresh sign-in: queries needing it fail with auth_required until it is re-added. */
-export const expireConnection = (db: Db, id: string) => setStatus(db, id, 'needs_reauth');
+export const expireConnection = (db: Db, id: string, orgId?: string) => setStatus(db, id, 'needs_reauth', orgId);
 
 export async function listConnections(db: Db, orgId: string): Promise<ConnectionInfo[]> {
   const r = await db.query(`SELECT ${INFO_COLUMNS} FROM connections WHERE org_id = $1 ORDER BY created_at`, [orgId]);

@@ -57,7 +57,8 @@ export default async function connectionPages(app: FastifyInstance, ctx: Console
     const s = sessionOf(request);
     const own = (await listConnections(app.db, s.orgId)).some((c) => c.connection_id === request.params.connection_id);
     if (!own) throw notFound();
-    await revokeConnection(app.db, request.params.connection_id);
+    // Scoped in SQL as well: the statement itself can only touch this organization's connection.
+    await revokeConnection(app.db, request.params.connection_id, s.orgId);
     return reply.redirect('/console/connections', 303);
   });
 }
