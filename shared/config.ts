@@ -10,6 +10,26 @@ const ConfigSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   /** Interface the API binds to. */
   HOST: z.string().default('127.0.0.1'),
+  /**
+   * The reverse proxies whose X-Forwarded-For the API believes, for the client address that
+   * per-address limits key on (OAuth registration and token attempts, console sign-in throttling):
+   * their addresses or CIDRs, comma-separated (`10.0.0.0/8,127.0.0.1`). Unset: none, the TCP peer
+   * is the client, and the header is only a caller's claim. Behind a proxy, set it: otherwise every
+   * caller shares the proxy's address, and one caller's attempts use up everybody's limit. Neither
+   * "trust everything" nor a hop count is offered: both let a caller who reaches the API directly
+   * choose its own address.
+   */
+  TRUST_PROXY: z
+    .string()
+    .trim()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === '') return false as const;
+      const parts = v.split(',').map((p) => p.trim());
+      if (parts.every((p) => /^[0-9a-fA-F.:]+(\/\d{1,3})?$/.test(p) && /[.:]/.test(p))) return parts;
+      ctx.addIssue({ code: 'custom', message: 'TRUST_PROXY lists proxy addresses or CIDRs, comma-separated' });
+      return z.NEVER;
+    }),
   /** Public base URL used in links (doc_url, Location, logo_url). Defaults to http://HOST:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   /** Where embedded parts keep their data: PostgreSQL, Temporal's SQLite file, the dev key. */

@@ -39,6 +39,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Large enough for 1000 include paths of 1000 characters; larger bodies are 413.
     bodyLimit: 2 * 1024 * 1024,
     return503OnClosing: true,
+    // request.ip is the TCP peer unless the operator names the proxies in front (TRUST_PROXY).
+    trustProxy: deps.config.TRUST_PROXY,
     // A method Node's parser does not know (FOO) still gets the envelope: 405 with Allow, or 404.
     clientErrorHandler: clientErrorResponder(() => built, deps.baseUrl),
     frameworkErrors: frameworkErrorResponder(deps.baseUrl),
