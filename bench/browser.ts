@@ -3,14 +3,19 @@
 // in the same process and run: one Chromium launched once with the engine's flags and host
 // mapping, a fresh context per run, the recipe's navigate / wait / fill / select / click / wait,
 // and the same fields read. Latency at concurrency 1, throughput at concurrency 4. What the
-// service adds on top of the script (so in the ratios): HTTP + Temporal round trips, the
-// destination check routed on every request of the context, and extraction from a snapshot of
-// the page (page.content() + cheerio) instead of one in-page read.
+// service adds on top of the script (so in the ratios): HTTP + Temporal round trips, the run's
+// guarded proxy on every connection of the context, and extraction from a snapshot of the page
+// (page.content() + cheerio) instead of one in-page read. Three more figures at concurrency 1,
+// interleaved with the two above, say which of those parts costs what: the script through a
+// guarded proxy, the script parsing a snapshot, and the worker's recipe runner alone.
 import { chromium, type Browser } from 'playwright-core';
+import * as cheerio from 'cheerio';
 import { CHROMIUM_ARGS, hostResolverRules } from '../activities/engines/browser-engine.ts';
+import { startGuardedProxy } from '../activities/engines/guarded-proxy.ts';
+import { createRecipeRunner } from '../activities/engines/index.ts';
 import { loadConfig } from '../shared/config.ts';
 import { jobsApi } from '../shared/catalog/demo/jobs.ts';
-import { load, print, ratio } from './stats.ts';
+import { interleaved, load, print, ratio } from './stats.ts';
 
 export interface BrowserBenchInput {
   baseUrl: string;
@@ -54,9 +59,20 @@ interface RawJob {
   url: string | null;
 }
 
+/** What the script adds of the service's own work, to see where the service's time goes. */
+interface Variant {
+  /** Every connection through a guarded proxy of the run's own, as the engine does. */
+  guarded?: { hostMap: Record<string, string> };
+  /** Also take the page's HTML and parse it (page.content() + cheerio), as the engine's extraction does. */
+  snapshot?: boolean;
+}
+
 /** The recipe's steps, by hand: what a warm standalone playwright-core script would do. */
-async function searchJobs(browser: Browser, input: typeof INPUT) {
-  const context = await browser.newContext(CONTEXT_OPTIONS);
+async function searchJobs(browser: Browser, input: typeof INPUT, variant: Variant = {}) {
+  const proxy = variant.guarded
+    ? await startGuardedProxy({ hostMap: variant.guarded.hostMap, allowPrivateNetwork: false, allowedHosts: new Set([HOST]), onRefused: () => undefined })
+    : null;
+  const context = await browser.newContext({ ...CONTEXT_OPTIONS, ...(proxy ? { proxy: { server: proxy.server } } : {}) });
   try {
     const page = await context.newPage();
     await page.goto(`http://${HOST}/`, { waitUntil: 'load' });
@@ -84,6 +100,7 @@ async function searchJobs(browser: Browser, input: typeof INPUT) {
         url: (li.querySelector('.job-title a') as HTMLAnchorElement | null)?.href ?? null,
       })),
     }));
+    if (variant.snapshot) cheerio.load(await page.content());
     if (raw.error) throw new Error('The job board could not load its listings');
     // The example's result fits on the first page; more pages would need the "Load more" clicks.
     if (raw.more) throw new Error('More than one page of results: the baseline does not paginate');
@@ -102,6 +119,7 @@ async function searchJobs(browser: Browser, input: typeof INPUT) {
     return { total_results: int(raw.total) ?? 0, returned: jobs.length, jobs };
   } finally {
     await context.close();
+    await proxy?.close();
   }
 }
 
@@ -149,12 +167,36 @@ export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, tot
       return r.status === 200 && r.json.success === true;
     };
     const standalone = async () => (await searchJobs(browser, INPUT)).returned === baselineOutput.returned;
+    // Concurrency 1 interleaved (stats.ts), so the small differences between them are measured on
+    // the same machine state: the service, the script, and the script with each of two parts of
+    // the engine's own work, its guarded proxy and its page snapshot parsed for extraction.
+    // The engine alone (the worker's recipe runner, no API and no Temporal), with a browser of its own.
+    const runner = createRecipeRunner({ hostMap, chromiumPath, browserConcurrency: 1 });
+    const recipe = op.versions[0]!.recipe;
+    const viaEngine = async () => {
+      const out = (await runner.run(recipe as never, INPUT, { signal: AbortSignal.timeout(60_000), heartbeat: () => undefined })) as { returned?: number };
+      return out.returned === baselineOutput.returned;
+    };
+    const c1 = await interleaved(
+      {
+        service_c1: viaService,
+        standalone_c1: standalone,
+        engine_c1: viaEngine,
+        standalone_guarded_c1: async () => (await searchJobs(browser, INPUT, { guarded: { hostMap } })).returned === baselineOutput.returned,
+        standalone_snapshot_c1: async () => (await searchJobs(browser, INPUT, { snapshot: true })).returned === baselineOutput.returned,
+      },
+      { total, warmup: 3 },
+    );
     const figures = {
-      service_c1: await load(viaService, { total, concurrency: 1, warmup: 5 }),
-      standalone_c1: await load(standalone, { total, concurrency: 1, warmup: 5 }),
+      service_c1: c1.service_c1!,
+      standalone_c1: c1.standalone_c1!,
       service_c4: await load(viaService, { total: total * 2, concurrency: 4, warmup: 4 }),
       standalone_c4: await load(standalone, { total: total * 2, concurrency: 4, warmup: 4 }),
+      standalone_guarded_c1: c1.standalone_guarded_c1!,
+      standalone_snapshot_c1: c1.standalone_snapshot_c1!,
+      engine_c1: c1.engine_c1!,
     };
+    await runner.close();
     // The service runs at most BROWSER_CONCURRENCY contexts per worker (bench/main.ts reads the
     // same environment); the standalone script runs up to 4.
     const browserConcurrency = loadConfig(process.env).BROWSER_CONCURRENCY;
@@ -168,6 +210,10 @@ export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, tot
         p50_c1: ratio(figures.service_c1.p50_ms, figures.standalone_c1.p50_ms),
         p99_c1: ratio(figures.service_c1.p99_ms, figures.standalone_c1.p99_ms),
         qps_c4_standalone_over_service: ratio(figures.standalone_c4.qps, figures.service_c4.qps),
+        p50_c1_guarded_over_standalone: ratio(figures.standalone_guarded_c1.p50_ms, figures.standalone_c1.p50_ms),
+        p50_c1_snapshot_over_standalone: ratio(figures.standalone_snapshot_c1.p50_ms, figures.standalone_c1.p50_ms),
+        p50_c1_engine_over_standalone: ratio(figures.engine_c1.p50_ms, figures.standalone_c1.p50_ms),
+        p50_c1_service_over_engine: ratio(figures.service_c1.p50_ms, figures.engine_c1.p50_ms),
       },
     };
   } finally {

@@ -58,3 +58,27 @@ export function print(title: string, rows: Record<string, Summary | Record<strin
   console.log(`\n## ${title}`);
   console.table(rows);
 }
+
+/**
+ * Several ways of doing the same thing at concurrency 1, interleaved (one call of each in turn,
+ * `total` rounds, starting from a different one each round): a slow drift of the machine or the
+ * browser lands on all of them alike, so small differences between them are measurable. `qps` is
+ * each one's own calls over its own time.
+ */
+export async function interleaved(fns: Record<string, () => Promise<boolean>>, opts: { total: number; warmup?: number }): Promise<Record<string, Summary>> {
+  const names = Object.keys(fns);
+  for (let i = 0; i < (opts.warmup ?? 0); i++) for (const n of names) await fns[n]!();
+  const lat: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
+  const errors: Record<string, number> = Object.fromEntries(names.map((n) => [n, 0]));
+  for (let round = 0; round < opts.total; round++) {
+    for (let k = 0; k < names.length; k++) {
+      const name = names[(round + k) % names.length]!;
+      const t = performance.now();
+      const ok = await fns[name]!().catch(() => false);
+      lat[name]!.push(performance.now() - t);
+      if (!ok) errors[name]! += 1;
+    }
+  }
+  return Object.fromEntries(names.map((n) => [n, summarize(lat[n]!, errors[n]!, lat[n]!.reduce((a, b) => a + b, 0) / 1000)]));
+}
+
