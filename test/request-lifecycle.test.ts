@@ -112,6 +112,25 @@ describe('request lifecycle', () => {
     const later = await query(org.api_key, london, {}, url);
     expect(later.status, later.text).toBe(200);
     expect(later.headers.get('x-ratelimit-remaining')).toBe('3');
+
+    // Prompts refused after routing are free of credits, not of the limit: each takes one request.
+    const prompter = await newOrg(100);
+    const unroutable = { prompt: 'Translate this poem into Klingon and sing it to me' };
+    for (let i = 0; i < 4; i++) {
+      const r = await query(prompter.api_key, unroutable, {}, url);
+      expect(r.status, r.text).toBe(422);
+      expect(r.body.error.code).toBe('prompt_unroutable');
+    }
+    // The quota is used up: a direct query and a prompt alike are refused, the prompt before routing.
+    const direct = await query(prompter.api_key, london, {}, url);
+    expect(direct.status, direct.text).toBe(429);
+    expect(direct.body.error.code).toBe('rate_limited');
+    const prompt = await query(prompter.api_key, unroutable, {}, url);
+    expect(prompt.status, prompt.text).toBe(429);
+    expect(prompt.body.error.code).toBe('rate_limited');
+    expect(prompt.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(await balanceOf(prompter.org_id)).toEqual({ granted: 100, available: 100, reserved: 0, charged: 0 });
+    expect((await db().query('SELECT count(*)::int AS n FROM requests WHERE org_id = $1', [prompter.org_id])).rows[0].n).toBe(0);
   });
 
   it('a key reused after its retention runs as a new claim with its own workflow id; a retry meanwhile is request_in_progress', async () => {

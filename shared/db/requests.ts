@@ -126,6 +126,18 @@ export async function admissionCounts(c: Q, orgId: string): Promise<{ running: n
   return { running: row.running, unresolved: row.unresolved, lastMinute: row.last_minute, oldest: row.oldest === null ? null : new Date(row.oldest * 1000) };
 }
 
+/**
+ * One call of the organization that made no request row (a prompt refused after routing) taken
+ * from its per-minute quota all the same, as the trigger on `requests` does for the others.
+ */
+export async function countCall(c: Q, orgId: string): Promise<void> {
+  await c.query(
+    `INSERT INTO request_second_counts AS c (org_id, second, n) VALUES ($1, floor(extract(epoch FROM now()))::bigint, 1)
+       ON CONFLICT (org_id, second) DO UPDATE SET n = c.n + 1`,
+    [orgId],
+  );
+}
+
 export async function findByKey(c: Q, orgId: string, keyHash: string): Promise<RequestRow | undefined> {
   const r = await c.query('SELECT * FROM requests WHERE org_id = $1 AND idempotency_key_hash = $2', [orgId, keyHash]);
   return r.rows[0] as RequestRow | undefined;

@@ -4,7 +4,7 @@
 // never waits for another.
 import { ServiceError } from '../../../shared/errors.ts';
 import { tx, type Db, type DbClient } from '../../../shared/db/pool.ts';
-import { admissionCounts, insertClaim, type ClaimFields, type RequestRow } from '../../../shared/db/requests.ts';
+import { admissionCounts, countCall, insertClaim, type ClaimFields, type RequestRow } from '../../../shared/db/requests.ts';
 import type { Config } from '../../../shared/config.ts';
 
 export interface RateInfo {
@@ -51,6 +51,11 @@ export class Admission {
         return { rate, request: await insertClaim(c, fields) };
       }),
     );
+  }
+
+  /** A call refused after work that made no request row (a routed prompt) still takes one request of the minute. */
+  async countRefused(orgId: string): Promise<void> {
+    await this.guard(() => countCall(this.deps.db, orgId));
   }
 
   /** A database failure is admission_unavailable; a limit is its own catalog error. */

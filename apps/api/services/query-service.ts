@@ -5,7 +5,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { Client } from '@temporalio/client';
 import { canonicalJson, newRequestId, queryWorkflowId, sha256Hex, IDEMPOTENCY_KEY_PATTERN } from '../../../shared/ids.ts';
-import { ServiceError } from '../../../shared/errors.ts';
+import { ERRORS, ServiceError } from '../../../shared/errors.ts';
 import { QueryRequest, type ResponseSpec } from '../../../shared/schemas/query.ts';
 import { zodIssues } from '../../../shared/schemas/common.ts';
 import { resolveOperation, type ResolvedOperation } from '../../../shared/db/catalog.ts';
@@ -90,11 +90,23 @@ export class QueryService {
    */
   async resolve(orgId: string, q: QueryRequest): Promise<Resolved> {
     if (q.prompt !== undefined) {
-      const { op, plan } = await this.prompts.plan(orgId, q);
-      this.checkInput(op, plan.input);
-      this.checkResponse(op, q.response);
-      await this.checkAccess(orgId, op);
-      return { ...op, prompt: plan };
+      // Routing costs work whether or not anything runs (embeddings, perhaps a model), so a prompt
+      // meets the plan's limits before it is routed, and one refused after routing (unroutable, an
+      // input missing or invalid) still takes one request of the organization's minute: refusals
+      // are free of credits, not of limits.
+      await this.admission.admit(orgId, false);
+      try {
+        const { op, plan } = await this.prompts.plan(orgId, q);
+        this.checkInput(op, plan.input);
+        this.checkResponse(op, q.response);
+        await this.checkAccess(orgId, op);
+        return { ...op, prompt: plan };
+      } catch (err) {
+        if (err instanceof ServiceError && ERRORS[err.code].status < 500 && ERRORS[err.code].status !== 429) {
+          await this.admission.countRefused(orgId).catch(() => undefined);
+        }
+        throw err;
+      }
     }
     let res;
     try {
