@@ -10,12 +10,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { publishApi } from '../shared/db/catalog.ts';
 import { cosine, DIMENSIONS, loadEmbedder, operationDocument, type Embedder } from '../shared/router/embeddings.ts';
-import { createRouter } from '../shared/router/index.ts';
+import { routerFactory } from './helpers/routers.ts';
 import type { RouteRow } from '../shared/router/retrieve.ts';
 import { createDotKernel } from '../shared/router/simd-dot.ts';
 import { documentHash, VectorIndex } from '../shared/router/vector-index.ts';
 import { syntheticApi, syntheticOp } from './catalog-fixture.ts';
 import { closeDb, db, newOrg } from './helpers/stack.ts';
+
+/** Routers made here are closed after the file (their embedding threads released). */
+const createRouter = routerFactory();
 
 const DEMO = demoCatalog.map((a) => a.handle);
 const tag = Math.random().toString(36).slice(2, 8);

@@ -3,9 +3,12 @@
 // reported here and enforced by `npm run bench` (on a quiet machine), not asserted under test load.
 import { afterAll, describe, expect, it } from 'vitest';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
-import { createRouter } from '../shared/router/index.ts';
+import { routerFactory } from './helpers/routers.ts';
 import { DEFAULT_NOW, evaluate, loadCases, TARGETS, type EvalReport } from './router-eval/evaluate.ts';
 import { closeDb, db, newOrg } from './helpers/stack.ts';
+
+/** Routers made here are closed after the file (their embedding threads released). */
+const createRouter = routerFactory();
 
 // Other test files publish public APIs of their own into the same database; the set is about the
 // demo catalog, so the scope allows only its handles (a filter applied before ranking).

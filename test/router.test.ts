@@ -3,10 +3,14 @@
 // follow publishing, abstention carries candidates, and filling never invents a value.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishApi } from '../shared/db/catalog.ts';
-import { createRouter, type FillTarget, type PromptRouter } from '../shared/router/index.ts';
+import type { FillTarget, PromptRouter } from '../shared/router/index.ts';
+import { routerFactory } from './helpers/routers.ts';
 import { syntheticApi, syntheticOp } from './catalog-fixture.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { closeDb, db, newOrg } from './helpers/stack.ts';
+
+/** Routers made here are closed after the file (their embedding threads released). */
+const createRouter = routerFactory();
 
 const NOW = new Date('2026-11-23T12:00:00Z');
 let router: PromptRouter;
