@@ -100,7 +100,6 @@ export async function insertClaim(c: Q, f: ClaimFields): Promise<RequestRow | un
   return r.rows[0] as RequestRow | undefined;
 }
 
-/** What admission counts for one organization (call it under the organization's admission lock). */
 // The open states as SQL literals, so the planner can use the partial index `requests_unresolved`
 // (a bound array parameter cannot prove its predicate once the plan is generic).
 const OPEN_STATES_SQL = OPEN_STATES.map((s) => `'${s}'`).join(', ');
@@ -109,7 +108,7 @@ const OPEN_STATES_SQL = OPEN_STATES.map((s) => `'${s}'`).join(', ');
  * What admission decides on: the organization's open requests (at most its concurrency limit, read
  * through the partial index of open requests) and its requests in the last 60 whole seconds (at
  * most 60 per-second counters, kept by a trigger on `requests`). Neither read grows with the
- * organization's history or its rate.
+ * organization's history or its rate. Call it under the organization's admission lock.
  */
 export async function admissionCounts(c: Q, orgId: string): Promise<{ running: number; unresolved: number; lastMinute: number; oldest: Date | null }> {
   const r = await c.query(
