@@ -127,14 +127,10 @@ export async function admissionCounts(c: Q, orgId: string): Promise<{ running: n
 
 /**
  * One call of the organization that made no request row (a prompt refused after routing) taken
- * from its per-minute quota all the same, as the trigger on `requests` does for the others.
+ * from its per-minute quota all the same, by the function the trigger on `requests` calls for the others.
  */
 export async function countCall(c: Q, orgId: string): Promise<void> {
-  await c.query(
-    `INSERT INTO request_second_counts AS c (org_id, second, n) VALUES ($1, floor(extract(epoch FROM now()))::bigint, 1)
-       ON CONFLICT (org_id, second) DO UPDATE SET n = c.n + 1`,
-    [orgId],
-  );
+  await c.query('SELECT count_request_call($1, now())', [orgId]);
 }
 
 export async function findByKey(c: Q, orgId: string, keyHash: string): Promise<RequestRow | undefined> {

@@ -16,12 +16,17 @@ CREATE TABLE request_second_counts (
   PRIMARY KEY (org_id, second)
 );
 
-CREATE FUNCTION request_second_count() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-  v_second bigint := floor(extract(epoch FROM NEW.created_at))::bigint;
-BEGIN
-  INSERT INTO request_second_counts AS c (org_id, second, n) VALUES (NEW.org_id, v_second, 1)
+-- One call of an organization at a time, counted in its second: the trigger below calls it for
+-- every new request row, and the API for a call that makes none (a prompt refused after routing).
+CREATE FUNCTION count_request_call(p_org_id text, p_at timestamptz) RETURNS void LANGUAGE sql AS $$
+  INSERT INTO request_second_counts AS c (org_id, second, n)
+    VALUES (p_org_id, floor(extract(epoch FROM p_at))::bigint, 1)
     ON CONFLICT (org_id, second) DO UPDATE SET n = c.n + 1;
+$$;
+
+CREATE FUNCTION request_second_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM count_request_call(NEW.org_id, NEW.created_at);
   -- Seconds older than two minutes are never read again: now and then the organization's own go.
   -- SKIP LOCKED: two cleanups never wait on (or deadlock with) each other.
   IF random() < 0.02 THEN
@@ -43,4 +48,5 @@ INSERT INTO request_second_counts (org_id, second, n)
 -- Down Migration
 DROP TRIGGER request_second_count ON requests;
 DROP FUNCTION request_second_count();
+DROP FUNCTION count_request_call(text, timestamptz);
 DROP TABLE request_second_counts;
