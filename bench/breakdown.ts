@@ -15,6 +15,10 @@ export interface BreakdownInput {
   databaseUrl: string;
   temporalAddress: string;
   samples?: number;
+  /** The query to break down; `@weather current_weather` (read-only HTTP) unless given. */
+  query?: { api: string; operation: string; input: Record<string, unknown> };
+  /** Pause between samples, so work a query leaves behind (a browser context closing) is done before the next. */
+  pauseMs?: number;
 }
 
 const now = () => performance.timeOrigin + performance.now();
@@ -72,12 +76,13 @@ function segments(t: { sent: number; answered: number; createdAt: number; comple
   ];
 }
 
-export async function benchBreakdown({ baseUrl, apiKey, databaseUrl, temporalAddress, samples = 25 }: BreakdownInput) {
+export async function benchBreakdown({ baseUrl, apiKey, databaseUrl, temporalAddress, samples = 25, query, pauseMs = 0 }: BreakdownInput) {
   const connection = await Connection.connect({ address: temporalAddress });
   const client = new Client({ connection });
   const db = new pg.Client({ connectionString: databaseUrl });
   await db.connect();
-  const body = JSON.stringify({ api: '@weather', operation: 'current_weather', input: { city: 'London' } });
+  const q = query ?? { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
+  const body = JSON.stringify(q);
   const rows: Array<Array<[string, number]>> = [];
   try {
     // Warm first (workflow bundle, caches, connections): the breakdown is of a steady query.
@@ -86,6 +91,7 @@ export async function benchBreakdown({ baseUrl, apiKey, databaseUrl, temporalAdd
       await res.arrayBuffer();
     }
     for (let i = 0; i < samples; i++) {
+      if (pauseMs) await new Promise((r) => setTimeout(r, pauseMs));
       const sent = now();
       const res = await fetch(`${baseUrl}/v1/query`, {
         method: 'POST',
@@ -110,7 +116,7 @@ export async function benchBreakdown({ baseUrl, apiKey, databaseUrl, temporalAdd
     const xs = rows.map((r) => r[i]![1]).filter(Number.isFinite).sort((a, b) => a - b);
     table[label] = { p50_ms: Math.round(percentile(xs, 50) * 100) / 100, min_ms: Math.round((xs[0] ?? NaN) * 100) / 100 };
   }
-  console.log(`\n## One c=1 query, step by step (median of ${rows.length} sequential queries; sum of medians need not equal the median total)`);
+  console.log(`\n## One c=1 query of ${q.api} ${q.operation}, step by step (median of ${rows.length} sequential queries; sum of medians need not equal the median total)`);
   console.table(table);
   return { samples: rows.length, segments: table };
 }

@@ -5,10 +5,12 @@
 // and the same fields read. Latency at concurrency 1, throughput at concurrency 4. What the
 // service adds on top of the script (so in the ratios): HTTP + Temporal round trips, the run's
 // guarded proxy on every connection of the context, and extraction from a snapshot of the page
-// (page.content() + cheerio) instead of one in-page read. Three more figures at concurrency 1,
+// (page.content() + cheerio) instead of one in-page read. Four more figures at concurrency 1,
 // interleaved with the two above, say which of those parts costs what: the script through a
-// guarded proxy, the script parsing a snapshot, and the worker's recipe runner alone.
-import { chromium, type Browser } from 'playwright-core';
+// guarded proxy, the script parsing a snapshot, the worker's recipe runner alone, and the script
+// given the engine's own trick (its context and page made while the call before it ran, closed
+// after it answers): the service's overhead with that trick taken out of the comparison.
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import * as cheerio from 'cheerio';
 import { CHROMIUM_ARGS, hostResolverRules } from '../activities/engines/browser-engine.ts';
 import { startGuardedProxy } from '../activities/engines/guarded-proxy.ts';
@@ -65,6 +67,27 @@ interface Variant {
   guarded?: { hostMap: Record<string, string> };
   /** Also take the page's HTML and parse it (page.content() + cheerio), as the engine's extraction does. */
   snapshot?: boolean;
+  /** Take a context and page made ahead of the call and close it after answering, as the engine does. */
+  ahead?: Ahead;
+}
+
+/** The script given the engine's trick: the next call's context and page are made while this one runs. */
+class Ahead {
+  private next: Promise<{ context: BrowserContext; page: Page }> | null = null;
+  constructor(private readonly browser: Browser) {}
+  private make() {
+    return this.browser.newContext(CONTEXT_OPTIONS).then(async (context) => ({ context, page: await context.newPage() }));
+  }
+  async take() {
+    const got = await (this.next ?? this.make());
+    this.next = this.make();
+    return got;
+  }
+  async close() {
+    const n = this.next;
+    this.next = null;
+    if (n) await (await n).context.close();
+  }
 }
 
 /** The recipe's steps, by hand: what a warm standalone playwright-core script would do. */
@@ -72,9 +95,10 @@ async function searchJobs(browser: Browser, input: typeof INPUT, variant: Varian
   const proxy = variant.guarded
     ? await startGuardedProxy({ hostMap: variant.guarded.hostMap, allowPrivateNetwork: false, allowedHosts: new Set([HOST]), onRefused: () => undefined })
     : null;
-  const context = await browser.newContext({ ...CONTEXT_OPTIONS, ...(proxy ? { proxy: { server: proxy.server } } : {}) });
+  const made = variant.ahead ? await variant.ahead.take() : null;
+  const context = made?.context ?? (await browser.newContext({ ...CONTEXT_OPTIONS, ...(proxy ? { proxy: { server: proxy.server } } : {}) }));
   try {
-    const page = await context.newPage();
+    const page = made?.page ?? (await context.newPage());
     await page.goto(`http://${HOST}/`, { waitUntil: 'load' });
     await page.locator('#jobs[data-loaded="true"]').first().waitFor({ state: 'attached' });
     await page.locator('#q').first().fill(input.keywords);
@@ -118,7 +142,8 @@ async function searchJobs(browser: Browser, input: typeof INPUT, variant: Varian
     }));
     return { total_results: int(raw.total) ?? 0, returned: jobs.length, jobs };
   } finally {
-    await context.close();
+    if (made) void context.close().catch(() => undefined);
+    else await context.close();
     await proxy?.close();
   }
 }
@@ -177,6 +202,7 @@ export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, tot
       const out = (await runner.run(recipe as never, INPUT, { signal: AbortSignal.timeout(60_000), heartbeat: () => undefined })) as { returned?: number };
       return out.returned === baselineOutput.returned;
     };
+    const ahead = new Ahead(browser);
     const c1 = await interleaved(
       {
         service_c1: viaService,
@@ -184,6 +210,7 @@ export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, tot
         engine_c1: viaEngine,
         standalone_guarded_c1: async () => (await searchJobs(browser, INPUT, { guarded: { hostMap } })).returned === baselineOutput.returned,
         standalone_snapshot_c1: async () => (await searchJobs(browser, INPUT, { snapshot: true })).returned === baselineOutput.returned,
+        standalone_ahead_c1: async () => (await searchJobs(browser, INPUT, { ahead })).returned === baselineOutput.returned,
       },
       { total, warmup: 3 },
     );
@@ -194,9 +221,11 @@ export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, tot
       standalone_c4: await load(standalone, { total: total * 2, concurrency: 4, warmup: 4 }),
       standalone_guarded_c1: c1.standalone_guarded_c1!,
       standalone_snapshot_c1: c1.standalone_snapshot_c1!,
+      standalone_ahead_c1: c1.standalone_ahead_c1!,
       engine_c1: c1.engine_c1!,
     };
     await runner.close();
+    await ahead.close();
     // The service runs at most BROWSER_CONCURRENCY contexts per worker (bench/main.ts reads the
     // same environment); the standalone script runs up to 4.
     const browserConcurrency = loadConfig(process.env).BROWSER_CONCURRENCY;
@@ -214,6 +243,8 @@ export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, tot
         p50_c1_snapshot_over_standalone: ratio(figures.standalone_snapshot_c1.p50_ms, figures.standalone_c1.p50_ms),
         p50_c1_engine_over_standalone: ratio(figures.engine_c1.p50_ms, figures.standalone_c1.p50_ms),
         p50_c1_service_over_engine: ratio(figures.service_c1.p50_ms, figures.engine_c1.p50_ms),
+        p50_c1_ahead_over_standalone: ratio(figures.standalone_ahead_c1.p50_ms, figures.standalone_c1.p50_ms),
+        p50_c1_service_over_ahead: ratio(figures.service_c1.p50_ms, figures.standalone_ahead_c1.p50_ms),
       },
     };
   } finally {

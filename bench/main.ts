@@ -46,6 +46,18 @@ try {
   if (wanted('breakdown')) {
     results.breakdown = await benchBreakdown({ baseUrl: stack.url, apiKey: org.api_key, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress });
   }
+  if (wanted('breakdown_browser')) {
+    // The same for a browser operation (two workflow tasks around an activity on the browser queue).
+    results.breakdown_browser = await benchBreakdown({
+      baseUrl: stack.url,
+      apiKey: org.api_key,
+      databaseUrl: stack.databaseUrl,
+      temporalAddress: stack.temporalAddress,
+      samples: 15,
+      pauseMs: 300,
+      query: { api: '@jobs', operation: 'search_jobs', input: { keywords: 'typescript', location: 'london' } },
+    });
+  }
   if (wanted('query')) {
     // A second API on the same stack and the same result wait, but starting workflows without eager
     // start (as an API in a process of its own does): what eager start gives, in the same run.

@@ -60,6 +60,7 @@ const ConfigSchema = z.object({
   SITE_HOST_MAP: z.string().optional(),
   /** Debian's Chromium. */
   CHROMIUM_PATH: z.string().default('/usr/bin/chromium'),
+  /** Browser runs at once per worker; one more context is kept made ahead for the next run. */
   BROWSER_CONCURRENCY: int(2),
   /** A prebuilt workflow bundle (`npm run build:workflows`); unset = bundle at worker start. */
   WORKFLOW_BUNDLE_PATH: z.string().optional(),

@@ -252,7 +252,10 @@ describe.skipIf(!existsSync(CHROMIUM))('browser pool', () => {
     expect(await run(headline)).toBe('Coastal towns vote to share flood defence costs');
     expect(await run(headline)).toBe('Coastal towns vote to share flood defence costs');
     expect(pool.launches).toBe(1);
-    expect(pool.current!.contexts()).toHaveLength(0);
+    // The runs' contexts are closed (just after they answered); what stays is the next run's,
+    // made ahead of it, on a blank page.
+    const pages = () => pool.current!.contexts().map((c) => c.pages().map((p) => p.url()));
+    await expect.poll(pages, { timeout: 5_000 }).toEqual([['about:blank']]);
     await pool.current!.close(); // the browser goes away
     expect(await run(headline)).toBe('Coastal towns vote to share flood defence costs');
     expect(pool.launches).toBe(2);
@@ -270,6 +273,33 @@ describe.skipIf(!existsSync(CHROMIUM))('browser pool', () => {
     expect(e).toBeInstanceOf(ServiceError);
     expect(e.code).toBe('workflow_execution_failed');
     expect(await run(headline)).toBe('Coastal towns vote to share flood defence costs');
+  });
+
+  it('the context made ahead of a run carries nothing from the run before it: no session, no host', async () => {
+    const state = async () => (await fetch(`${sites.origin}/__demo/state`).then((r) => r.json())) as { requests: Record<string, number> };
+    const listOrders = parseRecipe(op('@shop', 'list_orders').versions[0]!.recipe);
+    const go = (recipe: Recipe, input: Record<string, unknown>, secrets?: Record<string, string>) => {
+      const signal = new AbortController().signal;
+      return pool.run(recipe, input, ctx({ signal, secrets }), signal);
+    };
+    // Signed in: the shop's session cookie is in that run's context.
+    await go(listOrders, {}, SECRETS);
+    // The next run's context was made while that run went on; it has no cookie of it...
+    await expect.poll(() => pool.current!.contexts().map((c) => c.pages().map((p) => p.url())), { timeout: 5_000 }).toEqual([['about:blank']]);
+    expect(await pool.current!.contexts()[0]!.cookies()).toEqual([]);
+    // ...so a run with a wrong password is not signed in by the session before it.
+    const e = (await go(listOrders, {}, { ...SECRETS, SHOP_PASSWORD: 'wrong-password-xyz' }).catch((x: unknown) => x)) as ServiceError;
+    expect(e).toBeInstanceOf(ServiceError);
+    expect(e.code).toBe('credentials_rejected');
+    // A run declaring only the books site, whose page redirects to the shop the runs before it
+    // could reach: its context's proxy refuses the shop, which sees nothing.
+    const sneaky = parseRecipe({ engine: 'browser', hosts: ['books.example.test'], steps: [{ type: 'navigate', url: '{{input.url}}' }], output: null });
+    const before = (await state()).requests['shop.example.test'] ?? 0;
+    const url = `http://books.example.test/__probe/redirect?to=${encodeURIComponent('http://shop.example.test/')}`;
+    const refused = (await go(sneaky, { url }).catch((x: unknown) => x)) as ServiceError;
+    expect(refused).toBeInstanceOf(ServiceError);
+    expect(refused.details).toMatchObject({ reason: 'host_not_allowed', host: 'shop.example.test' });
+    expect((await state()).requests['shop.example.test'] ?? 0).toBe(before);
   });
 
   it('bounds concurrency', async () => {

@@ -1,6 +1,9 @@
 // The browser engine: playwright-core driving Debian's Chromium (never a downloaded browser).
 // One warm browser per runner, launched lazily and relaunched after a crash or disconnect; a fresh
-// context per run, always closed; concurrency bounded by a semaphore. Every connection of a run's
+// context per run, always closed; concurrency bounded by a semaphore. A run's context and page are
+// made ahead of it (one spare, see `Prepared`): a new context and its first page cost about 140 ms
+// of Chromium's time, a third of a short run, and a spare that no run has claimed has never loaded
+// anything, so making it early changes nothing but when the work is done. Every connection of a run's
 // context goes through the run's guarded proxy (guarded-proxy.ts): only the recipe's hosts, no
 // private, loopback or link-local destination on any hop (redirects, subresources, fetch,
 // EventSource, WebSockets), connected to the address that was checked; mapped hosts reach the demo
@@ -90,8 +93,24 @@ export function hostResolverRules(hostMap: Record<string, string>): string | nul
 const NET_ERROR_RE = /net::(ERR_[A-Z_]+)/;
 const NOT_SENT_NET = new Set(['ERR_CONNECTION_REFUSED', 'ERR_NAME_NOT_RESOLVED', 'ERR_ADDRESS_UNREACHABLE', 'ERR_BLOCKED_BY_CLIENT', 'ERR_UNSAFE_PORT', 'ERR_CONNECTION_TIMED_OUT']);
 
+/**
+ * A context made before a run needs it: fresh, on about:blank, never navigated. Its proxy refuses
+ * every host until a run claims it and adds its recipe's hosts to `hosts`; what the proxy refuses
+ * is reported to the claiming run's `refusals`. Claimed once, then closed with its run.
+ */
+interface Prepared {
+  browser: Browser;
+  context: BrowserContext;
+  page: Page;
+  proxy: GuardedProxy;
+  hosts: Set<string>;
+  sink: { refusals: Refusals | null };
+}
+
 export class BrowserPool {
   private browser: Browser | null = null;
+  /** The next run's context, being made or made (at most one; null while none is wanted). */
+  private spare: Promise<Prepared | null> | null = null;
   private launching: Promise<Browser> | null = null;
   private readonly semaphore: Semaphore;
   private readonly dispatcher: Agent;
@@ -129,6 +148,71 @@ export class BrowserPool {
     return this.launching;
   }
 
+  /** A fresh context, its page and its proxy (refusing every host until claimed). */
+  private async prepare(): Promise<Prepared> {
+    const hosts = new Set<string>();
+    const sink: Prepared['sink'] = { refusals: null };
+    const proxy = await startGuardedProxy({
+      hostMap: this.opts.hostMap,
+      allowPrivateNetwork: this.opts.allowPrivateNetwork,
+      allowedHosts: hosts,
+      onRefused: (r) => sink.refusals?.add(r),
+    });
+    try {
+      const options = { ...contextOptions(), proxy: { server: proxy.server } };
+      let browser = await this.getBrowser();
+      let context: BrowserContext;
+      try {
+        context = await browser.newContext(options);
+      } catch {
+        // the browser died between runs: relaunch once
+        if (this.browser === browser) this.browser = null;
+        browser = await this.getBrowser();
+        context = await browser.newContext(options);
+      }
+      try {
+        return { browser, context, page: await context.newPage(), proxy, hosts, sink };
+      } catch (e) {
+        await context.close().catch(() => undefined);
+        throw e;
+      }
+    } catch (e) {
+      await proxy.close();
+      throw e;
+    }
+  }
+
+  /** Starts making the next run's context, unless one is on its way or the pool is closed. */
+  private prepareSpare(): void {
+    if (this.spare || this.closed) return;
+    // One on its way when the pool closes is awaited and closed by close().
+    this.spare = this.prepare().catch(() => null);
+  }
+
+  /** The spare context if it is (or becomes) usable, else null. */
+  private async takeSpare(): Promise<Prepared | null> {
+    const spare = this.spare;
+    this.spare = null;
+    const p = spare ? await spare : null;
+    if (!p) return null;
+    if (p.browser !== this.browser || !p.browser.isConnected() || p.page.isClosed()) {
+      void this.dispose(p, true);
+      return null;
+    }
+    return p;
+  }
+
+  /** Closes a run's context (bounded: a context that will not close means a stuck browser) and its proxy. */
+  private async dispose(p: Prepared, quiet = false): Promise<void> {
+    // A context that will not close within a few seconds means a stuck browser: drop it.
+    const closed = await Promise.race([p.context.close().then(() => true, () => true), sleep(5_000).then(() => false)]);
+    await p.proxy.close().catch(() => undefined);
+    if (!closed && !quiet && this.browser === p.browser) {
+      this.browser = null;
+      void p.browser.close().catch(() => undefined);
+    }
+  }
+
   async run(recipe: Recipe, input: Record<string, unknown>, ctx: RunContext, signal: AbortSignal): Promise<unknown> {
     let release: () => void;
     try {
@@ -136,13 +220,12 @@ export class BrowserPool {
     } catch {
       throw new ServiceError('execution_timeout', 'The website task did not start within its time limit (all browsers busy)');
     }
-    let context: BrowserContext | null = null;
-    let proxy: GuardedProxy | null = null;
+    let prepared: Prepared | null = null;
     const refusals = new Refusals();
     let closing: Promise<void> | null = null;
     const closeContext = (): Promise<void> => {
-      const c = context as BrowserContext | null;
-      return c ? (closing ??= c.close().catch(() => undefined)) : Promise.resolve();
+      const p = prepared;
+      return p ? (closing ??= this.dispose(p)) : Promise.resolve();
     };
     const onAbort = () => void closeContext();
     try {
@@ -151,27 +234,17 @@ export class BrowserPool {
       let driver: BrowserDriver;
       try {
         driver = await untilAborted(signal, async () => {
-          proxy = await startGuardedProxy({
-            hostMap: this.opts.hostMap,
-            allowPrivateNetwork: this.opts.allowPrivateNetwork,
-            allowedHosts: new Set(recipe.hosts.map((h) => h.toLowerCase())),
-            onRefused: (r) => refusals.add(r),
-          });
-          const options = { ...contextOptions(), proxy: { server: proxy.server } };
-          let browser = await this.getBrowser();
-          try {
-            context = await browser.newContext(options);
-          } catch {
-            // the browser died between runs: relaunch once
-            if (this.browser === browser) this.browser = null;
-            browser = await this.getBrowser();
-            context = await browser.newContext(options);
-          }
+          const p = (await this.takeSpare()) ?? (await this.prepare());
+          prepared = p;
+          this.prepareSpare();
+          // Claimed: from here the proxy lets this recipe's hosts through, and only them.
+          p.sink.refusals = refusals;
+          for (const h of recipe.hosts) p.hosts.add(h.toLowerCase());
           if (signal.aborted) void closeContext();
-          context.setDefaultTimeout(ACTION_TIMEOUT_MS);
-          context.setDefaultNavigationTimeout(NAVIGATION_TIMEOUT_MS);
+          p.context.setDefaultTimeout(ACTION_TIMEOUT_MS);
+          p.context.setDefaultNavigationTimeout(NAVIGATION_TIMEOUT_MS);
           const checkUrl = makeUrlCheck(recipe.hosts);
-          return new BrowserDriver(context, await context.newPage(), checkUrl, refusals, new HttpDriver(this.dispatcher, checkUrl));
+          return new BrowserDriver(p.context, p.page, checkUrl, refusals, new HttpDriver(this.dispatcher, checkUrl));
         });
       } catch (e) {
         if (e instanceof ServiceError) throw e;
@@ -185,20 +258,20 @@ export class BrowserPool {
       return output;
     } finally {
       signal.removeEventListener('abort', onAbort);
-      // A context that will not close within a few seconds means a stuck browser: drop it.
-      const closed = await Promise.race([closeContext().then(() => true), sleep(5_000).then(() => false)]);
-      await (proxy as GuardedProxy | null)?.close();
-      if (!closed) {
-        const b = this.browser;
-        this.browser = null;
-        void b?.close().catch(() => undefined);
-      }
+      // A context claimed after its signal fired (untilAborted gave up on it) is closed when it
+      // arrives. Closing before answering measured the same as closing after it (bench/results,
+      // speed5): Chromium's teardown then overlaps the workflow's settle instead.
+      await closeContext();
       release();
     }
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    const spare = this.spare;
+    this.spare = null;
+    const p = spare ? await spare : null;
+    if (p) await this.dispose(p, true);
     const b = this.browser ?? (this.launching ? await this.launching.catch(() => null) : null);
     this.browser = null;
     await Promise.allSettled([b?.close(), this.dispatcher.close()]);
