@@ -8,8 +8,8 @@
 // (page.content() + cheerio) instead of one in-page read. Four more figures at concurrency 1,
 // interleaved with the two above, say which of those parts costs what: the script through a
 // guarded proxy, the script parsing a snapshot, the worker's recipe runner alone, and the script
-// given the engine's own trick (its context and page made while the call before it ran, closed
-// after it answers): the service's overhead with that trick taken out of the comparison.
+// given the engine's own trick (its context and page made while the call before it ran): the
+// service's overhead with that trick taken out of the comparison.
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import * as cheerio from 'cheerio';
 import { CHROMIUM_ARGS, hostResolverRules } from '../activities/engines/browser-engine.ts';
@@ -67,11 +67,15 @@ interface Variant {
   guarded?: { hostMap: Record<string, string> };
   /** Also take the page's HTML and parse it (page.content() + cheerio), as the engine's extraction does. */
   snapshot?: boolean;
-  /** Take a context and page made ahead of the call and close it after answering, as the engine does. */
+  /** Take a context and page made ahead of the call, as the engine does. */
   ahead?: Ahead;
 }
 
-/** The script given the engine's trick: the next call's context and page are made while this one runs. */
+/**
+ * The script given the engine's trick: the next call's context and page are made while this one
+ * runs. A call ends only once that is done and its own context is closed, as in the engine, so no
+ * work of it spills into the call measured after it (interleaved() runs the variants in turn).
+ */
 class Ahead {
   private next: Promise<{ context: BrowserContext; page: Page }> | null = null;
   constructor(private readonly browser: Browser) {}
@@ -82,6 +86,9 @@ class Ahead {
     const got = await (this.next ?? this.make());
     this.next = this.make();
     return got;
+  }
+  async ready() {
+    await this.next;
   }
   async close() {
     const n = this.next;
@@ -142,9 +149,9 @@ async function searchJobs(browser: Browser, input: typeof INPUT, variant: Varian
     }));
     return { total_results: int(raw.total) ?? 0, returned: jobs.length, jobs };
   } finally {
-    if (made) void context.close().catch(() => undefined);
-    else await context.close();
+    await context.close();
     await proxy?.close();
+    await variant.ahead?.ready();
   }
 }
 
@@ -212,7 +219,9 @@ export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, tot
         standalone_snapshot_c1: async () => (await searchJobs(browser, INPUT, { snapshot: true })).returned === baselineOutput.returned,
         standalone_ahead_c1: async () => (await searchJobs(browser, INPUT, { ahead })).returned === baselineOutput.returned,
       },
-      { total, warmup: 3 },
+      // A pause between calls: without it, a variant that makes its next context ahead (the
+      // service, `ahead`) left Chromium work on the call measured after it, measured at +200 ms.
+      { total, warmup: 3, pauseMs: 300 },
     );
     const figures = {
       service_c1: c1.service_c1!,

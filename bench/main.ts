@@ -54,7 +54,7 @@ try {
       databaseUrl: stack.databaseUrl,
       temporalAddress: stack.temporalAddress,
       samples: 15,
-      pauseMs: 300,
+      pauseMs: Number(process.env.BENCH_PAUSE_MS ?? 300),
       query: { api: '@jobs', operation: 'search_jobs', input: { keywords: 'typescript', location: 'london' } },
     });
   }

@@ -65,7 +65,7 @@ export function print(title: string, rows: Record<string, Summary | Record<strin
  * browser lands on all of them alike, so small differences between them are measurable. `qps` is
  * each one's own calls over its own time.
  */
-export async function interleaved(fns: Record<string, () => Promise<boolean>>, opts: { total: number; warmup?: number }): Promise<Record<string, Summary>> {
+export async function interleaved(fns: Record<string, () => Promise<boolean>>, opts: { total: number; warmup?: number; pauseMs?: number }): Promise<Record<string, Summary>> {
   const names = Object.keys(fns);
   for (let i = 0; i < (opts.warmup ?? 0); i++) for (const n of names) await fns[n]!();
   const lat: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
@@ -73,6 +73,9 @@ export async function interleaved(fns: Record<string, () => Promise<boolean>>, o
   for (let round = 0; round < opts.total; round++) {
     for (let k = 0; k < names.length; k++) {
       const name = names[(round + k) % names.length]!;
+      // Untimed: work a call leaves behind (a browser context closing, the next one being made)
+      // lands on no other call.
+      if (opts.pauseMs) await new Promise((r) => setTimeout(r, opts.pauseMs));
       const t = performance.now();
       const ok = await fns[name]!().catch(() => false);
       lat[name]!.push(performance.now() - t);
