@@ -99,7 +99,6 @@ const NOT_SENT_NET = new Set(['ERR_CONNECTION_REFUSED', 'ERR_NAME_NOT_RESOLVED',
  * is reported to the claiming run's `refusals`. Claimed once, then closed with its run.
  */
 interface Prepared {
-  browser: Browser;
   context: BrowserContext;
   page: Page;
   proxy: GuardedProxy;
@@ -171,7 +170,7 @@ export class BrowserPool {
         context = await browser.newContext(options);
       }
       try {
-        return { browser, context, page: await context.newPage(), proxy, hosts, sink };
+        return { context, page: await context.newPage(), proxy, hosts, sink };
       } catch (e) {
         await context.close().catch(() => undefined);
         throw e;
@@ -195,7 +194,8 @@ export class BrowserPool {
     this.spare = null;
     const p = spare ? await spare : null;
     if (!p) return null;
-    if (p.browser !== this.browser || !p.browser.isConnected() || p.page.isClosed()) {
+    const browser = p.context.browser();
+    if (!browser || browser !== this.browser || !browser.isConnected() || p.page.isClosed()) {
       void this.dispose(p, true);
       return null;
     }
@@ -207,9 +207,10 @@ export class BrowserPool {
     // A context that will not close within a few seconds means a stuck browser: drop it.
     const closed = await Promise.race([p.context.close().then(() => true, () => true), sleep(5_000).then(() => false)]);
     await p.proxy.close().catch(() => undefined);
-    if (!closed && !quiet && this.browser === p.browser) {
+    const browser = p.context.browser();
+    if (!closed && !quiet && browser && this.browser === browser) {
       this.browser = null;
-      void p.browser.close().catch(() => undefined);
+      void browser.close().catch(() => undefined);
     }
   }
 
