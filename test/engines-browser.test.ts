@@ -151,6 +151,32 @@ describe.skipIf(!existsSync(CHROMIUM))('browser engine', () => {
     expect((await demo('/__demo/state')).requests['news.example.test'] ?? 0).toBe(before);
   });
 
+  it('the read steps between two page steps see one state of the page; a page step makes the next read fresh', async () => {
+    // #tick counts up without pause: two reads of the DOM a moment apart differ.
+    const tick = { type: 'extract', fields: { n: { type: 'integer', selector: '#tick' } } };
+    const recipe = {
+      engine: 'browser',
+      hosts: ['books.example.test'],
+      steps: [
+        { type: 'navigate', url: 'http://books.example.test/__probe/ticker' },
+        { type: 'wait', selector: '#tick', state: 'attached' },
+        { ...tick, save_as: 'a' },
+        { type: 'fail', when: { selector_absent: '#tick' }, code: 'upstream_http_error' },
+        { type: 'set', var: 'x', value: 1 },
+        { ...tick, save_as: 'b' },
+        { type: 'wait', selector: '#tick', state: 'attached' },
+        { ...tick, save_as: 'c' },
+      ],
+      output: { a: '{{vars.a.n}}', b: '{{vars.b.n}}', c: '{{vars.c.n}}' },
+    } as Recipe;
+    for (let i = 0; i < 3; i++) {
+      const out = (await runner.run(recipe, {}, ctx())) as { a: number; b: number; c: number };
+      expect(out.a).toBeGreaterThan(0);
+      expect(out.b).toBe(out.a);
+      expect(out.c).toBeGreaterThan(out.b);
+    }
+  });
+
   describe('every hop and every connection is checked', () => {
     // A loopback server outside the host map: the "internal service" a hostile page points at.
     let inside: InsideServer;

@@ -17,7 +17,7 @@ import type {
 } from '../../shared/recipes/schema.ts';
 import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, type TemplateScope } from '../../shared/recipes/template.ts';
 import { DEFINITE_REFUSALS, isAbortError, notSent, redactError, statusError, timeoutError } from './errors.ts';
-import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, type ExtractOptions } from './extract.ts';
+import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, type CheerioDoc, type ExtractOptions } from './extract.ts';
 
 export interface RunContext {
   signal: AbortSignal;
@@ -94,6 +94,13 @@ interface State {
   lastUrl: string | null;
   /** HTML from the latest `request` step parsed as HTML; page interactions clear it. */
   htmlDoc: PageSnapshot | null;
+  /**
+   * The page as last read from the driver (in the browser, the rendered DOM). Every step that may
+   * change the page clears it, so the read steps between two such steps (fail, not_found, extract,
+   * a pagination's stop check) share one read of one state of the page instead of each serializing
+   * the DOM again.
+   */
+  page: PageSnapshot | null;
   actionsDone: number;
   currentStep: string | undefined;
   /** An action step succeeded and the steps judging its outcome are running. */
@@ -127,6 +134,7 @@ export class Interpreter {
       lastStatus: null,
       lastUrl: null,
       htmlDoc: null,
+      page: null,
       actionsDone: 0,
       currentStep: undefined,
       secretsSent: false,
@@ -236,18 +244,18 @@ export class Interpreter {
         const url = this.resolveUrl(step.url, path);
         const res = await this.driver.navigate(url, { waitUntil: step.wait_until, step: path, signal: this.signal });
         this.afterPageChange(res);
-        const snap = await this.driver.snapshot();
+        const snap = await this.pageSnapshot();
         if (snap) detectChallenge(snap.html, url.hostname, path);
         this.checkStatus(res.status, url, step, path, this.state.secretsSent, res.retryAfter);
         return;
       }
       case 'fill':
         this.needBrowser(step.type);
-        this.state.htmlDoc = null;
+        this.pageMayChange();
         return this.driver.fill!(step.selector, renderString(step.value, this.state.scope), path);
       case 'select':
         this.needBrowser(step.type);
-        this.state.htmlDoc = null;
+        this.pageMayChange();
         return this.driver.select!(
           step.selector,
           { value: step.value !== undefined ? renderString(step.value, this.state.scope) : undefined, label: step.label !== undefined ? renderString(step.label, this.state.scope) : undefined },
@@ -255,7 +263,7 @@ export class Interpreter {
         );
       case 'click': {
         this.needBrowser(step.type);
-        this.state.htmlDoc = null;
+        this.pageMayChange();
         const res = await this.driver.click!(step, path);
         if (res) {
           this.afterPageChange(res);
@@ -265,7 +273,7 @@ export class Interpreter {
       }
       case 'wait':
         this.needBrowser(step.type);
-        this.state.htmlDoc = null;
+        this.pageMayChange();
         return this.driver.wait!(step, { url_contains: step.url_contains !== undefined ? renderString(step.url_contains, this.state.scope) : undefined }, path);
       case 'extract':
         return this.extract(step);
@@ -291,8 +299,14 @@ export class Interpreter {
     if (this.driver.engine !== 'browser') throw new ServiceError('internal_error', `Step "${type}" needs the browser engine`);
   }
 
-  private afterPageChange(res: { status: number | null; url: string }): void {
+  /** A step is about to act on the page: what was read of it no longer holds. */
+  private pageMayChange(): void {
     this.state.htmlDoc = null;
+    this.state.page = null;
+  }
+
+  private afterPageChange(res: { status: number | null; url: string }): void {
+    this.pageMayChange();
     if (res.status !== null) this.state.lastStatus = res.status;
     this.state.lastUrl = res.url;
   }
@@ -325,6 +339,8 @@ export class Interpreter {
   }
 
   private async request(step: RequestStep, path: string): Promise<void> {
+    // A request may change what the site shows (in the browser, the page's cookies too).
+    this.state.page = null;
     const scope = this.state.scope;
     const url = this.resolveUrl(step.url, path);
     for (const [k, v] of Object.entries(step.query ?? {})) {
@@ -376,9 +392,28 @@ export class Interpreter {
     if (step.save_as) scope.vars[step.save_as] = value;
   }
 
+  /** The driver's page, read once per state of it (see State.page); null when none is loaded. */
+  private async pageSnapshot(): Promise<PageSnapshot | null> {
+    if (this.state.page) return this.state.page;
+    const snap = await this.driver.snapshot();
+    this.state.page = snap;
+    return snap;
+  }
+
+  /** A document parsed once, however many steps read it (extraction never changes it). */
+  private readonly parsedDocs = new WeakMap<PageSnapshot, CheerioDoc>();
+  private parsed(doc: PageSnapshot): CheerioDoc {
+    let $ = this.parsedDocs.get(doc);
+    if (!$) {
+      $ = loadHtml(doc.html);
+      this.parsedDocs.set(doc, $);
+    }
+    return $;
+  }
+
   private async currentDoc(): Promise<PageSnapshot> {
     if (this.state.htmlDoc) return this.state.htmlDoc;
-    const snap = await this.driver.snapshot();
+    const snap = await this.pageSnapshot();
     if (!snap) throw new ServiceError('internal_error', 'The recipe reads a page before loading one', { details: { step: this.state.currentStep } });
     return snap;
   }
@@ -404,9 +439,8 @@ export class Interpreter {
     const opts = this.extractOptions();
     if (from === 'page' || typeof this.state.scope.vars[from.var] === 'string') {
       const doc = from === 'page' ? await this.currentDoc() : null;
-      const html = doc ? doc.html : (this.state.scope.vars[(from as { var: string }).var] as string);
       opts.baseUrl = doc?.url ?? this.state.lastUrl ?? undefined;
-      const $ = loadHtml(html);
+      const $ = doc ? this.parsed(doc) : loadHtml(this.state.scope.vars[(from as { var: string }).var] as string);
       let scope = null;
       if (step.scope) {
         scope = $(step.scope).first();
@@ -460,7 +494,7 @@ export class Interpreter {
         vars[pageVar!] = c;
       } else {
         const doc = await this.currentDoc();
-        const $ = loadHtml(doc.html);
+        const $ = this.parsed(doc);
         const link = $(next.selector).first();
         if (link.length === 0) break;
         const href = link.attr('href');
@@ -488,7 +522,7 @@ export class Interpreter {
             this.checkStatus(res.status, url, {}, path, false, res.retryAfter);
           }
         } else if (this.driver.clickNext) {
-          this.state.htmlDoc = null;
+          this.pageMayChange();
           await this.driver.clickNext(next.selector, next.wait_for, path);
         } else break;
       }
@@ -500,7 +534,7 @@ export class Interpreter {
     const vars = this.state.scope.vars;
     if ('selector_present' in c || 'selector_absent' in c) {
       const doc = await this.currentDoc();
-      const $ = loadHtml(doc.html);
+      const $ = this.parsed(doc);
       const sel = 'selector_present' in c ? c.selector_present : c.selector_absent;
       let n: number;
       try {
@@ -512,7 +546,7 @@ export class Interpreter {
     }
     if ('text_contains' in c) {
       const doc = await this.currentDoc();
-      const text = loadHtml(doc.html).root().text().replace(/\s+/g, ' ');
+      const text = this.parsed(doc).root().text().replace(/\s+/g, ' ');
       return text.toLowerCase().includes(renderString(c.text_contains, this.state.scope).toLowerCase());
     }
     if ('status' in c) return this.state.lastStatus !== null && c.status.includes(this.state.lastStatus);
@@ -522,7 +556,7 @@ export class Interpreter {
       return v === undefined || v === null;
     }
     if ('url_contains' in c) {
-      const url = this.state.htmlDoc?.url ?? (await this.driver.snapshot())?.url ?? this.state.lastUrl ?? '';
+      const url = this.state.htmlDoc?.url ?? (await this.pageSnapshot())?.url ?? this.state.lastUrl ?? '';
       return url.includes(renderString(c.url_contains, this.state.scope));
     }
     return false;

@@ -1,7 +1,7 @@
 // Probe pages served on every demo host, for the engines' destination tests: an open redirect,
 // an echo of the request headers, and a page whose scripts reach out (fetch, WebSocket,
 // EventSource) to addresses given in its query. They let a test point a "website" at a loopback
-// port outside the host map and check that nothing reaches it.
+// port outside the host map and check that nothing reaches it. A ticker page changes all the time.
 import type { IncomingHttpHeaders } from 'node:http';
 import { esc, html, json, text, type Reply } from './http.ts';
 
@@ -31,6 +31,19 @@ Promise.all(jobs).then(() => { const d = document.createElement('p'); d.id = 'do
       return html(
         200,
         `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Probe</title></head><body><h1>Probe</h1>${link ? `<a id="next" href="${esc(link)}">next</a>` : ''}<script>${script}</script></body></html>\n`,
+        { 'cache-control': 'no-store' },
+      );
+    }
+    case '/__probe/ticker': {
+      // A page that never holds still: #tick counts up as fast as the page can run tasks (for 10 s),
+      // so two reads of the page a moment apart see different numbers.
+      const script = `
+const el = document.getElementById('tick'); const ch = new MessageChannel(); const until = Date.now() + 10000; let n = 0;
+ch.port1.onmessage = () => { el.textContent = String(++n); if (Date.now() < until) ch.port2.postMessage(0); };
+ch.port2.postMessage(0);`;
+      return html(
+        200,
+        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Ticker</title></head><body><p id="tick">0</p><script>${script}</script></body></html>\n`,
         { 'cache-control': 'no-store' },
       );
     }
