@@ -15,9 +15,10 @@ import * as cheerio from 'cheerio';
 import { CHROMIUM_ARGS, hostResolverRules } from '../activities/engines/browser-engine.ts';
 import { startGuardedProxy } from '../activities/engines/guarded-proxy.ts';
 import { createRecipeRunner } from '../activities/engines/index.ts';
-import { loadConfig } from '../shared/config.ts';
+import { defaultChromiumPath, loadConfig } from '../shared/config.ts';
 import { jobsApi } from '../shared/catalog/demo/jobs.ts';
 import { interleaved, load, print, ratio } from './stats.ts';
+import { cpuBetween, snapshot } from './procs.ts';
 
 export interface BrowserBenchInput {
   baseUrl: string;
@@ -98,7 +99,7 @@ class Ahead {
 }
 
 /** The recipe's steps, by hand: what a warm standalone playwright-core script would do. */
-async function searchJobs(browser: Browser, input: typeof INPUT, variant: Variant = {}) {
+export async function searchJobs(browser: Browser, input: typeof INPUT, variant: Variant = {}) {
   const proxy = variant.guarded
     ? await startGuardedProxy({ hostMap: variant.guarded.hostMap, allowPrivateNetwork: false, allowedHosts: new Set([HOST]), onRefused: () => undefined })
     : null;
@@ -184,7 +185,7 @@ export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, tot
   const args = [...CHROMIUM_ARGS];
   const rules = hostResolverRules(hostMap);
   if (rules) args.push(`--host-resolver-rules=${rules}`);
-  const browser = await chromium.launch({ executablePath: chromiumPath ?? '/usr/bin/chromium', args, headless: true });
+  const browser = await chromium.launch({ executablePath: chromiumPath ?? defaultChromiumPath(), args, headless: true });
   try {
     // The comparison is honest only if both paths read the same values: check before timing.
     const first = await callService();
@@ -223,11 +224,19 @@ export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, tot
       // service, `ahead`) left Chromium work on the call measured after it, measured at +200 ms.
       { total, warmup: 3, pauseMs: 300 },
     );
+    // CPU by process at c=4, per query: on two cores that is what bounds throughput.
+    const cpu_c4: Record<string, ReturnType<typeof cpuBetween>> = {};
+    const measured = async <T,>(name: string, run: () => Promise<T>) => {
+      const before = snapshot();
+      const out = await run();
+      cpu_c4[name] = cpuBetween(before, snapshot(), total * 2 + 4);
+      return out;
+    };
     const figures = {
       service_c1: c1.service_c1!,
       standalone_c1: c1.standalone_c1!,
-      service_c4: await load(viaService, { total: total * 2, concurrency: 4, warmup: 4 }),
-      standalone_c4: await load(standalone, { total: total * 2, concurrency: 4, warmup: 4 }),
+      service_c4: await measured('service_c4', () => load(viaService, { total: total * 2, concurrency: 4, warmup: 4 })),
+      standalone_c4: await measured('standalone_c4', () => load(standalone, { total: total * 2, concurrency: 4, warmup: 4 })),
       standalone_guarded_c1: c1.standalone_guarded_c1!,
       standalone_snapshot_c1: c1.standalone_snapshot_c1!,
       standalone_ahead_c1: c1.standalone_ahead_c1!,
@@ -239,11 +248,13 @@ export async function benchBrowser({ baseUrl, apiKey, hostMap, chromiumPath, tot
     // same environment); the standalone script runs up to 4.
     const browserConcurrency = loadConfig(process.env).BROWSER_CONCURRENCY;
     print(`POST /v1/query (${API} ${OPERATION}, browser) vs the same steps in a standalone warm playwright-core script (service BROWSER_CONCURRENCY=${browserConcurrency})`, figures);
+    for (const [name, cpu] of Object.entries(cpu_c4)) print(`CPU by process during ${name} (warm-up included in the per-query figure)`, cpu);
     return {
       operation: `${API} ${OPERATION}`,
       input: INPUT,
       service_browser_concurrency: browserConcurrency,
       ...figures,
+      cpu_c4,
       ratios: {
         p50_c1: ratio(figures.service_c1.p50_ms, figures.standalone_c1.p50_ms),
         p99_c1: ratio(figures.service_c1.p99_ms, figures.standalone_c1.p99_ms),

@@ -24,9 +24,12 @@ function readStat(pid: number): ProcStat | undefined {
     const close = raw.lastIndexOf(')');
     const comm = raw.slice(raw.indexOf('(') + 1, close);
     const f = raw.slice(close + 2).split(' ');
-    // Fields after comm, 0-based: 1 ppid, 11 utime, 12 stime, 21 rss (pages).
+    // Fields after comm, 0-based: 1 ppid, 11 utime, 12 stime, 13 cutime, 14 cstime, 21 rss (pages).
+    // cutime/cstime hold the CPU of children that exited and were reaped: Chromium's renderers end
+    // with their context, and without these a browser run's CPU was mostly not counted.
     const anon = /RssAnon:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return { pid, ppid: Number(f[1]), comm, cpuMs: (Number(f[11]) + Number(f[12])) * TICK_MS, rssKb: Number(f[21]) * PAGE_KB, anonKb: anon ? Number(anon[1]) : 0 };
+    const cpuTicks = Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    return { pid, ppid: Number(f[1]), comm, cpuMs: cpuTicks * TICK_MS, rssKb: Number(f[21]) * PAGE_KB, anonKb: anon ? Number(anon[1]) : 0 };
   } catch {
     return undefined; // gone between listing and reading
   }
