@@ -1,7 +1,7 @@
 // Receipts, billing states, the ledger and its invariant, on the real stack.
 import { afterAll, describe, expect, it } from 'vitest';
 import { balanceOf, call, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
-import { LedgerStateError, release, reserve, settle } from '../shared/db/credits.ts';
+import { LedgerStateError, release, reserve, settle, settleAndFinalize } from '../shared/db/credits.ts';
 import { transition } from '../shared/db/requests.ts';
 
 afterAll(closeDb);
@@ -146,6 +146,50 @@ describe('ledger steps', () => {
     expect(err).toBeInstanceOf(LedgerStateError);
     expect(err).toMatchObject({ kind: 'no_reservation' });
     expect(await invariantHolds(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 0, charged: 1 });
+  });
+
+  it('settle and finalize: once, atomically, whichever way it runs (first time, again after a crash, after a release, on a closed request)', async () => {
+    const org = await newOrg(10);
+    const envelope = (n: number) => ({ status: 200, body: { success: true, n } });
+    const fin = (requestId: string, n: number) => ({ requestId, status: 'succeeded' as const, envelope: envelope(n), errorCode: null, retentionMs: 60_000 });
+    const row = async (id: string) =>
+      (await db().query(`SELECT status, billing_status, charged_credits, response_status, result FROM requests WHERE id = $1`, [id])).rows[0];
+
+    // The first settlement of an open request: charged, envelope written, billing settled, all at once.
+    const first = await claim(org.org_id);
+    await reserve(db(), org.org_id, first, 3);
+    const a = await settleAndFinalize(db(), org.org_id, 2, fin(first, 1));
+    expect(a.charged).toBe(2);
+    expect(a.finalized).toMatchObject({ moved: true, row: { id: first, status: 'succeeded', billing_status: 'settled', charged_credits: 2, response_status: 200 } });
+    expect(await row(first)).toEqual({ status: 'succeeded', billing_status: 'settled', charged_credits: 2, response_status: 200, result: { success: true, n: 1 } });
+    // Again (a retried step whose answer was lost): the first charge, the first envelope, nothing new.
+    const again = await settleAndFinalize(db(), org.org_id, 2, fin(first, 2));
+    expect(again.charged).toBe(2);
+    expect(again.finalized).toMatchObject({ moved: false, current: { status: 'succeeded', result: { success: true, n: 1 } } });
+
+    // A request closed meanwhile (interrupted while it ran): charged as before, its envelope untouched.
+    const closed = await claim(org.org_id);
+    await reserve(db(), org.org_id, closed, 1);
+    expect(await transition(db(), closed, 'interrupted', { error_code: 'request_interrupted' }, ['processing'])).toMatchObject({ moved: true });
+    const c = await settleAndFinalize(db(), org.org_id, 1, fin(closed, 3));
+    expect(c).toMatchObject({ charged: 1, finalized: { moved: false, current: { status: 'interrupted', result: null } } });
+
+    // A released reservation is a dead end, and nothing is written.
+    const released = await claim(org.org_id);
+    await reserve(db(), org.org_id, released, 1);
+    await release(db(), org.org_id, released);
+    await expect(settleAndFinalize(db(), org.org_id, 1, fin(released, 4))).rejects.toMatchObject({ kind: 'already_released' });
+    expect(await row(released)).toMatchObject({ status: 'processing', result: null });
+
+    expect(await ledgerOf(org.org_id)).toEqual([
+      { request_id: first, kind: 'reserve', amount: 3 },
+      { request_id: first, kind: 'settle', amount: 2 },
+      { request_id: closed, kind: 'reserve', amount: 1 },
+      { request_id: closed, kind: 'settle', amount: 1 },
+      { request_id: released, kind: 'reserve', amount: 1 },
+      { request_id: released, kind: 'release', amount: 1 },
+    ]);
+    expect(await invariantHolds(org.org_id)).toEqual({ granted: 10, available: 7, reserved: 0, charged: 3 });
   });
 
   it('ledger rows reference an existing request; only grants have none', async () => {
