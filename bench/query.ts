@@ -1,7 +1,8 @@
 // POST /v1/query through the full stack (API → Temporal → worker → demo site) for a demo HTTP
-// operation, beside the same site request made directly, in the same run.
-import { Agent, request } from 'undici';
-import { load, print, ratio, type Summary } from './stats.ts';
+// operation, beside the same site request made directly, in the same run. The load comes from a
+// process of its own (load-process.ts), as callers' requests do.
+import { print, ratio, type Summary } from './stats.ts';
+import { loadInChild, withoutLoadGenerator } from './load-process.ts';
 import { cpuBetween, snapshot } from './procs.ts';
 
 export interface QueryBenchInput {
@@ -16,36 +17,43 @@ export interface QueryBenchInput {
 
 export async function benchQuery({ baseUrl, apiKey, siteOrigin, other, label = 'service', total = 200 }: QueryBenchInput) {
   const body = JSON.stringify({ api: '@weather', operation: 'current_weather', input: { city: 'London' } });
-  const via = (base: string) => async () => {
-    const res = await fetch(`${base}/v1/query`, {
+  // Every figure from a load generator in a process of its own (load-process.ts), as callers are.
+  const via = (base: string) => (n: number, concurrency: number) =>
+    loadInChild({
+      url: `${base}/v1/query`,
       method: 'POST',
       headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
       body,
+      expectStatus: 200,
+      total: n,
+      concurrency,
+      warmup: concurrency === 1 ? 10 : concurrency,
     });
-    await res.arrayBuffer();
-    return res.status === 200;
-  };
   const viaService = via(baseUrl);
   const viaOther = other ? via(other.baseUrl) : undefined;
   // The same request the recipe makes, straight to the site (keep-alive, as the engine does).
-  const agent = new Agent({ connections: 32 });
-  const direct = async () => {
-    const res = await request(`${siteOrigin}/api/v1/current?city=London`, { headers: { host: 'weather.example.test' }, dispatcher: agent });
-    await res.body.arrayBuffer();
-    return res.statusCode === 200;
-  };
+  const direct = (n: number, concurrency: number) =>
+    loadInChild({
+      url: `${siteOrigin}/api/v1/current?city=London`,
+      method: 'GET',
+      headers: { host: 'weather.example.test' },
+      expectStatus: 200,
+      total: n,
+      concurrency,
+      warmup: concurrency === 1 ? 10 : concurrency,
+    });
   const figures: Record<string, Summary> = {
-    service_c1: await load(viaService, { total, concurrency: 1, warmup: 10 }),
+    service_c1: (await viaService(total, 1)).summary,
   };
-  if (viaOther) figures[`${other!.label}_c1`] = await load(viaOther, { total, concurrency: 1, warmup: 10 });
-  figures.direct_c1 = await load(direct, { total, concurrency: 1, warmup: 10 });
+  if (viaOther) figures[`${other!.label}_c1`] = (await viaOther(total, 1)).summary;
+  figures.direct_c1 = (await direct(total, 1)).summary;
   // Where the CPU goes at c=16: on two cores, CPU per query is what bounds queries per second.
   const before = snapshot();
-  figures.service_c16 = await load(viaService, { total: total * 2, concurrency: 16, warmup: 16 });
-  const cpu_c16 = cpuBetween(before, snapshot(), total * 2 + 16);
-  if (viaOther) figures[`${other!.label}_c16`] = await load(viaOther, { total: total * 2, concurrency: 16, warmup: 16 });
-  figures.direct_c16 = await load(direct, { total: total * 2, concurrency: 16, warmup: 16 });
-  await agent.close();
+  const c16 = await viaService(total * 2, 16);
+  figures.service_c16 = c16.summary;
+  const cpu_c16 = withoutLoadGenerator(cpuBetween(before, snapshot(), total * 2 + 16), c16, total * 2 + 16);
+  if (viaOther) figures[`${other!.label}_c16`] = (await viaOther(total * 2, 16)).summary;
+  figures.direct_c16 = (await direct(total * 2, 16)).summary;
   print(`POST /v1/query (HTTP operation; service = ${label}${other ? `, beside ${other.label}` : ''}) vs the same site request made directly`, figures);
   print('CPU by process during service_c16 (warm-up included in the per-query figure)', cpu_c16);
   return {
