@@ -5,7 +5,7 @@
 // latency summary, this process's CPU while measuring, and over its whole life (start-up and
 // warm-up too: what the caller takes out of the CPU it reads for its own process tree).
 import { Pool } from 'undici';
-import { summarize } from './stats.ts';
+import { load } from './stats.ts';
 import type { LoadSpec } from './load-process.ts';
 
 const spec = JSON.parse(process.argv[2]!) as LoadSpec;
@@ -18,25 +18,10 @@ const one = async () => {
 };
 for (let i = 0; i < spec.warmup; i++) await one().catch(() => false);
 const cpu = process.cpuUsage();
-const latencies: number[] = [];
-let errors = 0;
-let next = 0;
-const started = performance.now();
-await Promise.all(
-  Array.from({ length: spec.concurrency }, async () => {
-    while (next < spec.total) {
-      next++;
-      const t = performance.now();
-      const ok = await one().catch(() => false);
-      latencies.push(performance.now() - t);
-      if (!ok) errors++;
-    }
-  }),
-);
-const elapsedS = (performance.now() - started) / 1000;
+const summary = await load(one, { total: spec.total, concurrency: spec.concurrency });
 const used = process.cpuUsage(cpu);
 await pool.close();
 const life = process.cpuUsage();
 process.stdout.write(
-  `${JSON.stringify({ ...summarize(latencies, errors, elapsedS), cpu_ms: Math.round((used.user + used.system) / 1000), life_cpu_ms: Math.round((life.user + life.system) / 1000) })}\n`,
+  `${JSON.stringify({ ...summary, cpu_ms: Math.round((used.user + used.system) / 1000), life_cpu_ms: Math.round((life.user + life.system) / 1000) })}\n`,
 );
