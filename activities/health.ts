@@ -77,7 +77,7 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
   return {
     async listHealthTargets({ apis }) {
       const r = await deps.db.query(
-        `SELECT o.id, a.handle, o.name, o.default_version, o.performs_actions, o.access, v.examples, v.available
+        `SELECT o.id, a.handle, o.name, o.default_version, o.performs_actions, o.access, v.examples, v.available, v.recipe->>'engine' AS engine
            FROM operations o
            JOIN apis a ON a.id = o.api_id
            LEFT JOIN operation_versions v ON v.operation_id = o.id AND v.version = o.default_version
@@ -94,6 +94,7 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
           version: row.default_version,
           exampleTitles: ((row.examples ?? []) as VerifiedExample[]).map((e, i) => e.title ?? `example ${i + 1}`),
           skipReason: skipReason(row),
+          engine: row.engine === 'browser' ? 'browser' : 'http',
         }),
       );
     },

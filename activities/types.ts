@@ -73,6 +73,9 @@ export interface HealthTarget {
   exampleTitles: string[];
   /** Why the examples are not run (performs actions, needs a connection, no examples); null when they are. */
   skipReason: string | null;
+  /** The recipe's engine: a browser operation's examples run on the browser task queue. Absent in
+   *  targets listed before this field (recorded histories replay on the main queue, as they ran). */
+  engine?: 'http' | 'browser';
 }
 
 export interface HealthExampleResult {

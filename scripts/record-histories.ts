@@ -6,7 +6,7 @@
 //
 // It creates two small organizations of its own and RESETS THE DEMO SITES' STATE (bookings,
 // faults) first, so the action books a free slot and the injected fault is the only one.
-// `npm run record-histories -- builder-test-run` records only that file (no other run is made).
+// `npm run record-histories -- builder-test-run health-check-browser` records only those files (no other run is made).
 //
 // The saga's branches a real stack cannot produce on demand (deadline passed, ledger unreachable,
 // an action timing out, a request closed or released under the run) are recorded from the same
@@ -22,7 +22,7 @@ import type { QueryWorkflowInput } from '../shared/workflow-contract.ts';
 import type { queryWorkflow } from '../workflows/query-workflow.ts';
 import { maintenanceScheduleId } from '../apps/worker/maintenance-schedule.ts';
 import { workflowBundle } from '../apps/worker/worker.ts';
-import { loadConfig } from '../shared/config.ts';
+import { browserTaskQueue, loadConfig } from '../shared/config.ts';
 import { createOrg } from '../shared/db/orgs.ts';
 import { createPool } from '../shared/db/pool.ts';
 import { historyToJson } from '../test/helpers/history-json.ts';
@@ -82,7 +82,9 @@ async function query(apiKey: string, body: unknown, expectStatus: number, expect
 }
 
 /** `-- builder-test-run`: record only the builder's test-run history. */
-const builderOnly = process.argv.slice(2).join(' ') === 'builder-test-run';
+// Names given on the command line record only those files (no other run is made).
+const only = process.argv.slice(2);
+const want = (name: string) => only.length === 0 || only.includes(name);
 
 async function save(name: string, workflowId: string, runId?: string) {
   const handle = client.workflow.getHandle(workflowId, runId);
@@ -184,10 +186,22 @@ try {
   const org = await createOrg(db, `History recorder ${Date.now()}`, 10);
   const broke = await createOrg(db, `History recorder (no credits) ${Date.now()}`, 0);
   // builderTestRunWorkflow: the template's example on the real engine, outcome recorded.
-  const builderRun = await testRun({ db, temporal: client, taskQueue }, org.org_id, workflowTemplate('@recorded-bookshop'));
-  if (!builderRun.passed) throw new Error('the template test run did not pass: not recorded');
-  await save('builder-test-run', `builder-test-${org.org_id}-${builderRun.test_run_id}`);
-  if (!builderOnly) {
+  if (want('builder-test-run')) {
+    const builderRun = await testRun({ db, temporal: client, taskQueue, browserTaskQueue: browserTaskQueue(config) }, org.org_id, workflowTemplate('@recorded-bookshop'));
+    if (!builderRun.passed) throw new Error('the template test run did not pass: not recorded');
+    await save('builder-test-run', `builder-test-${org.org_id}-${builderRun.test_run_id}`);
+  }
+  if (want('health-check-browser')) {
+    // healthCheckWorkflow as its Schedule starts it now: a browser API's examples on the browser task queue.
+    const healthId = `record-health-check-browser-${Date.now()}`;
+    await client.workflow.start('healthCheckWorkflow', {
+      taskQueue,
+      workflowId: healthId,
+      args: [{ apis: ['@jobs'], concurrency: 2, exampleTimeoutMs: 30_000, browserTaskQueue: browserTaskQueue(config) }],
+    });
+    await save('health-check-browser', healthId);
+  }
+  if (only.length === 0) {
     // queryWorkflow: reserve → execute → settle + finalize.
     await save('query-success', await query(org.api_key, london, 200));
     // queryWorkflow, response shaping on the way.

@@ -15,7 +15,7 @@ import { balanceOf, call, closeDb, dataConverter, db, newOrg, query, stack, unti
 
 let connection: Connection;
 let temporal: Client;
-const deps = () => ({ db: db(), temporal, taskQueue: stack().taskQueue });
+const deps = () => ({ db: db(), temporal, taskQueue: stack().taskQueue, browserTaskQueue: `${stack().taskQueue}-browser` });
 const mcpClients: McpClient[] = [];
 
 beforeAll(async () => {
@@ -272,6 +272,26 @@ describe('examples that fail and definitions that are invalid', () => {
     const err = (await publish(db(), org.org_id, leaky, { share: true }).catch((e: unknown) => e)) as { code: string; details: { reason: string; issues: Array<{ path: string }> } };
     expect(err).toMatchObject({ code: 'publish_refused', details: { reason: 'connections_leave_site', issues: [{ path: '/operations/0/recipe/hosts/1' }] } });
     expect((await db().query('SELECT count(*)::int AS n FROM apis WHERE handle = $1', [leaky.handle])).rows[0].n).toBe(0);
+  });
+
+  it("a browser recipe's examples run on the browser task queue (the workers with Chromium), an HTTP recipe's on the main queue", async () => {
+    const org = await newOrg(10);
+    const handle = `@browser-draft-${randomBytes(3).toString('hex')}`;
+    const def = workflowTemplate(handle);
+    const http = structuredClone(def.operations[0]!);
+    def.operations[0]!.recipe = { ...(def.operations[0]!.recipe as object), engine: 'browser' } as never;
+    def.operations.push({ ...http, name: 'book_price_http' });
+    const run = await testRun(deps(), org.org_id, def);
+    expect(run.results.map((r) => [r.operation, r.passed])).toEqual([
+      ['book_price', true],
+      ['book_price_http', true],
+    ]);
+    const history = await temporal.workflow.getHandle(`builder-test-${org.org_id}-${run.test_run_id}`).fetchHistory();
+    const queues = history
+      .events!.map((e) => e.activityTaskScheduledEventAttributes)
+      .filter((a) => a?.activityType?.name === 'runDraftExample')
+      .map((a) => a!.taskQueue?.name);
+    expect(queues).toEqual([`${stack().taskQueue}-browser`, stack().taskQueue]);
   });
 
   it('an invalid definition is refused before anything runs, with a pointer per issue', async () => {

@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { healthScheduleId } from '../apps/worker/health-schedule.ts';
 import { firstDifference, skipReason } from '../activities/health.ts';
 import type { HealthCheckInput, HealthCheckSummary, healthCheckWorkflow } from '../workflows/health-check-workflow.ts';
+import { demoCatalog } from '../shared/catalog/demo/index.ts';
+import type { Recipe } from '../shared/recipes/schema.ts';
 import { STACK_HEALTH_INTERVAL_SECONDS, call, closeDb, dataConverter, db, demo, stack, until } from './helpers/stack.ts';
 
 const WEATHER = 'weather.example.test';
@@ -61,6 +63,33 @@ describe('health schedule', () => {
     if (d.action.type !== 'startWorkflow') return;
     expect(d.action.workflowType).toBe('healthCheckWorkflow');
     expect(d.action.taskQueue).toBe(stack().taskQueue);
+    expect(d.action.args).toEqual([expect.objectContaining({ browserTaskQueue: `${stack().taskQueue}-browser` })]);
+  });
+
+  it("a browser operation's examples run on the browser task queue (the workers with Chromium), an HTTP operation's on the main queue", async () => {
+    const apis = ['@jobs', '@weather'];
+    const handle = await client.workflow.start<typeof healthCheckWorkflow>('healthCheckWorkflow', {
+      taskQueue: stack().taskQueue,
+      workflowId: `health-test-queues-${Date.now()}`,
+      args: [{ exampleTimeoutMs: 20_000, concurrency: 4, apis, browserTaskQueue: `${stack().taskQueue}-browser` }],
+    });
+    const summary = await handle.result();
+    const engineOf = (api: string, operation: string, version: number) =>
+      (demoCatalog.find((a) => a.handle === api)!.operations.find((o) => o.name === operation)!.versions.find((v) => v.version === version)!.recipe as Recipe).engine;
+    // Examples each operation ran, by engine (a healthy operation's detail starts "n/n examples").
+    const expected = { http: 0, browser: 0 };
+    for (const o of summary.operations) {
+      if (o.status === 'unverifiable') continue;
+      expect(o, o.detail).toMatchObject({ status: 'healthy' });
+      expected[engineOf(o.api, o.operation, o.version)] += Number(/^(\d+)\//.exec(o.detail)![1]);
+    }
+    expect(expected.browser).toBeGreaterThan(0);
+    expect(expected.http).toBeGreaterThan(0);
+    const scheduled = (await handle.fetchHistory()).events!
+      .map((e) => e.activityTaskScheduledEventAttributes)
+      .filter((a) => a?.activityType?.name === 'runHealthExample');
+    const onQueue = (q: string) => scheduled.filter((a) => a!.taskQueue?.name === q).length;
+    expect({ http: onQueue(stack().taskQueue), browser: onQueue(`${stack().taskQueue}-browser`) }).toEqual(expected);
   });
 
   it('a triggered run records healthy with a recent verified_at in the catalog; action and connection operations are unverifiable', async () => {

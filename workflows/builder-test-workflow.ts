@@ -8,6 +8,11 @@ export interface BuilderTestRunInput {
   orgId: string;
   testRunId: string;
   examples: DraftExample[];
+  /**
+   * Task queue of browser work: a browser recipe's examples run there, on the workers that run
+   * Chromium, never on an `http` worker. Unset (runs started before this field): this queue.
+   */
+  browserTaskQueue?: string;
 }
 
 export interface BuilderTestRunOutcome {
@@ -16,11 +21,14 @@ export interface BuilderTestRunOutcome {
 }
 
 // One attempt: a test run shows what the draft does, and an action must not be repeated blindly.
-const site = proxyActivities<BuilderActivities>({
+const SITE_OPTIONS = {
   startToCloseTimeout: '3 minutes',
   heartbeatTimeout: '30 seconds',
   retry: { maximumAttempts: 1 },
-});
+} as const;
+const site = proxyActivities<BuilderActivities>(SITE_OPTIONS);
+
+const isBrowserRecipe = (recipe: unknown) => typeof recipe === 'object' && recipe !== null && (recipe as { engine?: unknown }).engine === 'browser';
 
 const store = proxyLocalActivities<BuilderActivities>({
   startToCloseTimeout: '10 seconds',
@@ -29,9 +37,12 @@ const store = proxyLocalActivities<BuilderActivities>({
 
 export async function builderTestRunWorkflow(input: BuilderTestRunInput): Promise<BuilderTestRunOutcome> {
   const results: DraftExampleResult[] = [];
+  // Replay-safe without a patch marker: only runs started with browserTaskQueue in their input take it.
+  const browserSite = input.browserTaskQueue ? proxyActivities<BuilderActivities>({ ...SITE_OPTIONS, taskQueue: input.browserTaskQueue }) : site;
   for (const example of input.examples) {
     try {
-      results.push(await site.runDraftExample({ orgId: input.orgId, testRunId: input.testRunId, example }));
+      const runner = isBrowserRecipe(example.recipe) ? browserSite : site;
+      results.push(await runner.runDraftExample({ orgId: input.orgId, testRunId: input.testRunId, example }));
     } catch {
       // The worker was lost or the run timed out: shown as this example's failure.
       results.push({

@@ -17,6 +17,11 @@ export interface HealthCheckInput {
   concurrency?: number;
   /** Time limit of one example run (default 60 s). */
   exampleTimeoutMs?: number;
+  /**
+   * Task queue of browser work (the Schedule passes it): a browser operation's examples run there,
+   * on the workers that run Chromium, never on an `http` worker. Unset: every example on this queue.
+   */
+  browserTaskQueue?: string;
 }
 
 export interface HealthCheckSummary {
@@ -55,10 +60,14 @@ function summarize(target: HealthTarget, results: HealthExampleResult[]): { stat
 export async function healthCheckWorkflow(input: HealthCheckInput = {}): Promise<HealthCheckSummary> {
   const exampleTimeoutMs = Math.max(1_000, input.exampleTimeoutMs ?? 60_000);
   const concurrency = Math.max(1, Math.floor(input.concurrency ?? 2));
-  const site = proxyActivities<HealthActivities>({
+  const siteOptions = {
     startToCloseTimeout: exampleTimeoutMs + 5_000,
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '5 seconds', maximumAttempts: EXAMPLE_ATTEMPTS },
-  });
+  };
+  const site = proxyActivities<HealthActivities>(siteOptions);
+  // Replay-safe without a patch marker: only runs started with browserTaskQueue in their input, and
+  // targets listed with an engine, take this path; recorded histories have neither.
+  const browserSite = input.browserTaskQueue ? proxyActivities<HealthActivities>({ ...siteOptions, taskQueue: input.browserTaskQueue }) : site;
 
   const targets = await store.listHealthTargets({ apis: input.apis });
   const summary: HealthCheckSummary = {
@@ -78,7 +87,8 @@ export async function healthCheckWorkflow(input: HealthCheckInput = {}): Promise
       const results: HealthExampleResult[] = [];
       for (let index = 0; index < t.exampleTitles.length; index++) {
         try {
-          results.push(await site.runHealthExample({ operationId: t.operationId, version: t.version, index, timeoutMs: exampleTimeoutMs, attempts: EXAMPLE_ATTEMPTS }));
+          const runner = t.engine === 'browser' ? browserSite : site;
+          results.push(await runner.runHealthExample({ operationId: t.operationId, version: t.version, index, timeoutMs: exampleTimeoutMs, attempts: EXAMPLE_ATTEMPTS }));
         } catch (err) {
           results.push({ ok: false, ms: 0, ...failureOf(err) });
         }

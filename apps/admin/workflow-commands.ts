@@ -4,7 +4,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import type { Config } from '../../shared/config.ts';
+import { browserTaskQueue, type Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { ServiceError, errorEnvelope } from '../../shared/errors.ts';
 import { createDataConverter } from '../../shared/temporal/data-converter.ts';
@@ -44,7 +44,7 @@ async function build(db: Db, config: Config, orgId: string, file: string, share:
     const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE, dataConverter: await createDataConverter(config) });
     const org = await db.query('SELECT 1 FROM organizations WHERE id = $1', [orgId]);
     if (!org.rowCount) throw new ServiceError('invalid_input', `No organization ${orgId}`, { param: 'org' });
-    const run = await testRun({ db, temporal, taskQueue: config.TEMPORAL_TASK_QUEUE }, orgId, definition);
+    const run = await testRun({ db, temporal, taskQueue: config.TEMPORAL_TASK_QUEUE, browserTaskQueue: browserTaskQueue(config) }, orgId, definition);
     if (!run.passed) {
       return {
         code: 1,

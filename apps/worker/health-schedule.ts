@@ -1,7 +1,7 @@
 // The Temporal Schedule that runs the health check (workflows/health-check-workflow.ts).
 // Every worker ensures it at start-up (apps/worker/schedules.ts: create, or update keeping its state).
 import type { Client, ScheduleOptionsStartWorkflowAction } from '@temporalio/client';
-import type { Config } from '../../shared/config.ts';
+import { browserTaskQueue, type Config } from '../../shared/config.ts';
 import type { healthCheckWorkflow } from '../../workflows/health-check-workflow.ts';
 import { ensureSchedule, ensureScheduleAtStart } from './schedules.ts';
 import type { PayloadKeyConfig } from '../../shared/temporal/payload-keys.ts';
@@ -11,7 +11,7 @@ export const healthScheduleId = (taskQueue: string) => `health-check:${taskQueue
 
 type HealthConfig = Pick<
   Config,
-  'TEMPORAL_NAMESPACE' | 'TEMPORAL_TASK_QUEUE' | 'HEALTH_CHECK_INTERVAL_SECONDS' | 'HEALTH_CHECK_EXAMPLE_TIMEOUT_MS' | 'HEALTH_CHECK_CONCURRENCY'
+  'TEMPORAL_NAMESPACE' | 'TEMPORAL_TASK_QUEUE' | 'TEMPORAL_BROWSER_TASK_QUEUE' | 'HEALTH_CHECK_INTERVAL_SECONDS' | 'HEALTH_CHECK_EXAMPLE_TIMEOUT_MS' | 'HEALTH_CHECK_CONCURRENCY'
 >;
 
 function action(config: HealthConfig): ScheduleOptionsStartWorkflowAction<typeof healthCheckWorkflow> {
@@ -20,7 +20,7 @@ function action(config: HealthConfig): ScheduleOptionsStartWorkflowAction<typeof
     workflowType: 'healthCheckWorkflow',
     workflowId: `health-check-${config.TEMPORAL_TASK_QUEUE}`,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
-    args: [{ exampleTimeoutMs: config.HEALTH_CHECK_EXAMPLE_TIMEOUT_MS, concurrency: config.HEALTH_CHECK_CONCURRENCY }],
+    args: [{ exampleTimeoutMs: config.HEALTH_CHECK_EXAMPLE_TIMEOUT_MS, concurrency: config.HEALTH_CHECK_CONCURRENCY, browserTaskQueue: browserTaskQueue(config) }],
     // Every example has its own time limit; this only bounds a run stuck without workers.
     workflowExecutionTimeout: '1 hour',
   };

@@ -105,14 +105,15 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     );
   }
   if (role !== 'http') {
-    // Browser execute steps only: no workflows here, so these workers scale with Chromium alone.
+    // Browser execute steps, and the examples of browser operations that health checks and builder
+    // test runs run: no workflows here, so these workers scale with Chromium alone.
     workers.push(
       await Worker.create({
         connection,
         namespace: config.TEMPORAL_NAMESPACE,
         taskQueue: browserTaskQueue(config),
         dataConverter,
-        activities: { executeOperation: activities.executeOperation },
+        activities: { executeOperation: activities.executeOperation, runHealthExample: activities.runHealthExample, runDraftExample: activities.runDraftExample },
         shutdownGraceTime: '10 seconds',
         ...(config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS ? { maxConcurrentActivityTaskPolls: config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS } : {}),
         // More browser steps than Chromium pages would only queue inside this process.

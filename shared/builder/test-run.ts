@@ -12,6 +12,8 @@ export interface TestRunDeps {
   db: Db;
   temporal: Client;
   taskQueue: string;
+  /** Where a browser recipe's examples run (config: browserTaskQueue()), on the workers with Chromium. */
+  browserTaskQueue: string;
 }
 
 export interface TestRunResult {
@@ -47,7 +49,7 @@ export async function testRun(deps: TestRunDeps, orgId: string, json: unknown): 
     const outcome = await deps.temporal.workflow.execute<typeof builderTestRunWorkflow>('builderTestRunWorkflow', {
       taskQueue: deps.taskQueue,
       workflowId: `builder-test-${orgId}-${run.id}`,
-      args: [{ orgId, testRunId: run.id, examples: draftExamples(def) }],
+      args: [{ orgId, testRunId: run.id, examples: draftExamples(def), browserTaskQueue: deps.browserTaskQueue }],
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
       workflowExecutionTimeout: '30 minutes',
     });

@@ -17,6 +17,7 @@ import {
   type BuilderDefinition,
   type TestRunResult,
 } from '../../../../shared/builder/index.ts';
+import { browserTaskQueue } from '../../../../shared/config.ts';
 import { ServiceError } from '../../../../shared/errors.ts';
 import { ConsolePageError, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
 import { hasPassingTestRun } from '../reads.ts';
@@ -103,7 +104,7 @@ export default async function workflowBuildPages(app: FastifyInstance, ctx: Cons
     if (f.action === 'test') {
       try {
         const temporal = await ctx.temporal();
-        draft.run = await testRun({ db: app.db, temporal, taskQueue: ctx.config.TEMPORAL_TASK_QUEUE }, s.orgId, json);
+        draft.run = await testRun({ db: app.db, temporal, taskQueue: ctx.config.TEMPORAL_TASK_QUEUE, browserTaskQueue: browserTaskQueue(ctx.config) }, s.orgId, json);
       } catch (err) {
         request.log.warn({ err }, 'console test run failed');
         return page(request, reply, { ...draft, message: 'The test run could not be completed (the engines are unavailable). Nothing was recorded; try again in a moment.' }, 503);
