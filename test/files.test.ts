@@ -2,6 +2,7 @@
 // while streaming, organization privacy (getFile) and retention (purgeExpiredFiles).
 import { createHash } from 'node:crypto';
 import http from 'node:http';
+import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { closeDb, db, newOrg, stack } from './helpers/stack.ts';
 import { createFile, getFile, purgeExpiredFiles } from '../shared/db/files.ts';
@@ -71,6 +72,58 @@ function chunkedUpload(key: string, total: number): Promise<{ status: number | n
       if (written >= total && !done) req.end();
     };
     pump();
+  });
+}
+
+/**
+ * A client that is slow to read: a chunked upload of `total` bytes on a raw socket that reads
+ * nothing until it has sent all it could (until the server stops taking bytes for `stallMs`),
+ * then reads what the server answered. Resolves with the bytes read and the error, if any.
+ */
+function slowReaderUpload(key: string, total: number, stallMs: number): Promise<{ text: string; error: string | null; written: number }> {
+  return new Promise((resolve) => {
+    const url = new URL(stack().baseUrl);
+    const socket = net.connect({ host: url.hostname, port: Number(url.port) });
+    socket.pause();
+    const chunk = Buffer.alloc(64 * 1024, 0x61);
+    const frame = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]);
+    let written = 0;
+    let text = '';
+    let error: string | null = null;
+    let stall: NodeJS.Timeout | undefined;
+    const read = () => {
+      clearTimeout(stall);
+      socket.setEncoding('latin1');
+      socket.on('data', (d: string) => {
+        text += d;
+        // The whole answer is in: done (the server would close the connection after its linger).
+        const head = text.indexOf('\r\n\r\n');
+        const length = /\r\ncontent-length: *(\d+)/i.exec(text.slice(0, head));
+        if (head >= 0 && length && text.length - head - 4 >= Number(length[1])) socket.destroy();
+      });
+      socket.resume();
+    };
+    socket.on('error', (err: NodeJS.ErrnoException) => (error ??= err.code ?? err.message));
+    socket.on('close', () => resolve({ text, error, written }));
+    socket.setTimeout(20_000, () => socket.destroy());
+    const pump = () => {
+      clearTimeout(stall);
+      while (written < total) {
+        written += chunk.length;
+        if (!socket.write(frame)) {
+          stall = setTimeout(read, stallMs);
+          return void socket.once('drain', pump);
+        }
+      }
+      socket.write('0\r\n\r\n');
+      read();
+    };
+    socket.on('connect', () => {
+      socket.write(
+        `POST /v1/files HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/octet-stream\r\nX-File-Name: big.bin\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      );
+      pump();
+    });
   });
 }
 
@@ -150,6 +203,17 @@ describe('POST /v1/files', () => {
     expect(res.body.error.code).toBe('payload_too_large');
     // The server stopped taking bytes: the client could not send much past the limit (socket
     // buffers and the bounded linger allow some MB more, not 40).
+    expect(res.written).toBeLessThan(MB10 + 24 * 1024 * 1024);
+  });
+
+  it('a client that reads nothing until it has sent all it can still gets the 413, not a reset', async () => {
+    const org = await newOrg(5);
+    // The server stops taking bytes a little past the limit; the client notices its writes stall
+    // and only then reads. A server that closed the socket with the client's bytes unread would
+    // have reset the connection, and the reset would take the unread 413 with it.
+    const res = await slowReaderUpload(org.api_key, 50 * 1024 * 1024, 1_000);
+    expect(res.text).toMatch(/^HTTP\/1\.1 413 /);
+    expect(JSON.parse(res.text.slice(res.text.indexOf('\r\n\r\n') + 4)).error.code).toBe('payload_too_large');
     expect(res.written).toBeLessThan(MB10 + 24 * 1024 * 1024);
   });
 

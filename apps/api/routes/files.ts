@@ -63,7 +63,8 @@ const tooLarge = () =>
  * After a 413: how much more of the body is read and thrown away once the answer is out, so that
  * clients that only read the answer after sending everything (fetch/undici does) get it, and how
  * long. A declared remainder up to LINGER_DECLARED_BYTES is taken in full; anything else (chunked
- * bodies, huge declared sizes) only LINGER_BYTES more. Then the connection is closed.
+ * bodies, huge declared sizes) only LINGER_BYTES more. Past the budget nothing more is read (the
+ * sender is held back by TCP), and the connection is closed LINGER_MS after the answer went out.
  */
 const LINGER_BYTES = 8 * 1024 * 1024;
 const LINGER_DECLARED_BYTES = 16 * 1024 * 1024;
@@ -74,8 +75,11 @@ const lingering = new WeakMap<IncomingMessage, () => void>();
 
 /**
  * Stop taking the body: nothing more is read until the 413 has been written; then at most the
- * linger budget is read and dropped, and the connection is closed unless the body ended. Nothing
- * past the limit is ever kept in memory.
+ * linger budget is read and dropped. Past the budget reading stops rather than the socket being
+ * destroyed at once: closing a socket with unread bytes in its receive buffer sends a reset, and a
+ * reset that reaches a busy client before it has parsed the 413 loses the answer (the client sees
+ * ECONNRESET, not 413). The connection is closed when the body ends or LINGER_MS after the answer,
+ * whichever is first. Nothing past the limit is ever kept in memory.
  */
 function cutOff(raw: IncomingMessage, payload: NodeJS.ReadableStream, declaredRemainder: number | null) {
   payload.removeAllListeners('data');
@@ -83,15 +87,14 @@ function cutOff(raw: IncomingMessage, payload: NodeJS.ReadableStream, declaredRe
   const budget = declaredRemainder !== null && declaredRemainder <= LINGER_DECLARED_BYTES ? declaredRemainder : LINGER_BYTES;
   lingering.set(raw, () => {
     let taken = 0;
-    const close = () => {
-      clearTimeout(timer);
-      raw.socket?.destroy();
-    };
-    const timer = setTimeout(close, LINGER_MS);
+    const timer = setTimeout(() => raw.socket?.destroy(), LINGER_MS);
     timer.unref();
-    payload.on('data', (chunk: Buffer) => {
-      if ((taken += chunk.length) > budget) close();
-    });
+    const drop = (chunk: Buffer) => {
+      if ((taken += chunk.length) <= budget) return;
+      payload.removeListener('data', drop);
+      payload.pause();
+    };
+    payload.on('data', drop);
     payload.on('end', () => clearTimeout(timer));
     payload.resume();
   });
