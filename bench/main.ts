@@ -19,7 +19,8 @@ const config = loadConfig({
   ...process.env,
   DATA_DIR: dataDir,
   PORT: '0',
-  LOG_LEVEL: 'warn',
+  // Quiet by default (the service's own default is info: `LOG_LEVEL=info npm run bench` measures that).
+  LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
   // The benchmark measures the engine, not the plan's limits.
   PLAN_REQUESTS_PER_MINUTE: '100000000',
   PLAN_CONCURRENCY: '100000',
