@@ -47,6 +47,16 @@ try {
   if (wanted('breakdown')) {
     results.breakdown = await benchBreakdown({ baseUrl: stack.url, apiKey: org.api_key, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress });
   }
+  if (wanted('breakdown_no_eager')) {
+    // The same query through a second API that starts workflows without eager start, as an API in a
+    // process of its own does (compose, Helm, `npm run cluster`): where the production path differs.
+    const other = await startApi({ ...stack.config, PORT: 0 });
+    try {
+      results.breakdown_no_eager = await benchBreakdown({ baseUrl: other.url, apiKey: org.api_key, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress });
+    } finally {
+      await other.close();
+    }
+  }
   if (wanted('breakdown_browser')) {
     // The same for a browser operation (two workflow tasks around an activity on the browser queue).
     results.breakdown_browser = await benchBreakdown({
