@@ -148,6 +148,8 @@ describe('query workflow saga (stub activities on the real server)', () => {
     expect(r.calls[2]!.args).toEqual({ requestId: q.requestId });
     expect(r.calls[3]!.args).toEqual({ orgId: ORG, requestId: q.requestId });
     expect(r.calls[4]!.args).toMatchObject({ status: 'failed', errorCode: 'upstream_not_found', envelope: r.result });
+    // The site ran: the key keeps its answer (a retry with it replays the 502).
+    expect(r.calls[4]!.args).not.toHaveProperty('freeKey');
     expect(r.scheduled).toEqual(['executeOperation']);
   });
 
@@ -231,7 +233,9 @@ describe('query workflow saga (stub activities on the real server)', () => {
     });
     expectError(r.result, q, 'billing_unavailable', 503, receipt(q, 'released', COST, 0));
     expect(r.steps).toEqual(['reserveCredits', 'reserveCredits', 'reserveCredits', 'finalizeRequest', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
-    expect(r.calls[6]!.args).toMatchObject({ status: 'failed', errorCode: 'billing_unavailable', envelope: r.result });
+    // Nothing ran and nothing is charged: the key goes with the envelope, as a rejection's does, so
+    // a retry with it runs rather than replaying this retryable 503.
+    expect(r.calls[6]!.args).toMatchObject({ status: 'failed', errorCode: 'billing_unavailable', envelope: r.result, freeKey: true });
     expect(r.scheduled).toEqual([]);
   });
 

@@ -144,15 +144,18 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     return done(f.envelope, f.errorCode);
   };
 
-  const finish = async (envelope: TerminalEnvelope, status: Finalize['status'], errorCode: string | null, billingStatus: ReceiptBillingStatus) => {
-    const f: Finalize = { requestId: q.requestId, status, envelope, errorCode, retentionMs: q.retentionMs };
+  const finish = async (envelope: TerminalEnvelope, status: Finalize['status'], errorCode: string | null, billingStatus: ReceiptBillingStatus, freeKey = false) => {
+    const f: Finalize = { requestId: q.requestId, status, envelope, errorCode, retentionMs: q.retentionMs, ...(freeKey ? { freeKey } : {}) };
     return settled(await billing.finalizeRequest(f), f, billingStatus);
   };
 
   const reject = (f: Failure) => finish(errorOf(f, 'not_started'), 'rejected', f.code, 'not_started');
 
-  /** Compensation: the reservation goes back whatever failed; its own errors never hide the original. */
-  const compensate = async (f: Failure) => {
+  /**
+   * Compensation: the reservation goes back whatever failed; its own errors never hide the original.
+   * `freeKey`: nothing ran, so once the reservation is back the key is freed with the envelope.
+   */
+  const compensate = async (f: Failure, freeKey = false) => {
     await billing.markRefundPending({ requestId: q.requestId });
     try {
       await billing.releaseCredits({ orgId: q.orgId, requestId: q.requestId });
@@ -164,7 +167,7 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
       const charged = Math.min(q.costCredits, reserved);
       return finish(errorOf(f, 'settled', charged), 'failed', f.code, 'settled');
     }
-    return finish(errorOf(f, 'released'), 'failed', f.code, 'released');
+    return finish(errorOf(f, 'released'), 'failed', f.code, 'released', freeKey);
   };
 
   // A query that waited past its deadline before any worker picked it up never reserves.
@@ -310,7 +313,9 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     const w = await billing.finalizeRequest(fin);
     if (w.status !== 'processing') return settled(w, fin, 'not_started');
     reserved = q.costCredits;
-    return compensate(f);
+    // The reservation committed but nothing ran: released, the request charges nothing, and its key
+    // is freed as the rejection's would have been, so a retry runs instead of replaying the 503.
+    return compensate(f, true);
   }
   if (!r.ok) return refused(r);
   reserved = r.reserved;
