@@ -290,11 +290,15 @@ describe('request lifecycle', () => {
   // A third case: notify whose history fallback begins long before the envelope (300 ms; the site
   // takes 40 s), so the cut reaches the caller as 503 from the history poll while a late
   // notification is still awaited; the abandoned wait leaves the API running.
+  // Each case reads a city of its own: a case's run whose last workflow task had not reached the
+  // server when its worker was killed is re-run by the next case's worker (same task queue), and
+  // its site read would take the one-shot fault meant for the next case's query (CI: the 40 s fault
+  // went to the previous case's Madrid read, and the query it was meant for answered 200).
   it.each([
-    ['history', 503, 60_000, 6_000],
-    ['notify', 200, 60_000, 6_000],
-    ['notify', 503, 300, 40_000],
-  ] as const)('Temporal unreachable while waiting (RESULT_WAIT=%s) answers %i (history fallback after %i ms, site %i ms); the run still finishes', async (mode, expected, fallbackMs, siteMs) => {
+    ['history', 503, 60_000, 6_000, 'Sydney'],
+    ['notify', 200, 60_000, 6_000, 'Toronto'],
+    ['notify', 503, 300, 40_000, 'Madrid'],
+  ] as const)('Temporal unreachable while waiting (RESULT_WAIT=%s) answers %i (history fallback after %i ms, site %i ms); the run still finishes', async (mode, expected, fallbackMs, siteMs, city) => {
     // The API reaches Temporal through a proxy this test cuts; the worker reaches it directly.
     const [host, port] = stack().temporalAddress.split(':') as [string, string];
     const sockets = new Set<net.Socket>();
@@ -318,9 +322,9 @@ describe('request lifecycle', () => {
       ]);
       const org = await newOrg(5);
       // The fault targets this query's own city: a workflow task left by an earlier test's killed
-      // worker may re-run its London read now and would otherwise take the one-shot fault.
-      await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current?city=Madrid', latency_ms: siteMs, times: 1 });
-      const pending = query(org.api_key, { ...london, input: { city: 'Madrid' } }, {}, String(api.started.url));
+      // worker may re-run its read now and would otherwise take the one-shot fault.
+      await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: `/api/v1/current?city=${city}`, latency_ms: siteMs, times: 1 });
+      const pending = query(org.api_key, { ...london, input: { city } }, {}, String(api.started.url));
       const row = await until(async () => {
         const r = await db().query(`SELECT id FROM requests WHERE org_id = $1 AND status = 'processing'`, [org.org_id]);
         return r.rows[0] as { id: string } | undefined;
@@ -344,6 +348,10 @@ describe('request lifecycle', () => {
         const r = await db().query('SELECT status FROM requests WHERE id = $1', [row.id]);
         return r.rows[0]?.status === 'succeeded';
       }, 60_000);
+      // And its workflow closes before this test's worker is killed, so no task of it is left to
+      // run again on the next case's worker.
+      const { workflow_id } = (await db().query('SELECT workflow_id FROM requests WHERE id = $1', [row.id])).rows[0] as { workflow_id: string };
+      await until(() => withTemporal(async (c) => (await c.workflow.getHandle(workflow_id).describe()).status.name === 'COMPLETED'), 60_000);
       // The API that answered is still up.
       const live = await fetch(`${String(api.started.url)}/livez`);
       expect(live.status).toBe(200);
