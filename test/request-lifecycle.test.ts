@@ -292,8 +292,8 @@ describe('request lifecycle', () => {
   // notification is still awaited; the abandoned wait leaves the API running.
   // Each case reads a city of its own: a case's run whose last workflow task had not reached the
   // server when its worker was killed is re-run by the next case's worker (same task queue), and
-  // its site read would take the one-shot fault meant for the next case's query (CI: the 40 s fault
-  // went to the previous case's Madrid read, and the query it was meant for answered 200).
+  // its site read would take the one-shot fault meant for the next case's query (the likely cause
+  // of a CI failure where all three read Madrid and the 40 s case answered 200 in 5.6 s).
   it.each([
     ['history', 503, 60_000, 6_000, 'Sydney'],
     ['notify', 200, 60_000, 6_000, 'Toronto'],
