@@ -43,6 +43,15 @@ const results: Record<string, unknown> = {
 // BENCH_ONLY=query (comma-separated names) runs only those parts: a quicker loop while tuning.
 const only = process.env.BENCH_ONLY?.split(',').map((s) => s.trim());
 const wanted = (name: string) => !only || only.includes(name);
+/** `fn` with a second API on the same stack (settings over the stack's), closed afterwards. */
+async function withApi<T>(settings: Partial<typeof stack.config>, options: Parameters<typeof startApi>[1], fn: (url: string) => Promise<T>): Promise<T> {
+  const api = await startApi({ ...stack.config, ...settings, PORT: 0 }, options);
+  try {
+    return await fn(api.url);
+  } finally {
+    await api.close();
+  }
+}
 try {
   if (wanted('breakdown')) {
     results.breakdown = await benchBreakdown({ baseUrl: stack.url, apiKey: org.api_key, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress });
@@ -50,12 +59,9 @@ try {
   if (wanted('breakdown_no_eager')) {
     // The same query through a second API that starts workflows without eager start, as an API in a
     // process of its own does (compose, Helm, `npm run cluster`): where the production path differs.
-    const other = await startApi({ ...stack.config, PORT: 0 });
-    try {
-      results.breakdown_no_eager = await benchBreakdown({ baseUrl: other.url, apiKey: org.api_key, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress });
-    } finally {
-      await other.close();
-    }
+    results.breakdown_no_eager = await withApi({}, undefined, (url) =>
+      benchBreakdown({ baseUrl: url, apiKey: org.api_key, databaseUrl: stack.databaseUrl, temporalAddress: stack.temporalAddress }),
+    );
   }
   if (wanted('breakdown_browser')) {
     // The same for a browser operation (two workflow tasks around an activity on the browser queue).
@@ -72,18 +78,15 @@ try {
   if (wanted('query')) {
     // A second API on the same stack and the same result wait, but starting workflows without eager
     // start (as an API in a process of its own does): what eager start gives, in the same run.
-    const other = await startApi({ ...stack.config, PORT: 0 });
-    try {
-      results.query = await benchQuery({
+    results.query = await withApi({}, undefined, (url) =>
+      benchQuery({
         baseUrl: stack.url,
         apiKey: org.api_key,
         siteOrigin: stack.sites.origin,
         label: `${stack.config.RESULT_WAIT}, eager start`,
-        other: { baseUrl: other.url, label: 'no_eager' },
-      });
-    } finally {
-      await other.close();
-    }
+        other: { baseUrl: url, label: 'no_eager' },
+      }),
+    );
   }
   if (wanted('temporal_floor')) {
     const { benchTemporalFloor } = await import('./temporal-floor.ts');
@@ -92,12 +95,9 @@ try {
   if (wanted('result_wait')) {
     const otherWait = stack.config.RESULT_WAIT === 'notify' ? 'history' : 'notify';
     // Both eager (the in-process worker's connection), so only the result wait differs.
-    const other = await startApi({ ...stack.config, RESULT_WAIT: otherWait, PORT: 0 }, { workerConnection: stack.workerConnection });
-    try {
-      results.result_wait = await benchResultWait({ apiKey: org.api_key, apis: { [stack.config.RESULT_WAIT]: stack.url, [otherWait]: other.url } });
-    } finally {
-      await other.close();
-    }
+    results.result_wait = await withApi({ RESULT_WAIT: otherWait }, { workerConnection: stack.workerConnection }, (url) =>
+      benchResultWait({ apiKey: org.api_key, apis: { [stack.config.RESULT_WAIT]: stack.url, [otherWait]: url } }),
+    );
   }
   // Benchmarks of the other surfaces, when present.
   for (const [name, file, fn] of [

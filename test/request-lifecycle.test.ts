@@ -326,8 +326,8 @@ describe('request lifecycle', () => {
       await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: `/api/v1/current?city=${city}`, latency_ms: siteMs, times: 1 });
       const pending = query(org.api_key, { ...london, input: { city } }, {}, String(api.started.url));
       const row = await until(async () => {
-        const r = await db().query(`SELECT id FROM requests WHERE org_id = $1 AND status = 'processing'`, [org.org_id]);
-        return r.rows[0] as { id: string } | undefined;
+        const r = await db().query(`SELECT id, workflow_id FROM requests WHERE org_id = $1 AND status = 'processing'`, [org.org_id]);
+        return r.rows[0] as { id: string; workflow_id: string } | undefined;
       });
       proxy.close();
       for (const s of sockets) s.destroy();
@@ -350,8 +350,7 @@ describe('request lifecycle', () => {
       }, 60_000);
       // And its workflow closes before this test's worker is killed, so no task of it is left to
       // run again on the next case's worker.
-      const { workflow_id } = (await db().query('SELECT workflow_id FROM requests WHERE id = $1', [row.id])).rows[0] as { workflow_id: string };
-      await until(() => withTemporal(async (c) => (await c.workflow.getHandle(workflow_id).describe()).status.name === 'COMPLETED'), 60_000);
+      await until(() => withTemporal(async (c) => (await c.workflow.getHandle(row.workflow_id).describe()).status.name === 'COMPLETED'), 60_000);
       // The API that answered is still up.
       const live = await fetch(`${String(api.started.url)}/livez`);
       expect(live.status).toBe(200);
