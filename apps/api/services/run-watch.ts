@@ -75,13 +75,16 @@ export class RunWatch {
     // Late, lost or unsure: today's history long-poll, raced with a notification still to come.
     const left = deadline - Date.now();
     if (left <= 0) return (await this.storedEnvelope(requestId)) ?? null;
-    const history = this.awaitHistory(workflowId, requestId, left);
+    const done = new AbortController();
+    const history = this.awaitHistory(workflowId, requestId, left, done.signal);
     const late = listener.subscribe(requestId, undefined, left);
     const notified = late.heard.then(async (h) => (h === 'notified' ? ((await this.storedEnvelope(requestId)) ?? history) : history));
     try {
       return await Promise.race([history, notified]);
     } finally {
       late.cancel();
+      // A notification answered first: the history long-poll is no longer wanted.
+      done.abort();
     }
   }
 
@@ -107,17 +110,28 @@ export class RunWatch {
     await this.resultListener?.close();
   }
 
-  private async awaitHistory(workflowId: string, requestId: string, timeoutMs: number): Promise<TerminalEnvelope | null> {
+  /**
+   * Long-poll the run's history for its result, for at most `timeoutMs` or until `stop` aborts. The
+   * SDK's `result()` polls again and again until the run closes, so the poll is cancelled whenever
+   * this wait ends: a wait that ran out (a 202, an agent's short `wait`) leaves no call behind on the
+   * API's Temporal connection for every run still going.
+   */
+  private async awaitHistory(workflowId: string, requestId: string, timeoutMs: number, stop?: AbortSignal): Promise<TerminalEnvelope | null> {
+    const poll = new AbortController();
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<null>((resolve) => {
+    let onStop: (() => void) | undefined;
+    const ended = new Promise<null>((resolve) => {
       timer = setTimeout(() => resolve(null), timeoutMs);
+      onStop = () => resolve(null);
+      stop?.addEventListener('abort', onStop, { once: true });
     });
     try {
+      if (stop?.aborted) return null;
       const client = await this.deps.temporal().catch(() => {
         throw engineUnavailable(requestId);
       });
       const handle = client.workflow.getHandle<typeof queryWorkflow>(workflowId);
-      const env = await Promise.race([handle.result(), timeout]);
+      const env = await Promise.race([client.withAbortSignal(poll.signal, () => handle.result()), ended]);
       return env && (await this.confirmed(requestId, env));
     } catch (err) {
       if (err instanceof ServiceError) throw err;
@@ -125,6 +139,9 @@ export class RunWatch {
       throw engineUnavailable(requestId);
     } finally {
       clearTimeout(timer);
+      if (onStop) stop?.removeEventListener('abort', onStop);
+      // Cancels the long-poll when the wait ended first (its CANCELLED rejection goes to the race).
+      poll.abort();
     }
   }
 
