@@ -1,7 +1,7 @@
 // Receipts, billing states, the ledger and its invariant, on the real stack.
 import { afterAll, describe, expect, it } from 'vitest';
 import { balanceOf, call, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
-import { LedgerStateError, release, reserve, settle, settleAndFinalize } from '../shared/db/credits.ts';
+import { LedgerStateError, RESERVE_STATEMENT_TIMEOUT_MS, release, reserve, settle, settleAndFinalize } from '../shared/db/credits.ts';
 import { transition } from '../shared/db/requests.ts';
 
 afterAll(closeDb);
@@ -127,6 +127,36 @@ describe('ledger steps', () => {
     expect(await ledgerOf(org.org_id)).toEqual([{ request_id: running, kind: 'reserve', amount: 2 }]);
     await release(db(), org.org_id, running);
     expect(await invariantHolds(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+  });
+
+  it('a reservation waiting on a locked ledger gives up within its own statement timeout, leaves nothing, and leaves the connection as it was', async () => {
+    const org = await newOrg(5);
+    const id = await claim(org.org_id);
+    // The pool's statement timeout is 30 s: only the reservation's own (SET LOCAL) can end this wait.
+    const holder = await db().connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM credit_balances WHERE org_id = $1 FOR UPDATE', [org.org_id]);
+      const t0 = Date.now();
+      await expect(reserve(db(), org.org_id, id, 1)).rejects.toThrow(/statement timeout/);
+      const took = Date.now() - t0;
+      expect(took).toBeGreaterThanOrEqual(RESERVE_STATEMENT_TIMEOUT_MS - 50);
+      expect(took).toBeLessThan(RESERVE_STATEMENT_TIMEOUT_MS + 3_000);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+    }
+    expect(await ledgerOf(org.org_id)).toEqual([]);
+    expect((await db().query('SELECT status FROM requests WHERE id = $1', [id])).rows[0].status).toBe('reserving');
+    // Every pooled connection kept its own timeout: the reservation's ended with its transaction.
+    const clients = await Promise.all([1, 2, 3, 4].map(() => db().connect()));
+    try {
+      for (const c of clients) expect((await c.query('SHOW statement_timeout')).rows[0].statement_timeout).toBe('30s');
+    } finally {
+      for (const c of clients) c.release();
+    }
+    expect(await reserve(db(), org.org_id, id, 1)).toEqual({ ok: true, reserved: 1 });
+    expect(await invariantHolds(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 1, charged: 0 });
   });
 
   it('settle after release and release after settle are explicit dead ends, not retryable errors', async () => {
