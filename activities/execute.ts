@@ -106,8 +106,13 @@ export function createExecuteActivities(deps: {
       const secretValues = Object.values(secrets).filter((s) => s.length >= 3);
       // Beat steadily so a dead worker is noticed fast and cancellation reaches us mid-step. A local
       // activity (read-only HTTP) cannot heartbeat: its workflow task notices a dead worker instead.
+      // Each beat carries the step the run is on (the Web UI shows it as the pending activity's
+      // details); the runner reports every step, but only the steady beat sends one: a heartbeat
+      // per step cost the worker's one thread 4-5 ms of a browser query (encoding, encryption and
+      // the native call into the SDK's core), and a run shorter than a second now sends none.
       const local = ctx.info.isLocal;
-      const beat = local ? undefined : setInterval(() => ctx.heartbeat(), 1_000);
+      let step: unknown;
+      const beat = local ? undefined : setInterval(() => ctx.heartbeat(step), 1_000);
       // The query's deadline bounds the run on the worker's own clock too: a local activity's
       // timeout counts from its (re)dispatch, so a workflow task retried after a crash would
       // otherwise let a late site answer through after the caller was told execution_timeout.
@@ -118,7 +123,7 @@ export function createExecuteActivities(deps: {
         const output = await deps.runner.run(recipe, input, {
           signal,
           heartbeat: (d) => {
-            if (!local) ctx.heartbeat(d);
+            step = d;
           },
           secrets,
           requestRef: requestId,

@@ -1,9 +1,12 @@
 // Operators must trust that a run survives a crash: kill the worker or the API mid-query.
 import { describe, expect, it } from 'vitest';
-import { balanceOf, db, demo, ledgerOf, newOrg, query, until } from './helpers/stack.ts';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { balanceOf, dataConverter, db, demo, ledgerOf, newOrg, query, until } from './helpers/stack.ts';
 import { ownPairPool, withTemporal } from './helpers/own-pair.ts';
+import { jobsApi } from '../shared/catalog/demo/jobs.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
+const jobSearch = { api: '@jobs', operation: 'search_jobs', input: { keywords: 'typescript', location: 'london' } };
 
 // A task queue of our own, so killing these processes disturbs no other test.
 const pool = ownPairPool('crash', { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' });
@@ -44,6 +47,44 @@ describe('crash safety', () => {
     expect(events.filter((e) => e.activityTaskStartedEventAttributes)).toHaveLength(0);
     expect(events.some((e) => e.workflowTaskTimedOutEventAttributes || e.workflowTaskFailedEventAttributes)).toBe(true);
     expect(events.some((e) => e.workflowExecutionCompletedEventAttributes)).toBe(true);
+  });
+
+  it('a browser run shows the step it is on while it runs; its worker killed mid-step: the heartbeats stop, a new worker runs it again, charged once', async () => {
+    const [api, worker] = await Promise.all([spawn('api'), spawn('worker')]);
+    const org = await newOrg(50);
+    // The job board's first listing answers 4 s late, so the run waits on its second step.
+    await demo('/__demo/faults', { host: 'jobs.example.test', path_prefix: '/api/jobs', latency_ms: 4000, times: 1 });
+    const pending = query(org.api_key, jobSearch, { 'idempotency-key': `crash-b-${Date.now()}` }, String(api.started.url));
+    const row = await waitProcessing(org.org_id);
+    // What an operator sees of the run (Web UI, `temporal workflow describe`): the pending execute
+    // activity's heartbeat details name the step, decoded with the service's payload keys.
+    const codec = (await dataConverter()).payloadCodecs![0]!;
+    const step = await withTemporal((c) =>
+      until(async () => {
+        const d = await c.workflow.getHandle(row.workflow_id).describe();
+        const payloads = d.raw.pendingActivities?.find((a) => a.activityType?.name === 'executeOperation')?.heartbeatDetails?.payloads;
+        if (!payloads?.length) return undefined;
+        return defaultPayloadConverter.fromPayload((await codec.decode(payloads))[0]!);
+      }, 20_000, 100),
+    );
+    expect(step).toEqual({ step: '1', type: 'wait', name: 'Wait for the first listings' });
+    await worker.kill('SIGKILL');
+    await spawn('worker');
+    const res = await pending;
+    expect(res.status, res.text).toBe(200);
+    const example = jobsApi.operations.find((o) => o.name === 'search_jobs')!.versions[0]!.examples.find((e) => JSON.stringify(e.input) === JSON.stringify(jobSearch.input))!;
+    expect(res.body.data.output).toEqual(example.output);
+    const price = res.body.data.receipt.billing.reserved_credits as number;
+    expect(res.body.data.receipt.billing).toEqual({ status: 'settled', reserved_credits: price, charged_credits: price });
+    expect(await ledgerOf(org.org_id)).toEqual([
+      { request_id: row.id, kind: 'reserve', amount: price },
+      { request_id: row.id, kind: 'settle', amount: price },
+    ]);
+    // A browser read is a normal activity with heartbeats: the first attempt timed out on its
+    // heartbeat (2 s here) once its worker was gone, and the second attempt answered.
+    const history = await withTemporal((c) => c.workflow.getHandle(row.workflow_id).fetchHistory());
+    const started = (history.events ?? []).filter((e) => e.activityTaskStartedEventAttributes);
+    expect(started.map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([2]);
   });
 
   it('an API killed mid-request: a keyed retry on a new API returns the finished result', async () => {
