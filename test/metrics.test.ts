@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../shared/infra/free-port.ts';
 import { startApiProcess, startWorkerProcess, type ServiceProcess } from './helpers/processes.ts';
-import { call, closeDb, demo, newOrg, ownPair, query, stack, until } from './helpers/stack.ts';
+import { call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, stack, until } from './helpers/stack.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 
@@ -200,6 +200,53 @@ describe('GET /metrics', () => {
     expect(value(after, Q, closed) - value(before, Q, closed)).toBe(1);
     expect(value(after, Q, { transport: 'sse', outcome: 'success' }) - value(before, Q, { transport: 'sse', outcome: 'success' })).toBe(0);
     expect(value(after, 'wqs_sse_streams_open')).toBe(0);
+    await demo('/__demo/reset');
+  }, 120_000);
+});
+
+describe('a caller who leaves', () => {
+  it('POST /v1/query left before its answer counts once as closed, at once; the run goes on, billed once, and its key gives the result', async () => {
+    const org = await newOrg(10);
+    const key = `left-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    const before = (await scrape()).samples;
+    // The site answers 4 s late: the caller leaves while the run waits on it.
+    await demo('/__demo/faults', { host: 'weather.example.test', latency_ms: 4000, times: 1 });
+    const ac = new AbortController();
+    const pending = fetch(`${base}/v1/query`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${org.api_key}`, 'content-type': 'application/json', 'idempotency-key': key },
+      body: JSON.stringify(london),
+      signal: ac.signal,
+    }).catch((err: Error) => err);
+    const row = await until(async () => (await db().query(`SELECT id FROM requests WHERE org_id = $1 AND status = 'processing'`, [org.org_id])).rows[0] as { id: string } | undefined);
+    const leftAt = Date.now();
+    ac.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    const closed = { transport: 'json', outcome: 'closed', code: 'none', replayed: 'false' };
+    const after = await until(async () => {
+      const s = (await scrape()).samples;
+      return value(s, Q, closed) > value(before, Q, closed) && s;
+    }, 10_000, 50);
+    // Counted while the run still waits on the site: the API stopped waiting when the caller left.
+    expect(Date.now() - leftAt).toBeLessThan(2_000);
+    expect((await db().query(`SELECT status FROM requests WHERE id = $1`, [row.id])).rows[0].status).toBe('processing');
+    expect(value(after, Q, closed) - value(before, Q, closed)).toBe(1);
+    expect(value(after, HTTP + '_count', { route: '/v1/query', method: 'POST', status: '499' }) - value(before, HTTP + '_count', { route: '/v1/query', method: 'POST', status: '499' })).toBe(1);
+    // The run finished without its caller: the key gives its result, charged once.
+    const res = await until(async () => {
+      const r = await query(org.api_key, london, { 'idempotency-key': key }, base);
+      return r.status === 200 ? r : undefined;
+    }, 30_000, 250);
+    expect(res.headers.get('idempotency-replayed')).toBe('true');
+    expect(res.body.data.receipt).toMatchObject({ request_id: row.id, billing: { status: 'settled', reserved_credits: 1, charged_credits: 1 } });
+    expect(await ledgerOf(org.org_id)).toEqual([
+      { request_id: row.id, kind: 'reserve', amount: 1 },
+      { request_id: row.id, kind: 'settle', amount: 1 },
+    ]);
+    const final = (await scrape()).samples;
+    const firstDelivery = { transport: 'json', outcome: 'success', replayed: 'false' };
+    expect(value(final, Q, firstDelivery) - value(before, Q, firstDelivery)).toBe(0);
+    expect(value(final, Q, closed) - value(before, Q, closed)).toBe(1);
     await demo('/__demo/reset');
   }, 120_000);
 });

@@ -1,7 +1,8 @@
 // A wait for a run's envelope that ends before the run (a 202 after `wait`, an agent's short poll)
 // leaves nothing behind on the API's Temporal connection: the SDK's `result()` long-polls the
 // history again and again until the run closes, so every such wait used to keep a call open for
-// as long as its run lasted. Measured here on the real server, by the calls the connection has open.
+// as long as its run lasted; and a caller who leaves (a closed connection, a closed stream) ends
+// its wait at once. Measured here on the real server, by the calls the connection has open.
 import { randomUUID } from 'node:crypto';
 import { InterceptingCall, type Interceptor } from '@grpc/grpc-js';
 import { Client, Connection } from '@temporalio/client';
@@ -88,6 +89,32 @@ describe('a wait that ends before its run', () => {
       await w.startListening();
       // The fallback begins after 100 ms without a notification, and ends with the wait.
       await waitsAndLeavesNothing(w, workflowId, 600);
+    } finally {
+      await w.close();
+    }
+  });
+
+  it.each(['history', 'notify'] as const)('a caller who leaves ends a long wait at once, its long-poll with it (RESULT_WAIT=%s)', async (mode) => {
+    const workflowId = await openRun();
+    const w = watch(mode);
+    try {
+      if (mode === 'notify') await w.startListening();
+      const left = new AbortController();
+      const waiting = w.awaitResult(workflowId, randomUUID(), 30_000, undefined, left.signal);
+      // Long-polling (after the 100 ms notify fallback), then the caller goes away.
+      await until(async () => open > 0, 5_000, 20);
+      const t0 = Date.now();
+      left.abort();
+      expect(await waiting).toBeNull();
+      expect(Date.now() - t0).toBeLessThan(500);
+      await until(async () => open === 0, 2_000, 20);
+      const after = polls;
+      await sleep(300);
+      expect(polls).toBe(after);
+      // A caller already gone never starts a wait.
+      expect(await w.awaitResult(workflowId, randomUUID(), 30_000, undefined, left.signal)).toBeNull();
+      await sleep(200);
+      expect(polls).toBe(after);
     } finally {
       await w.close();
     }

@@ -39,7 +39,7 @@ export class ApiMetrics {
     });
     this.queries = new Counter({
       name: 'wqs_queries_total',
-      help: 'POST /v1/query answers by outcome (success, error, or closed: a stream left before its terminal event) and error code; replayed="true" for retained results given again',
+      help: 'POST /v1/query answers by outcome (success, error, or closed: the caller left before the answer, a stream before its terminal event) and error code; replayed="true" for retained results given again',
       labelNames: ['transport', 'outcome', 'code', 'replayed'],
       registers,
     });
@@ -105,9 +105,9 @@ export class ApiMetrics {
     }
   }
 
-  /** A stream whose client left (or the API drained) before its terminal event. */
-  recordClosedStream() {
-    this.queries.inc({ transport: 'sse', outcome: 'closed', code: 'none', replayed: 'false' });
+  /** A query whose caller left before its answer (a stream: before its terminal event, or the API drained). */
+  recordClosed(transport: QueryTransport) {
+    this.queries.inc({ transport, outcome: 'closed', code: 'none', replayed: 'false' });
   }
 }
 

@@ -119,9 +119,12 @@ export default fp(
 
       let wake: (() => void) | undefined;
       let unwatch: (() => void) | undefined;
+      // The wait for the terminal envelope ends with the stream (its long-poll and subscription too).
+      const gone = new AbortController();
       const stop = () => {
         if (closed) return;
         closed = true;
+        gone.abort();
         wake?.();
       };
       const endNow = () => {
@@ -143,7 +146,7 @@ export default fp(
         // The terminal envelope, raced with polling; the client may leave meanwhile.
         let terminal: TerminalEnvelope | null | undefined;
         const result = svc
-          .awaitResult(sub.workflowId, requestId, svc.remainingMs(sub.request.created_at) + 5_000, sub.request.created_at)
+          .awaitResult(sub.workflowId, requestId, svc.remainingMs(sub.request.created_at) + 5_000, sub.request.created_at, gone.signal)
           .then((env) => env ?? deadlineEnvelope(requestId, app.baseUrl()))
           // Temporal unreachable while waiting: the run may still finish; its request status will say.
           .catch(() => engineUnavailable(requestId, app.baseUrl()))
@@ -196,11 +199,13 @@ export default fp(
         showUpTo(lastStageReached(env, shown));
         sendTerminal(env);
       } finally {
+        // Answered from a progress query, or left: the wait still running is not wanted.
+        gone.abort();
         unwatch?.();
         clearInterval(keepAlive);
         open.delete(endNow);
         app.metrics.openStreams.dec();
-        if (closed && !delivered) app.metrics.recordClosedStream();
+        if (closed && !delivered) app.metrics.recordClosed('sse');
         if (!closed) {
           closed = true;
           res.end();

@@ -35,6 +35,30 @@ export function sendEnvelope(reply: FastifyReply, sub: Submission, env: Terminal
   return reply.code(env.status).headers(envelopeHeaders(sub, env, replayed)).type('application/json; charset=utf-8').send(env.body);
 }
 
+/**
+ * Aborts when the caller goes away before its answer is written. (A POST's request stream closes
+ * as soon as its body is read, so Fastify's `request.signal` cannot tell; the response's can.)
+ */
+function callerLeft(reply: FastifyReply): { signal: AbortSignal; dispose(): void } {
+  const ac = new AbortController();
+  const onClose = () => {
+    if (!reply.raw.writableFinished) ac.abort();
+  };
+  if (reply.raw.destroyed) ac.abort();
+  else reply.raw.once('close', onClose);
+  return { signal: ac.signal, dispose: () => reply.raw.off('close', onClose) };
+}
+
+/** The caller left before its answer: the run goes on (billed as usual, its result kept for its key
+ *  and its request status). Counted as closed, and as 499 (client closed request) in the HTTP
+ *  histogram here: Fastify writes nothing to a closed response and runs no onResponse hook for it. */
+function sendLeft(reply: FastifyReply) {
+  reply.server.metrics.recordClosed('json');
+  reply.server.metrics.observeHttp(reply.request, 499, reply.elapsedTime / 1000);
+  counted.add(reply.request);
+  return reply.code(499).send();
+}
+
 /** The query deadline passed while waiting: the run may still finish; its status says how. */
 export function deadlineEnvelope(requestId: string, baseUrl: string): TerminalEnvelope {
   const body = errorEnvelope('execution_timeout', {
@@ -127,9 +151,15 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       const sub = (await svc.meetKey(org.orgId, q, key)) ?? (await svc.submit(org.orgId, q, await svc.resolve(org.orgId, q), key));
       if (sub.stream) return app.streamQuery(reply, sub);
       if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);
-      // Give the workflow its whole deadline plus a margin for settlement; the client may leave meanwhile.
-      const env = (await svc.awaitResult(sub.workflowId, sub.request.id, svc.remainingMs(sub.request.created_at) + 5_000, sub.request.created_at)) ?? deadlineEnvelope(sub.request.id, app.baseUrl());
-      return sendEnvelope(reply, sub, env, false);
+      // Give the workflow its whole deadline plus a margin for settlement, unless the caller leaves first.
+      const left = callerLeft(reply);
+      try {
+        const env = await svc.awaitResult(sub.workflowId, sub.request.id, svc.remainingMs(sub.request.created_at) + 5_000, sub.request.created_at, left.signal);
+        if (left.signal.aborted) return sendLeft(reply);
+        return sendEnvelope(reply, sub, env ?? deadlineEnvelope(sub.request.id, app.baseUrl()), false);
+      } finally {
+        left.dispose();
+      }
     },
   );
 }

@@ -257,9 +257,9 @@ export class QueryService {
     });
   }
 
-  /** Wait for the terminal envelope; null when it is not there within `timeoutMs`; throws engine_unavailable. */
-  awaitResult(workflowId: string, requestId: string, timeoutMs: number, since?: Date): Promise<TerminalEnvelope | null> {
-    return this.watch.awaitResult(workflowId, requestId, timeoutMs, since);
+  /** Wait for the terminal envelope; null when it is not there within `timeoutMs` or once `left` aborts; throws engine_unavailable. */
+  awaitResult(workflowId: string, requestId: string, timeoutMs: number, since?: Date, left?: AbortSignal): Promise<TerminalEnvelope | null> {
+    return this.watch.awaitResult(workflowId, requestId, timeoutMs, since, left);
   }
 
   /** A finished run's envelope as the request row has it (run-watch.ts `confirmed`); throws engine_unavailable. */

@@ -51,37 +51,49 @@ export class RunWatch {
   /**
    * Wait for the terminal envelope; null when it is not there within `timeoutMs`. Temporal
    * unreachable: throws ServiceError engine_unavailable (503, Retry-After). `since` (the claim's
-   * time) lets a LISTEN connection older than the claim skip the initial row read.
+   * time) lets a LISTEN connection older than the claim skip the initial row read. `left` (the
+   * caller went away) ends the wait at once with null, its subscription and long-poll with it.
    */
-  async awaitResult(workflowId: string, requestId: string, timeoutMs: number, since?: Date): Promise<TerminalEnvelope | null> {
+  async awaitResult(workflowId: string, requestId: string, timeoutMs: number, since?: Date, left?: AbortSignal): Promise<TerminalEnvelope | null> {
+    if (left?.aborted) return null;
     const listener = this.listener();
-    if (!listener) return this.awaitHistory(workflowId, requestId, timeoutMs);
+    if (!listener) return this.awaitHistory(workflowId, requestId, timeoutMs, left);
     const deadline = Date.now() + timeoutMs;
     const sub = listener.subscribe(requestId, since, Math.min(timeoutMs, this.deps.config.RESULT_NOTIFY_FALLBACK_MS));
-    let heard = sub.trusted ? await sub.heard : undefined;
-    if (heard === undefined) {
-      // A notification may have come and gone before this connection listened: look once.
-      const env = await this.storedEnvelope(requestId);
-      if (env) {
-        sub.cancel();
-        return env;
+    const leave = () => sub.cancel();
+    left?.addEventListener('abort', leave, { once: true });
+    try {
+      let heard = sub.trusted ? await sub.heard : undefined;
+      if (heard === undefined) {
+        // A notification may have come and gone before this connection listened: look once.
+        const env = await this.storedEnvelope(requestId);
+        if (env) {
+          sub.cancel();
+          return env;
+        }
+        heard = await sub.heard;
       }
-      heard = await sub.heard;
-    }
-    if (heard === 'notified') {
-      const env = await this.storedEnvelope(requestId);
-      if (env) return env;
+      if (heard === 'notified') {
+        const env = await this.storedEnvelope(requestId);
+        if (env) return env;
+      }
+    } finally {
+      left?.removeEventListener('abort', leave);
     }
     // Late, lost or unsure: today's history long-poll, raced with a notification still to come.
-    const left = deadline - Date.now();
-    if (left <= 0) return (await this.storedEnvelope(requestId)) ?? null;
+    const remaining = deadline - Date.now();
+    if (left?.aborted) return null;
+    if (remaining <= 0) return (await this.storedEnvelope(requestId)) ?? null;
     const done = new AbortController();
-    const history = this.awaitHistory(workflowId, requestId, left, done.signal);
-    const late = listener.subscribe(requestId, undefined, left);
+    const history = this.awaitHistory(workflowId, requestId, remaining, left ? AbortSignal.any([done.signal, left]) : done.signal);
+    const late = listener.subscribe(requestId, undefined, remaining);
+    const lateLeave = () => late.cancel();
+    left?.addEventListener('abort', lateLeave, { once: true });
     const notified = late.heard.then(async (h) => (h === 'notified' ? ((await this.storedEnvelope(requestId)) ?? history) : history));
     try {
       return await Promise.race([history, notified]);
     } finally {
+      left?.removeEventListener('abort', lateLeave);
       late.cancel();
       // A notification answered first: the history long-poll is no longer wanted.
       done.abort();
