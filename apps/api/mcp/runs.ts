@@ -46,12 +46,12 @@ export interface ToolAnswer {
 const RUNNING_STATES = new Set(['reserving', 'processing', 'refund_pending']);
 const FINISHED_STATES = new Set(['succeeded', 'failed', 'rejected']);
 
-export async function runOperation(ctx: McpContext, args: RunArgs, kind: RunKind, onStage?: OnStage): Promise<ToolAnswer> {
-  const a = await runUnbounded(ctx, args, kind, onStage);
+export async function runOperation(ctx: McpContext, args: RunArgs, kind: RunKind, onStage?: OnStage, left?: AbortSignal): Promise<ToolAnswer> {
+  const a = await runUnbounded(ctx, args, kind, onStage, left);
   return { ...a, result: boundRun(a.result, args.max_chars) };
 }
 
-async function runUnbounded(ctx: McpContext, args: RunArgs, kind: RunKind, onStage?: OnStage): Promise<ToolAnswer> {
+async function runUnbounded(ctx: McpContext, args: RunArgs, kind: RunKind, onStage?: OnStage, left?: AbortSignal): Promise<ToolAnswer> {
   const svc = ctx.queries;
   const none = { request_id: null, api: args.api, operation: args.operation, truncated: false };
   try {
@@ -80,8 +80,9 @@ async function runUnbounded(ctx: McpContext, args: RunArgs, kind: RunKind, onSta
       return fromEnvelope(sub.request, sub.envelope, true);
     }
     const waitMs = (args.wait_seconds ?? WAIT_SECONDS.default) * 1000;
-    const env = await waitWithProgress(svc, sub.workflowId, sub.request.id, Math.min(waitMs, svc.remainingMs(sub.request.created_at) + 5_000), onStage);
-    if (!env) return running(sub.request);
+    const env = await waitWithProgress(svc, sub.workflowId, sub.request.id, Math.min(waitMs, svc.remainingMs(sub.request.created_at) + 5_000), onStage, left);
+    // The client left: the SDK sends nothing for this call, so nothing is delivered.
+    if (!env || left?.aborted) return running(sub.request);
     ctx.onDelivered?.(env, false);
     return fromEnvelope(sub.request, env, false);
   } catch (err) {
@@ -94,12 +95,13 @@ export async function getRun(
   ctx: McpContext,
   args: { request_id: string; wait_seconds?: number; max_chars?: number },
   onStage?: OnStage,
+  left?: AbortSignal,
 ): Promise<ToolAnswer> {
-  const a = await getRunUnbounded(ctx, args, onStage);
+  const a = await getRunUnbounded(ctx, args, onStage, left);
   return { ...a, result: boundRun(a.result, args.max_chars) };
 }
 
-async function getRunUnbounded(ctx: McpContext, args: { request_id: string; wait_seconds?: number }, onStage?: OnStage): Promise<ToolAnswer> {
+async function getRunUnbounded(ctx: McpContext, args: { request_id: string; wait_seconds?: number }, onStage?: OnStage, left?: AbortSignal): Promise<ToolAnswer> {
   const none = { request_id: args.request_id, api: null, operation: null, truncated: false };
   try {
     const r = await ctx.db.query('SELECT * FROM requests WHERE id = $1 AND org_id = $2', [args.request_id, ctx.orgId]);
@@ -122,8 +124,8 @@ async function getRunUnbounded(ctx: McpContext, args: { request_id: string; wait
       throw new ServiceError('request_interrupted', `Request ${row.id} stopped unfinished (${row.status}); nothing more will come`, { requestId: row.id });
     }
     const waitMs = (args.wait_seconds ?? WAIT_SECONDS.default) * 1000;
-    const env = await waitWithProgress(ctx.queries, row.workflow_id, row.id, waitMs, onStage);
-    if (!env) return running(row);
+    const env = await waitWithProgress(ctx.queries, row.workflow_id, row.id, waitMs, onStage, left);
+    if (!env || left?.aborted) return running(row);
     // The first delivery of a run an earlier call left running.
     ctx.onDelivered?.(env, false);
     return fromEnvelope(row, env, false);
@@ -150,10 +152,11 @@ function refuse(performsActions: boolean, kind: RunKind, readOnly: boolean, name
  * notices first (the reservation's commit says `executing`), as SSE streams hear them: a workflow
  * query per second per open call would be a workflow task each on the worker. Polling the
  * workflow's progress query is the fallback, when this API is not listening or notices may be lost.
+ * `left` (the client closed the exchange) ends the wait at once.
  */
-async function waitWithProgress(svc: QueryService, workflowId: string, requestId: string, ms: number, onStage?: OnStage): Promise<TerminalEnvelope | null> {
+async function waitWithProgress(svc: QueryService, workflowId: string, requestId: string, ms: number, onStage?: OnStage, left?: AbortSignal): Promise<TerminalEnvelope | null> {
   // Temporal unreachable while waiting is answered as still running: svc_get_run reads the record later.
-  if (!onStage) return svc.awaitResult(workflowId, requestId, ms).catch(() => null);
+  if (!onStage) return svc.awaitResult(workflowId, requestId, ms, undefined, left).catch(() => null);
   let lastSeq = -1;
   let done = false;
   let poll: ReturnType<typeof setInterval> | undefined;
@@ -174,7 +177,7 @@ async function waitWithProgress(svc: QueryService, workflowId: string, requestId
   });
   if (!unwatch) startPolling();
   try {
-    return await svc.awaitResult(workflowId, requestId, ms).catch(() => null);
+    return await svc.awaitResult(workflowId, requestId, ms, undefined, left).catch(() => null);
   } finally {
     done = true;
     unwatch?.();

@@ -82,7 +82,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
             annotations: tool.annotations as ToolAnnotations,
           },
           guard('run', async (args: Record<string, unknown>, extra) =>
-            answer(await runOperation(ctx, { api: tool.api, operation: tool.operation, input: args }, 'any', stageReporter(extra))),
+            answer(await runOperation(ctx, { api: tool.api, operation: tool.operation, input: args }, 'any', stageReporter(extra), signalOf(extra))),
           ),
         ),
       );
@@ -118,7 +118,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
       annotations: { title: 'Run a workflow', readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     };
     add(toolDefinition('svc_run_workflow', runRead), () =>
-      server.registerTool('svc_run_workflow', runRead, guard('run', async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'read', stageReporter(extra))))),
+      server.registerTool('svc_run_workflow', runRead, guard('run', async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'read', stageReporter(extra), signalOf(extra))))),
     );
 
     if (!ctx.readOnly) {
@@ -132,7 +132,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
         annotations: { title: 'Run an action', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
       };
       add(toolDefinition('svc_run_action', runAction), () =>
-        server.registerTool('svc_run_action', runAction, guard('run', async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'action', stageReporter(extra))))),
+        server.registerTool('svc_run_action', runAction, guard('run', async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'action', stageReporter(extra), signalOf(extra))))),
       );
     }
   }
@@ -146,7 +146,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
     annotations: { ...READ, title: 'Get a run' },
   };
   add(toolDefinition('svc_get_run', getRunTool), () =>
-    server.registerTool('svc_get_run', getRunTool, guard('run', async (args: GetRunArgs, extra) => answer(await getRun(ctx, args, stageReporter(extra))))),
+    server.registerTool('svc_get_run', getRunTool, guard('run', async (args: GetRunArgs, extra) => answer(await getRun(ctx, args, stageReporter(extra), signalOf(extra))))),
   );
 
   server.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
@@ -189,7 +189,10 @@ function answer(a: ToolAnswer | { result: Record<string, unknown>; isError: bool
   return 'textOnly' in a && a.textOnly ? text : { ...text, structuredContent: a.result as Record<string, unknown> };
 }
 
-type Extra = { _meta?: { progressToken?: string | number }; sendNotification: (n: { method: 'notifications/progress'; params: { progressToken: string | number; progress: number; total?: number; message?: string } }) => Promise<void> };
+type Extra = { signal?: AbortSignal; _meta?: { progressToken?: string | number }; sendNotification: (n: { method: 'notifications/progress'; params: { progressToken: string | number; progress: number; total?: number; message?: string } }) => Promise<void> };
+
+/** Aborted when the call's exchange closes (the client left; a stateless exchange cannot hear a later cancel): a wait for the run ends then. */
+const signalOf = (extra: unknown): AbortSignal | undefined => (extra as Extra).signal;
 
 /** MCP progress notifications when the client asked for them (a progressToken): the workflow's stages. */
 function stageReporter(extra: unknown): OnStage | undefined {
