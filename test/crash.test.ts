@@ -57,14 +57,16 @@ describe('crash safety', () => {
     const pending = query(org.api_key, jobSearch, { 'idempotency-key': `crash-b-${Date.now()}` }, String(api.started.url));
     const row = await waitProcessing(org.org_id);
     // What an operator sees of the run (Web UI, `temporal workflow describe`): the pending execute
-    // activity's heartbeat details name the step, decoded with the service's payload keys.
+    // activity's heartbeat details name the step, decoded with the service's payload keys. (An
+    // earlier beat may still show the navigation when the worker's first browser launch is slow.)
     const codec = (await dataConverter()).payloadCodecs![0]!;
     const step = await withTemporal((c) =>
       until(async () => {
         const d = await c.workflow.getHandle(row.workflow_id).describe();
         const payloads = d.raw.pendingActivities?.find((a) => a.activityType?.name === 'executeOperation')?.heartbeatDetails?.payloads;
         if (!payloads?.length) return undefined;
-        return defaultPayloadConverter.fromPayload((await codec.decode(payloads))[0]!);
+        const details = defaultPayloadConverter.fromPayload<{ step?: string } | undefined>((await codec.decode(payloads))[0]!);
+        return details?.step === '1' ? details : undefined;
       }, 20_000, 100),
     );
     expect(step).toEqual({ step: '1', type: 'wait', name: 'Wait for the first listings' });
