@@ -150,9 +150,10 @@ export class ResultListener {
    * Wait up to `timeoutMs` for `requestId`'s envelope to be written. `since` is when the request
    * was claimed: a notification sent before this connection listened would have been missed, so
    * `trusted` is false when the listener is younger than that (the caller reads the row once, after
-   * subscribing, so nothing falls between). Not listening: 'unsure' at once.
+   * subscribing, so nothing falls between). Not listening: 'unsure' at once. `stop` aborting ends
+   * the wait like its timeout ('timeout').
    */
-  subscribe(requestId: string, since: Date | undefined, timeoutMs: number): Subscription {
+  subscribe(requestId: string, since: Date | undefined, timeoutMs: number, stop?: AbortSignal): Subscription {
     const listening = this.listeningSince;
     if (listening === undefined) {
       // Reconnecting (or PostgreSQL down): never hold a waiter on it; the caller falls back now.
@@ -166,14 +167,18 @@ export class ResultListener {
       let set = this.waiters.get(requestId);
       if (!set) this.waiters.set(requestId, (set = new Set()));
       const timer = setTimeout(() => done('timeout'), Math.max(0, timeoutMs));
+      const onStop = () => done('timeout');
       done = (h: Heard) => {
         clearTimeout(timer);
+        stop?.removeEventListener('abort', onStop);
         const s = this.waiters.get(requestId);
         s?.delete(done);
         if (s?.size === 0) this.waiters.delete(requestId);
         resolve(h);
       };
       set.add(done);
+      if (stop?.aborted) done('timeout');
+      else stop?.addEventListener('abort', onStop, { once: true });
     });
     return { heard, trusted, cancel: () => done('timeout') };
   }

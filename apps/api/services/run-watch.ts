@@ -59,26 +59,20 @@ export class RunWatch {
     const listener = this.listener();
     if (!listener) return this.awaitHistory(workflowId, requestId, timeoutMs, left);
     const deadline = Date.now() + timeoutMs;
-    const sub = listener.subscribe(requestId, since, Math.min(timeoutMs, this.deps.config.RESULT_NOTIFY_FALLBACK_MS));
-    const leave = () => sub.cancel();
-    left?.addEventListener('abort', leave, { once: true });
-    try {
-      let heard = sub.trusted ? await sub.heard : undefined;
-      if (heard === undefined) {
-        // A notification may have come and gone before this connection listened: look once.
-        const env = await this.storedEnvelope(requestId);
-        if (env) {
-          sub.cancel();
-          return env;
-        }
-        heard = await sub.heard;
+    const sub = listener.subscribe(requestId, since, Math.min(timeoutMs, this.deps.config.RESULT_NOTIFY_FALLBACK_MS), left);
+    let heard = sub.trusted ? await sub.heard : undefined;
+    if (heard === undefined) {
+      // A notification may have come and gone before this connection listened: look once.
+      const env = await this.storedEnvelope(requestId);
+      if (env) {
+        sub.cancel();
+        return env;
       }
-      if (heard === 'notified') {
-        const env = await this.storedEnvelope(requestId);
-        if (env) return env;
-      }
-    } finally {
-      left?.removeEventListener('abort', leave);
+      heard = await sub.heard;
+    }
+    if (heard === 'notified') {
+      const env = await this.storedEnvelope(requestId);
+      if (env) return env;
     }
     // Late, lost or unsure: today's history long-poll, raced with a notification still to come.
     const remaining = deadline - Date.now();
@@ -86,14 +80,11 @@ export class RunWatch {
     if (remaining <= 0) return (await this.storedEnvelope(requestId)) ?? null;
     const done = new AbortController();
     const history = this.awaitHistory(workflowId, requestId, remaining, left ? AbortSignal.any([done.signal, left]) : done.signal);
-    const late = listener.subscribe(requestId, undefined, remaining);
-    const lateLeave = () => late.cancel();
-    left?.addEventListener('abort', lateLeave, { once: true });
+    const late = listener.subscribe(requestId, undefined, remaining, left);
     const notified = late.heard.then(async (h) => (h === 'notified' ? ((await this.storedEnvelope(requestId)) ?? history) : history));
     try {
       return await Promise.race([history, notified]);
     } finally {
-      left?.removeEventListener('abort', lateLeave);
       late.cancel();
       // A notification answered first: the history long-poll is no longer wanted.
       done.abort();
