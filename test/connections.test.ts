@@ -413,6 +413,16 @@ describe('isolation and storage', () => {
     const bad = await admin(['connection', 'add', '--org', org.org_id, '--kind', 'account', '--name', 'shop_account', '--site', SHOP, '--secret', `{"password": ${JSON.stringify(SHOP_PASSWORD)}, "n": 1}`]);
     expect(bad.code).not.toBe(0);
     expectNoSecrets(bad.out);
+
+    // A mistyped flag carrying a secret: refused by name with the usage, no stack trace, no secret.
+    const typo = await admin(['connection', 'add', '--org', org.org_id, `--secrets=${JSON.stringify({ password: SHOP_PASSWORD })}`]);
+    expect(typo.code).toBe(2);
+    expect(typo.out).toMatch(/^admin: Unknown option '--secrets'\nusage:\n/);
+    expect(typo.out).not.toMatch(/\n\s+at /);
+    expectNoSecrets(typo.out);
+    const help = await admin(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.out).toMatch(/^usage:\n/);
   });
 
   it('the demo catalog names the same connections (when its access operations are published)', async (ctx) => {

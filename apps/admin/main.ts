@@ -25,29 +25,41 @@ const USAGE = `usage:
 ${ACCOUNT_USAGE}
 ${WORKFLOW_USAGE}`;
 
-const { positionals, values } = parseArgs({
-  allowPositionals: true,
-  options: {
-    name: { type: 'string' },
-    credits: { type: 'string' },
-    org: { type: 'string' },
-    key: { type: 'string' },
-    'expires-at': { type: 'string' },
-    id: { type: 'string' },
-    kind: { type: 'string' },
-    site: { type: 'string' },
-    secret: { type: 'string' },
-    email: { type: 'string' },
-    password: { type: 'string' },
-    role: { type: 'string' },
-    file: { type: 'string' },
-    share: { type: 'boolean' },
-  },
-});
-
 function fail(message: string): never {
   console.error(`admin: ${message}\n${USAGE}`);
   process.exit(2);
+}
+
+function parse() {
+  try {
+    return parseArgs({ allowPositionals: true, options: OPTIONS });
+  } catch (e) {
+    // An unknown or malformed flag: say which, with the usage, never a stack trace.
+    fail((e as Error).message.split('. ')[0]!);
+  }
+}
+
+const OPTIONS = {
+  name: { type: 'string' },
+  credits: { type: 'string' },
+  org: { type: 'string' },
+  key: { type: 'string' },
+  'expires-at': { type: 'string' },
+  id: { type: 'string' },
+  kind: { type: 'string' },
+  site: { type: 'string' },
+  secret: { type: 'string' },
+  email: { type: 'string' },
+  password: { type: 'string' },
+  role: { type: 'string' },
+  file: { type: 'string' },
+  share: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+const { positionals, values } = parse();
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
 }
 
 function need(name: keyof typeof values): string {
