@@ -219,12 +219,19 @@ describe('authorization and code exchange', () => {
     const unknown = await who.client.get(authorizePath({ ...params, client_id: 'mcpc_00000000000000000000000000000000' }));
     expect(unknown.status).toBe(400);
     expect(unknown.text).toContain('not registered');
-    for (const id of ['https://127.0.0.1/client.json', 'https://localhost/client.json', 'https://169.254.169.254/latest/meta-data']) {
+    // IPv6 spellings of loopback and of the metadata address are private addresses too.
+    for (const id of ['https://127.0.0.1/client.json', 'https://localhost/client.json', 'https://169.254.169.254/latest/meta-data', 'https://[::7f00:1]/client.json', 'https://[64:ff9b::a9fe:a9fe]/latest/meta-data']) {
       const page = await who.client.get(authorizePath({ ...params, client_id: id }));
       expect(page.status).toBe(400);
       expect(page.location).toBeNull();
       expect(page.text).toContain('cannot be used');
+      expect(page.text, id).toMatch(/private, loopback or link-local|loopback name/);
     }
+    // A fetch that fails is told in the service's words: no error code, address or port of the network.
+    const nowhere = await who.client.get(authorizePath({ ...params, client_id: 'https://no-such-host.invalid/client.json' }));
+    expect(nowhere.status).toBe(400);
+    expect(nowhere.text).toContain('it could not be fetched');
+    expect(nowhere.text).not.toMatch(/ENOTFOUND|EAI_AGAIN|getaddrinfo/);
     expect((await db().query(`SELECT 1 FROM oauth_clients WHERE kind = 'cimd' AND id LIKE 'https://127.0.0.1/%'`)).rowCount).toBe(0);
   });
 });

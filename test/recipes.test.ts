@@ -104,7 +104,12 @@ describe('value parsing', () => {
   it('private address ranges', () => {
     for (const ip of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1'])
       expect(isPrivateAddress(ip), ip).toBe(true);
-    for (const ip of ['93.184.216.34', '8.8.8.8', '2606:4700::1111']) expect(isPrivateAddress(ip), ip).toBe(false);
+    // IPv6 spellings that carry a private IPv4 address (compatible, mapped in any spelling, translated,
+    // NAT64, 6to4) and prefixes that reach IPv4 hosts by other means (local-use NAT64, Teredo).
+    for (const ip of ['::', '::7f00:1', '::127.0.0.1', '0:0:0:0:0:ffff:7f00:1', '::ffff:0:a00:1', '64:ff9b::7f00:1', '64:ff9b:0:0:0:0:a9fe:a9fe', '64:ff9b:1::808:808', '2002:7f00:1::1', '2002:a9fe:a9fe::', '2001:0:4136:e378:8000:63bf:3fff:fdd2', 'fe80::1%eth0'])
+      expect(isPrivateAddress(ip), ip).toBe(true);
+    for (const ip of ['93.184.216.34', '8.8.8.8', '2606:4700::1111', '::ffff:808:808', '64:ff9b::808:808', '2002:808:808::1', '2a00:1450:4009:81f::200e'])
+      expect(isPrivateAddress(ip), ip).toBe(false);
   });
 });
 

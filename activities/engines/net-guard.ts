@@ -50,17 +50,43 @@ for (const [net, prefix] of [
 ] as const)
   blocked.addSubnet(net, prefix, 'ipv6');
 
-function embeddedIpv4(ip: string): string | null {
-  const lower = ip.toLowerCase();
-  // ::ffff:a.b.c.d, ::a.b.c.d, 64:ff9b::a.b.c.d (NAT64)
-  const dotted = /^(?:::ffff:|::|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (dotted) return dotted[1]!;
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (hex) {
-    const hi = parseInt(hex[1]!, 16);
-    const lo = parseInt(hex[2]!, 16);
-    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+/** The eight 16-bit groups of an IPv6 address (any spelling: compressed or not, with a dotted tail). */
+function ipv6Groups(ip: string): number[] | null {
+  let text = ip.toLowerCase();
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
   }
+  const halves = text.split('::');
+  if (halves.length > 2) return null;
+  const head = halves[0] ? halves[0].split(':') : [];
+  const tail = halves.length === 2 && halves[1] ? halves[1].split(':') : [];
+  const fill = halves.length === 2 ? 8 - head.length - tail.length : 0;
+  if (fill < 0) return null;
+  const groups = [...head, ...Array<string>(fill).fill('0'), ...tail].map((g) => parseInt(g, 16));
+  return groups.length === 8 && groups.every((g) => g >= 0 && g <= 0xffff) ? groups : null;
+}
+
+const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+
+/**
+ * The IPv4 address an IPv6 address stands for where the network may deliver it to that IPv4 host:
+ * IPv4-compatible (::/96), IPv4-mapped (::ffff:0:0/96), IPv4-translated (::ffff:0:0:0/96), NAT64's
+ * well-known prefix (64:ff9b::/96) and 6to4 (2002::/16). 'refuse' for prefixes that reach IPv4 hosts
+ * by other means (local-use NAT64 64:ff9b:1::/48, Teredo 2001::/32): never a public website's address.
+ */
+function embeddedIpv4(ip: string): string | 'refuse' | null {
+  const g = ipv6Groups(ip);
+  if (!g) return 'refuse';
+  const zero = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zero(0, 6)) return v4(g[6]!, g[7]!);
+  if (zero(0, 5) && g[5] === 0xffff) return v4(g[6]!, g[7]!);
+  if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return v4(g[6]!, g[7]!);
+  if (g[0] === 0x64 && g[1] === 0xff9b && zero(2, 6)) return v4(g[6]!, g[7]!);
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return 'refuse';
+  if (g[0] === 0x2002) return v4(g[1]!, g[2]!);
+  if (g[0] === 0x2001 && g[1] === 0) return 'refuse';
   return null;
 }
 
@@ -70,8 +96,9 @@ export function isPrivateAddress(ip: string): boolean {
   const family = isIP(bare);
   if (family === 4) return blocked.check(bare, 'ipv4');
   if (family === 6) {
-    const v4 = embeddedIpv4(bare);
-    if (v4) return blocked.check(v4, 'ipv4');
+    const inner = embeddedIpv4(bare);
+    if (inner === 'refuse') return true;
+    if (inner) return blocked.check(inner, 'ipv4');
     return blocked.check(bare, 'ipv6');
   }
   return true; // not an address: refuse

@@ -9,7 +9,7 @@ import type { Agent } from 'undici';
 import { request } from 'undici';
 import { z } from 'zod';
 import { createHttpDispatcher } from '../../activities/engines/http-engine.ts';
-import { assertPublicHost, mappedTarget, type HostMap } from '../../activities/engines/net-guard.ts';
+import { DestinationRefusedError, assertPublicHost, mappedTarget, type HostMap } from '../../activities/engines/net-guard.ts';
 import type { Db } from '../db/pool.ts';
 import { MAX_REDIRECT_URIS, MAX_URI_LENGTH, findClient, redirectUriProblem, type ClientRow } from './clients.ts';
 
@@ -38,6 +38,9 @@ const ClientDocument = z.looseObject({
   token_endpoint_auth_method: z.literal('none').optional(),
 });
 
+/** What was wrong with a document that was fetched: safe to show (it says nothing about the network). */
+export class ClientDocumentProblem extends Error {}
+
 export type FetchClientDocument = (url: string) => Promise<{ client_name: string; redirect_uris: string[]; metadata: Record<string, unknown> }>;
 
 /** A document fetcher; `hostMap` is the SITE_HOST_MAP setting (empty in production: everything guarded). */
@@ -59,7 +62,7 @@ async function fetchClientDocument(url: string, dispatcher: Agent, hostMap: Host
   });
   if (res.statusCode !== 200) {
     await res.body.dump();
-    throw new Error(`it answered HTTP ${res.statusCode}`);
+    throw new ClientDocumentProblem(`it answered HTTP ${res.statusCode}`);
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -67,19 +70,35 @@ async function fetchClientDocument(url: string, dispatcher: Agent, hostMap: Host
     size += (chunk as Buffer).length;
     if (size > DOCUMENT_MAX_BYTES) {
       res.body.destroy();
-      throw new Error(`it is larger than ${DOCUMENT_MAX_BYTES} bytes`);
+      throw new ClientDocumentProblem(`it is larger than ${DOCUMENT_MAX_BYTES} bytes`);
     }
     chunks.push(chunk as Buffer);
   }
-  const doc = ClientDocument.safeParse(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-  if (!doc.success) throw new Error(`it is not a valid client metadata document (${doc.error.issues[0]?.message ?? 'invalid'})`);
-  if (doc.data.client_id !== url) throw new Error('it names another client_id than its own URL');
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new ClientDocumentProblem('it is not JSON');
+  }
+  const doc = ClientDocument.safeParse(json);
+  if (!doc.success) throw new ClientDocumentProblem(`it is not a valid client metadata document (${doc.error.issues[0]?.message ?? 'invalid'})`);
+  if (doc.data.client_id !== url) throw new ClientDocumentProblem('it names another client_id than its own URL');
   return { client_name: doc.data.client_name ?? u.host, redirect_uris: doc.data.redirect_uris, metadata: doc.data };
 }
 
 export type ResolvedClient = { ok: true; client: ClientRow } | { ok: false; message: string };
 
 const guardedFetcher = clientDocumentFetcher();
+
+/** Why a document could not be fetched, in words of the service's own (never the error's text). */
+function fetchFailure(err: unknown): string {
+  if (err instanceof DestinationRefusedError) return 'its host is a private, loopback or link-local address';
+  const code = String((err as { code?: unknown } | null)?.code ?? '');
+  if (/^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_)/.test(code)) return 'its TLS certificate could not be verified for its host';
+  if ((err as { name?: unknown } | null)?.name === 'TimeoutError' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT')
+    return `it did not answer within ${DOCUMENT_TIMEOUT_MS / 1000} s`;
+  return 'it could not be fetched';
+}
 
 /** A registered client, or a metadata-document client (fetched when new or its cache is stale). */
 export async function resolveClient(db: Db, id: string, fetchDocument: FetchClientDocument = guardedFetcher): Promise<ResolvedClient> {
@@ -91,7 +110,10 @@ export async function resolveClient(db: Db, id: string, fetchDocument: FetchClie
   try {
     doc = await fetchDocument(id);
   } catch (err) {
-    const why = err instanceof Error ? err.message.slice(0, 200) : 'cannot be read';
+    // Only what was wrong with a fetched document is shown: this page needs no sign-in, so a network
+    // error's text (addresses, ports, refused or unreachable) would make it a probe of what the
+    // service can reach.
+    const why = err instanceof ClientDocumentProblem ? err.message.slice(0, 200) : fetchFailure(err);
     return { ok: false, message: `The client's metadata document at ${id} cannot be used (${why}).` };
   }
   const r = await db.query<ClientRow>(
