@@ -275,6 +275,22 @@ describe('running with a connection', () => {
     expect((await demo('/__demo/state')).weather_history_calls).toBeGreaterThanOrEqual(1);
   });
 
+  it('an identical keyed retry replays its retained result even after the connection was revoked', async () => {
+    const org = await newOrg(10);
+    const c = await connect(org.org_id, WEATHER_REQ, { WEATHER_API_KEY: VALID_KEY });
+    const headers = { 'Idempotency-Key': `revoked-${org.org_id}` };
+    const first = await query(org.api_key, weatherQuery(), headers);
+    expect(first.status, first.text).toBe(200);
+    await revokeConnection(db(), c.connection_id);
+    const again = await query(org.api_key, weatherQuery(), headers);
+    expect(again.status, again.text).toBe(200);
+    expect(again.headers.get('idempotency-replayed')).toBe('true');
+    expect(again.body).toEqual(first.body);
+    // Not retained under a key: the same query now is auth_revoked.
+    expect((await query(org.api_key, weatherQuery())).body.error.code).toBe('auth_revoked');
+    expect((await ledgerOf(org.org_id)).map((l) => l.kind)).toEqual(['reserve', 'settle']);
+  });
+
   it('an account connection {email, password} reaches the recipe as SHOP_EMAIL / SHOP_PASSWORD', async () => {
     const org = await newOrg(10);
     await connect(org.org_id, SHOP_REQ, { email: SHOP_EMAIL, password: SHOP_PASSWORD });

@@ -52,6 +52,22 @@ describe('idempotency', () => {
     expect((await balanceOf(org.org_id)).charged).toBe(1);
   });
 
+  it('a used key is met before the body is resolved: a body that would not resolve or validate is still a conflict', async () => {
+    const org = await newOrg(5);
+    const k = key();
+    expect((await query(org.api_key, london, { 'idempotency-key': k })).status).toBe(200);
+    for (const body of [
+      { ...london, api: '@no-such-workflow' },
+      { ...london, operation: 'no_such_operation' },
+      { ...london, input: { city: 42 } },
+    ]) {
+      const res = await query(org.api_key, body, { 'idempotency-key': k });
+      expect(res.status, JSON.stringify(body)).toBe(409);
+      expect(res.body.error).toMatchObject({ code: 'idempotency_key_conflict', param: 'Idempotency-Key' });
+    }
+    expect(await ledgerOf(org.org_id)).toHaveLength(2);
+  });
+
   it('keys are scoped to the organization', async () => {
     const a = await newOrg(5);
     const b = await newOrg(5);

@@ -70,11 +70,20 @@ async function runUnbounded(ctx: McpContext, args: RunArgs, kind: RunKind, onSta
       const refusal = refuse(named.op.performsActions, kind, ctx.readOnly, `${named.op.handle} ${named.op.operation}`);
       if (refusal) return { isError: true, result: { ...none, status: 'refused', message: refusal } };
     }
-    const op = await svc.resolve(ctx.orgId, q);
-    const refusal = refuse(op.performsActions, kind, ctx.readOnly, `${op.handle} ${op.operation}`);
-    if (refusal) return { isError: true, result: { ...none, status: 'refused', message: refusal } };
-
-    const sub = await svc.submit(ctx.orgId, q, op, key);
+    // Then the key (replay, conflict or in progress, as POST /v1/query), then resolution.
+    const met = await svc.meetKey(ctx.orgId, q, key);
+    let sub;
+    if (met) {
+      // The tool's rules hold for a replay too (the operation it names may be unresolvable now).
+      const refusal = refuse(met.request.performs_actions, kind, ctx.readOnly, `${met.request.api} ${met.request.operation}`);
+      if (refusal) return { isError: true, result: { ...none, status: 'refused', message: refusal } };
+      sub = met;
+    } else {
+      const op = await svc.resolve(ctx.orgId, q);
+      const refusal = refuse(op.performsActions, kind, ctx.readOnly, `${op.handle} ${op.operation}`);
+      if (refusal) return { isError: true, result: { ...none, status: 'refused', message: refusal } };
+      sub = await svc.submit(ctx.orgId, q, op, key);
+    }
     if (sub.kind === 'replay') {
       ctx.onDelivered?.(sub.envelope, true);
       return fromEnvelope(sub.request, sub.envelope, true);

@@ -147,7 +147,7 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       const org = request.auth!;
       const key = svc.checkIdempotencyKey(request.headers['idempotency-key']);
       const q = svc.parseBody(request.body);
-      // A keyed prompt meets its key before routing (replay or conflict); otherwise resolve and submit.
+      // A keyed request meets its key first (replay, conflict or in progress); otherwise resolve (or route) and submit.
       const sub = (await svc.meetKey(org.orgId, q, key)) ?? (await svc.submit(org.orgId, q, await svc.resolve(org.orgId, q), key));
       if (sub.stream) return app.streamQuery(reply, sub);
       if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);

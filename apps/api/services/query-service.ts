@@ -198,13 +198,15 @@ export class QueryService {
   }
 
   /**
-   * A keyed prompt meets its key before it is routed: the same key and body replay what ran
-   * (even if the catalog changed since, so the prompt would route elsewhere or not at all), and a
-   * different prompt or scope is idempotency_key_conflict rather than whatever routing it would
-   * get. Null: nothing retained under the key, go on (route, then submit).
+   * A keyed request meets its key before it is resolved or routed: the same key and body replay
+   * what ran (even if the catalog, the input schema or the organization's connections changed
+   * since, so that resolving it now would fail, or a prompt would route elsewhere or not at all),
+   * and a different body is idempotency_key_conflict rather than whatever resolving it would say;
+   * a retry while the original runs is request_in_progress. Null: nothing retained under the key,
+   * go on (resolve or route, then submit).
    */
   async meetKey(orgId: string, q: QueryRequest, idempotencyKey: string | undefined): Promise<Submission | null> {
-    if (q.prompt === undefined || !idempotencyKey) return null;
+    if (!idempotencyKey) return null;
     const existing = await findByKey(this.deps.db, orgId, sha256Hex(idempotencyKey));
     if (!existing) return null;
     const outcome = await this.idempotency.existing(existing, fingerprintOf(q));
