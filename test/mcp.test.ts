@@ -8,6 +8,8 @@ import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, s
 import { processPool } from './helpers/processes.ts';
 import { boundRun, boundSearch, boundWorkflow } from '../apps/api/mcp/bound.ts';
 import { RunOutputSchema, type RunResult } from '../apps/api/mcp/schemas.ts';
+import { publishApi } from '../shared/db/catalog.ts';
+import { weatherApi } from '../shared/catalog/demo/weather.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 const order = { api: '@shop', operation: 'place_order', input: { sku: 'NW-MUG-STL', quantity: 1 } };
@@ -318,6 +320,41 @@ describe('MCP per-workflow endpoint', () => {
     const missing = await call('POST', '/mcp/workflows/no-such-workflow', { key: org.api_key, body: {} });
     expect(missing.status).toBe(404);
     expect(missing.body.error.code).toBe('unknown_api_slug');
+  });
+});
+
+describe('a private workflow with a public handle', () => {
+  it('each per-workflow tool runs its own operation, and svc_get_workflow lists every operation the handle reaches', async () => {
+    const org = await newOrg(20);
+    // The organization's own @weather: one operation, current_weather, at 3 credits (the public one costs 1).
+    const current = weatherApi.operations.find((o) => o.name === 'current_weather')!;
+    await publishApi(db(), { ...weatherApi, name: 'Own Weather', operations: [{ ...current, cost_credits: 3 }] }, { ownerOrgId: org.org_id });
+    const listing = await call('GET', '/v1/catalog/tools?api=@weather', { key: org.api_key });
+    const named = listing.body.data.items.filter((t: { operation: string }) => t.operation === 'current_weather');
+    const pub = named.find((t: { visibility: string }) => t.visibility === 'public');
+    const own = named.find((t: { visibility: string }) => t.visibility === 'private');
+    expect(pub.name).not.toBe(own.name);
+
+    const client = await connect(org.api_key, '/mcp/workflows/weather');
+    const viaPublic = await callTool(client, pub.name, { city: 'London' });
+    expect(viaPublic.sc.receipt.billing).toEqual({ status: 'settled', reserved_credits: 1, charged_credits: 1 });
+    const viaOwn = await callTool(client, own.name, { city: 'London' });
+    expect(viaOwn.sc.receipt.billing).toEqual({ status: 'settled', reserved_credits: 3, charged_credits: 3 });
+    const rows = await db().query('SELECT id, operation_id, is_public_api FROM requests WHERE org_id = $1', [org.org_id]);
+    const byId = new Map(rows.rows.map((r) => [r.id, r]));
+    expect(byId.get(viaPublic.sc.request_id)).toMatchObject({ operation_id: pub.operation_id, is_public_api: true });
+    expect(byId.get(viaOwn.sc.request_id)).toMatchObject({ operation_id: own.operation_id, is_public_api: false });
+    expect((await balanceOf(org.org_id)).charged).toBe(4);
+
+    // svc_get_workflow: the private operation, and the public ones it does not shadow (all runnable by handle).
+    const generic = await connect(org.api_key);
+    const ops = (await callTool(generic, 'svc_get_workflow', { api: '@weather' })).sc;
+    expect(ops.visibility).toBe('private');
+    const publicOps = listing.body.data.items.filter((t: { visibility: string; operation: string }) => t.visibility === 'public' && t.operation !== 'current_weather');
+    expect(publicOps.length).toBeGreaterThan(0);
+    expect(ops.operations.map((o: { tool: string; visibility: string }) => `${o.tool} ${o.visibility}`).sort()).toEqual(
+      [`${own.name} private`, ...publicOps.map((t: { name: string }) => `${t.name} public`)].sort(),
+    );
   });
 });
 

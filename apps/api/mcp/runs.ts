@@ -25,6 +25,8 @@ export interface RunArgs {
   operation: string;
   input: Record<string, unknown>;
   version?: number;
+  /** Which of a handle's workflows (per-workflow tools name theirs); omitted, a private one wins as in queries. */
+  visibility?: 'public' | 'private';
   include?: string[];
   exclude?: string[];
   wait_seconds?: number;
@@ -61,11 +63,12 @@ async function runUnbounded(ctx: McpContext, args: RunArgs, kind: RunKind, onSta
       operation: args.operation,
       input: args.input,
       ...(args.version !== undefined ? { version: args.version } : {}),
+      ...(args.visibility !== undefined ? { visibility: args.visibility } : {}),
       ...(response ? { response } : {}),
     });
     const key = args.idempotency_key === undefined ? undefined : svc.checkIdempotencyKey(args.idempotency_key);
     // The wrong tool is refused first (before input, access or admission checks): nothing is claimed or charged.
-    const named = await resolveOperation(ctx.db, ctx.orgId, { api: q.api!, operation: q.operation!, version: q.version }).catch(() => undefined);
+    const named = await resolveOperation(ctx.db, ctx.orgId, { api: q.api!, operation: q.operation!, version: q.version, visibility: q.visibility }).catch(() => undefined);
     if (named?.ok) {
       const refusal = refuse(named.op.performsActions, kind, ctx.readOnly, `${named.op.handle} ${named.op.operation}`);
       if (refusal) return { isError: true, result: { ...none, status: 'refused', message: refusal } };

@@ -42,6 +42,10 @@ const OperationSummary = z.object({
   performs_actions: z.boolean().describe('true when running it changes something on a website; run it with svc_run_action'),
   cost_credits: z.number(),
   contract_version: z.number().int(),
+  visibility: z
+    .enum(['public', 'private'])
+    .optional()
+    .describe("which of the handle's workflows the operation belongs to (svc_get_workflow: the public one's operations that the private one does not shadow are listed too)"),
 });
 
 export const SearchOutput = {

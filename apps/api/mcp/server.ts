@@ -82,7 +82,8 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
             annotations: tool.annotations as ToolAnnotations,
           },
           guard('run', async (args: Record<string, unknown>, extra) =>
-            answer(await runOperation(ctx, { api: tool.api, operation: tool.operation, input: args }, 'any', stageReporter(extra), signalOf(extra))),
+            // The tool is one operation: its visibility keeps a private operation of the same name from answering for a public one.
+            answer(await runOperation(ctx, { api: tool.api, operation: tool.operation, visibility: tool.visibility, input: args }, 'any', stageReporter(extra), signalOf(extra))),
           ),
         ),
       );
@@ -245,16 +246,18 @@ async function getWorkflowUnbounded(ctx: McpContext, args: GetWorkflowArgs) {
     return toolError(new ServiceError('catalog_unavailable', 'The catalog cannot be read right now'), ctx.baseUrl);
   }
   if (tools.length === 0) return toolError(new ServiceError('unknown_api_slug', `No workflow ${args.api} is available to this organization`, { param: 'api' }), ctx.baseUrl);
-  // A private workflow wins over a public one of the same handle, as in queries.
+  // A private workflow wins over a public one of the same handle, as in queries; the public one's
+  // operations it does not shadow stay reachable through the handle, so they are listed too.
   const side = tools.some((t) => t.visibility === 'private') ? 'private' : 'public';
   const mine = tools.filter((t) => t.visibility === side);
+  const reachable = [...mine, ...tools.filter((t) => t.visibility !== side && !mine.some((m) => m.operation === t.operation))];
   const head = { api: mine[0]!.api, name: mine[0]!.workflow, visibility: side as 'public' | 'private' };
-  if (!args.operation) return { isError: false as const, result: { ...head, operations: mine.map(summary) } as WorkflowAnswer };
+  if (!args.operation) return { isError: false as const, result: { ...head, operations: reachable.map(summary) } as WorkflowAnswer };
 
   const tool = mine.find((t) => t.operation === args.operation) ?? tools.find((t) => t.operation === args.operation);
   if (!tool) {
     return toolError(
-      new ServiceError('unknown_operation', `${args.api} has no operation named ${args.operation}; operations: ${mine.map((t) => t.operation).join(', ')}`, { param: 'operation' }),
+      new ServiceError('unknown_operation', `${args.api} has no operation named ${args.operation}; operations: ${reachable.map((t) => t.operation).join(', ')}`, { param: 'operation' }),
       ctx.baseUrl,
     );
   }
@@ -313,6 +316,7 @@ function summary(t: Tool) {
     performs_actions: t.performs_actions,
     cost_credits: t.cost_credits,
     contract_version: t.contract_version,
+    visibility: t.visibility,
   };
 }
 
