@@ -22,6 +22,11 @@ describe('authentication', () => {
   it('missing key', async () => {
     expect401(await call('GET', '/v1/auth'), 'api_key_required', false);
     expect401(await call('POST', '/v1/query', { body: {} }), 'api_key_required', false);
+    // The key before the body: whatever a caller without one sends (not JSON, another type, too large), it is 401.
+    expect401(await call('POST', '/v1/query', { rawBody: '{bad', headers: { 'content-type': 'application/json' } }), 'api_key_required', false);
+    expect401(await call('POST', '/v1/query', { rawBody: '{}', headers: { 'content-type': 'text/plain' } }), 'api_key_required', false);
+    expect401(await call('POST', '/v1/query', { rawBody: `{"prompt":"${'x'.repeat(3 * 1024 * 1024)}"}`, headers: { 'content-type': 'application/json' } }), 'api_key_required', false);
+    expect401(await call('POST', '/v1/query/requests/req_0000000000/feedback', { rawBody: 'x', headers: { 'content-type': 'text/plain' } }), 'api_key_required', false);
   });
 
   it('malformed and unknown keys', async () => {

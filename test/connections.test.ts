@@ -271,6 +271,9 @@ describe('running with a connection', () => {
     expect(res.body.data.receipt.billing).toEqual({ status: 'settled', reserved_credits: 2, charged_credits: 2 });
     const lookup = await call('GET', `/v1/query/requests/${res.body.data.receipt.request_id}`, { key: org.api_key });
     expect(lookup.status).toBe(200);
+    // A connected account's result is never cached: neither answer may be stored on the way.
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(lookup.headers.get('cache-control')).toBe('no-store');
     expectNoSecrets(res.text, lookup.text, JSON.stringify(await requestRows(org.org_id)), [...res.headers.entries()].join('\n'));
     expect((await demo('/__demo/state')).weather_history_calls).toBeGreaterThanOrEqual(1);
   });

@@ -80,12 +80,24 @@ describe('request lifecycle', () => {
       [newRequestId(), org.org_id, `outside-${key()}`],
     );
     const remaining: string[] = [];
+    const resets = new Set<string>();
     for (let i = 0; i < 3; i++) {
-      const r = await query(org.api_key, london, i === 1 ? { 'idempotency-key': key() } : {}, url);
+      const k = key();
+      const r = await query(org.api_key, london, i === 1 ? { 'idempotency-key': k } : {}, url);
       expect(r.status, r.text).toBe(200);
       remaining.push(r.headers.get('x-ratelimit-remaining')!);
+      resets.add(r.headers.get('x-ratelimit-reset')!);
+      if (i === 1) {
+        // A replay is not counted, and its headers say so: the same remaining, the same reset.
+        const replay = await query(org.api_key, london, { 'idempotency-key': k }, url);
+        expect(replay.headers.get('idempotency-replayed')).toBe('true');
+        expect(replay.headers.get('x-ratelimit-remaining')).toBe('1');
+        resets.add(replay.headers.get('x-ratelimit-reset')!);
+      }
     }
     expect(remaining).toEqual(['2', '1', '0']);
+    // One oldest request (the row from outside) throughout: one reset.
+    expect(resets.size, [...resets].join(' ')).toBe(1);
 
     const refused = await query(org.api_key, london, { 'idempotency-key': key() }, url);
     expect(refused.status, refused.text).toBe(429);
@@ -103,9 +115,15 @@ describe('request lifecycle', () => {
     expect((await db().query('SELECT count(*)::int AS n FROM requests WHERE org_id = $1', [org.org_id])).rows[0].n).toBe(4);
     expect(await ledgerSettled(org.org_id)).toEqual({ granted: 100, available: 97, reserved: 0, charged: 3 });
     // The limit is the organization's own.
+    const before = Math.floor(Date.now() / 1000);
     const elsewhere = await query(other.api_key, london, {}, url);
+    const after = Math.floor(Date.now() / 1000);
     expect(elsewhere.status, elsewhere.text).toBe(200);
     expect(elsewhere.headers.get('x-ratelimit-remaining')).toBe('3');
+    // Its first request: the oldest is the whole second it was counted in, 60 s on.
+    const first = Number(elsewhere.headers.get('x-ratelimit-reset'));
+    expect(first).toBeGreaterThanOrEqual(before + 60);
+    expect(first).toBeLessThanOrEqual(after + 60);
 
     // A minute later (the organization's counted seconds moved back 61 s) the window is empty again.
     await db().query('UPDATE request_second_counts SET second = second - 61 WHERE org_id = $1', [org.org_id]);

@@ -30,8 +30,8 @@ export default async function feedbackRoutes(app: FastifyInstance) {
       response: { 200: named('FeedbackResponse', FeedbackResponse) },
       ...errors(400, 401, 404, 409, 410, 413, 415, 429, 503),
     },
-    // The key first: a caller without one learns nothing about ids or bodies.
-    preValidation: app.authenticate,
+    // The key first, before the body is read: a caller without one learns nothing about ids or bodies.
+    onRequest: app.authenticate,
     handler: async (request) => {
       const id = request.params.request_id;
       const r = await setFeedback(app.db, request.auth!.orgId, id, request.body.value);

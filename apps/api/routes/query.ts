@@ -108,10 +108,13 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
   app.post(
     '/v1/query',
     {
-      preValidation: app.authenticate,
+      // The key before the body is read: a caller without one gets 401 whatever it sent (not 400, 413 or 415).
+      onRequest: app.authenticate,
       // Every JSON answer counted once: an error thrown before a run (401, 400, 402, …) is only seen here.
+      // No answer is stored by a cache on the way: results (those of connected accounts too) are the caller's alone.
       onSend: async (request, reply, payload) => {
         if (!counted.has(request) && reply.statusCode >= 400) app.metrics.recordQuery('json', { status: reply.statusCode, body: errorBody(payload) }, false);
+        reply.header('cache-control', 'no-store');
         return payload;
       },
       // Body and Idempotency-Key are the query service's to check (strict unknown fields, mode

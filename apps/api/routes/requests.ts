@@ -64,6 +64,11 @@ export default async function requestRoutes(app: FastifyInstance) {
     },
     // The key first: a caller without one learns nothing about ids or bodies.
     preValidation: app.authenticate,
+    // A retained result is the caller's alone (a connected account's too): never stored by a cache.
+    onSend: async (_request, reply, payload) => {
+      reply.header('cache-control', 'no-store');
+      return payload;
+    },
     handler: async (request) => {
       const id = request.params.request_id;
       const orgId = request.auth!.orgId;

@@ -31,12 +31,12 @@ export class Admission {
 
   /** The rate headers without admitting anything (replays, which are not new work). */
   async peek(orgId: string): Promise<RateInfo> {
-    return this.guard(async () => this.check(this.deps.db, orgId, false, false));
+    return this.guard(async () => this.check(this.deps.db, orgId, false, false, false));
   }
 
   /** Admit without claiming (today's `admit(orgId, keyed, enforce)`): counts only, not atomic with any insert. */
   async admit(orgId: string, keyed: boolean, enforce = true): Promise<RateInfo> {
-    return this.guard(async () => this.check(this.deps.db, orgId, keyed, enforce));
+    return this.guard(async () => this.check(this.deps.db, orgId, keyed, enforce, true));
   }
 
   /**
@@ -47,7 +47,7 @@ export class Admission {
     return this.guard(() =>
       tx(this.deps.db, async (c) => {
         await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ADMISSION_LOCK_CLASS, fields.orgId]);
-        const rate = await this.check(c, fields.orgId, fields.keyHash !== null, true);
+        const rate = await this.check(c, fields.orgId, fields.keyHash !== null, true, true);
         return { rate, request: await insertClaim(c, fields) };
       }),
     );
@@ -68,11 +68,16 @@ export class Admission {
     }
   }
 
-  private async check(c: Db | DbClient, orgId: string, keyed: boolean, enforce: boolean): Promise<RateInfo> {
+  /**
+   * The organization's counts against its plan; `admitting`: for a request about to be counted
+   * (remaining leaves it out), not for a look at the window (a replay, which is not counted).
+   */
+  private async check(c: Db | DbClient, orgId: string, keyed: boolean, enforce: boolean, admitting: boolean): Promise<RateInfo> {
     const { PLAN_CONCURRENCY, PLAN_UNRESOLVED_KEYED, PLAN_REQUESTS_PER_MINUTE } = this.deps.config;
     const n = await admissionCounts(c, orgId);
-    const reset = Math.ceil(((n.oldest ? n.oldest.getTime() : Date.now()) + 60_000) / 1000);
-    const rate: RateInfo = { limit: PLAN_REQUESTS_PER_MINUTE, remaining: Math.max(0, PLAN_REQUESTS_PER_MINUTE - n.lastMinute - 1), reset };
+    // Counted per whole second: with nothing counted yet, the oldest is the second this request lands in.
+    const reset = n.oldest ? Math.ceil((n.oldest.getTime() + 60_000) / 1000) : Math.floor(Date.now() / 1000) + 60;
+    const rate: RateInfo = { limit: PLAN_REQUESTS_PER_MINUTE, remaining: Math.max(0, PLAN_REQUESTS_PER_MINUTE - n.lastMinute - (admitting ? 1 : 0)), reset };
     if (!enforce) return rate;
     const headers = rateHeaders(rate);
     if (n.lastMinute >= PLAN_REQUESTS_PER_MINUTE) {
@@ -86,8 +91,9 @@ export class Admission {
       });
     }
     if (keyed && n.unresolved >= PLAN_UNRESOLVED_KEYED) {
+      // Not retryable as such (resolve the open requests first), but 429 carries Retry-After: when one of them may have ended.
       throw new ServiceError('unresolved_query_limit', `${n.unresolved} keyed requests are unresolved; check them with GET /v1/query/requests/{request_id} first`, {
-        headers,
+        headers: { ...headers, 'retry-after': '5' },
       });
     }
     return rate;
