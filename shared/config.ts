@@ -54,6 +54,34 @@ const ConfigSchema = z.object({
     }),
   /** Public base URL used in links (doc_url, Location, logo_url). Defaults to http://HOST:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
+  /**
+   * Browser origins, besides the service's own (PUBLIC_BASE_URL's), whose pages may call /mcp
+   * (comma-separated, e.g. `https://agent.example.com`). A request with any other Origin header is
+   * 403 (the MCP transport's rule against DNS rebinding); one without Origin (not from a browser) is
+   * not affected.
+   */
+  MCP_ALLOWED_ORIGINS: z
+    .string()
+    .trim()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === '') return [] as string[];
+      const origins: string[] = [];
+      for (const part of v.split(',').map((p) => p.trim())) {
+        let url: URL | undefined;
+        try {
+          url = new URL(part);
+        } catch {
+          /* refused below */
+        }
+        if (!url || !/^https?:$/.test(url.protocol) || url.origin !== part.replace(/\/$/, '')) {
+          ctx.addIssue({ code: 'custom', message: `MCP_ALLOWED_ORIGINS lists origins such as https://agent.example.com (scheme, host and port only), got "${part}"` });
+          return z.NEVER;
+        }
+        origins.push(url.origin);
+      }
+      return origins;
+    }),
   /** Where embedded parts keep their data: PostgreSQL, Temporal's SQLite file, the dev key. */
   DATA_DIR: z.string().default('.data'),
   /** External PostgreSQL; when set (with TEMPORAL_ADDRESS) nothing embedded is started. */

@@ -5,7 +5,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import net from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, stack } from './helpers/stack.ts';
-import { processPool } from './helpers/processes.ts';
+import { processPool, startApiProcess } from './helpers/processes.ts';
 import { boundRun, boundSearch, boundWorkflow } from '../apps/api/mcp/bound.ts';
 import { RunOutputSchema, type RunResult } from '../apps/api/mcp/schemas.ts';
 import { publishApi } from '../shared/db/catalog.ts';
@@ -58,6 +58,34 @@ describe('MCP authentication', () => {
     expect(bad.body.error.code).toBe('invalid_api_key');
     expect(bad.headers.get('www-authenticate')).toContain('error="invalid_token"');
     expect(bad.headers.get('www-authenticate')).toContain('resource_metadata=');
+  });
+
+  it('a page from an Origin that is not allowed is 403 before anything else (DNS rebinding); allowed origins and non-browser callers pass', async () => {
+    const org = await newOrg(1);
+    const api = await startApiProcess({ ...ownPair('mcp-origin'), env: { WQS_SKIP_MIGRATIONS: '1', MCP_ALLOWED_ORIGINS: 'https://agent.example.com' } });
+    try {
+      const base = String(api.started.url);
+      const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+      const post = (origin: string | undefined, key?: string) =>
+        call('POST', '/mcp', { baseUrl: base, key, body: init, headers: { accept: 'application/json, text/event-stream', ...(origin ? { origin } : {}) } });
+      for (const origin of ['http://evil.example', 'https://agent.example.com:8443', 'null']) {
+        for (const key of [org.api_key, undefined]) {
+          const refused = await post(origin, key);
+          expect(refused.status, origin).toBe(403);
+          expect(refused.body).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32000 } });
+        }
+      }
+      const get = await call('GET', '/mcp', { baseUrl: base, key: org.api_key, headers: { origin: 'http://evil.example' } });
+      expect(get.status).toBe(403);
+      for (const origin of ['https://agent.example.com', new URL(base).origin, undefined]) {
+        const ok = await post(origin, org.api_key);
+        expect(ok.status, String(origin)).toBe(200);
+      }
+      // The allowed origin still needs a key.
+      expect((await post('https://agent.example.com')).status).toBe(401);
+    } finally {
+      await api.kill();
+    }
   });
 
   it('the SDK client cannot connect without a key', async () => {

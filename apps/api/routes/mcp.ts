@@ -30,7 +30,11 @@ const McpParams = z.strictObject({
   workflow_name: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,99}$/, 'must be a handle without the @ (e.g. weather)').describe('a workflow handle without the @: only its operations, as tools'),
 });
 
-export default async function mcpRoutes(app: FastifyInstance) {
+const FORBIDDEN_ORIGIN = {
+  403: { description: 'JSON-RPC error -32000: the Origin header names a page that may not call this server (MCP_ALLOWED_ORIGINS)', content: { 'application/json': { schema: JsonRpcMessage } } },
+};
+
+export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOrigins: string[] }) {
   // Exchanges still open when the API drains are closed; the runs they started go on in Temporal.
   const open = new Set<StreamableHTTPServerTransport>();
   app.addHook('preClose', async () => {
@@ -109,6 +113,18 @@ export default async function mcpRoutes(app: FastifyInstance) {
       .send({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP server is stateless; send requests with POST' }, id: null });
   }
 
+  // A page in a browser may only call from an allowed origin (the MCP transport's rule against DNS
+  // rebinding: a present Origin that is not allowed is 403, before anything else); a caller that
+  // sends no Origin is not a browser page and is not affected.
+  const allowedOrigins = new Set(opts.allowedOrigins);
+  const onRequest = async (request: FastifyRequest, reply: FastifyReply) => {
+    const origin = request.headers.origin;
+    if (origin === undefined || allowedOrigins.has(origin) || origin === new URL(app.baseUrl()).origin) return;
+    return reply
+      .code(403)
+      .type('application/json')
+      .send({ jsonrpc: '2.0', error: { code: -32000, message: 'Forbidden: this Origin may not call the MCP server (see MCP_ALLOWED_ORIGINS)' }, id: null });
+  };
   // The key first (401 with the resource_metadata challenge), then the parameters.
   const preValidation = async (request: FastifyRequest) => {
     request.auth = await authenticate(request);
@@ -119,6 +135,7 @@ export default async function mcpRoutes(app: FastifyInstance) {
     app.post<McpRoute>(
       url,
       {
+        onRequest,
         preValidation,
         // The JSON-RPC body is the MCP SDK's to check (it answers JSON-RPC errors): documented only.
         validatorCompiler: documentOnly(['body']),
@@ -130,6 +147,7 @@ export default async function mcpRoutes(app: FastifyInstance) {
             'JSON-RPC over Streamable HTTP, stateless. `?read_only=true` leaves out action tools. Tools: svc_search_workflows, svc_get_workflow, svc_run_workflow, svc_run_action, svc_get_run (or, per workflow, one tool per operation).',
           body: z.union([JsonRpcMessage, z.array(JsonRpcMessage)]),
           response: {
+            ...FORBIDDEN_ORIGIN,
             200: {
               description: 'JSON-RPC response, or an event stream of JSON-RPC messages',
               content: { 'application/json': { schema: JsonRpcMessage }, 'text/event-stream': { schema: z.string().describe('`event: message` frames, `data` one JSON-RPC message') } },
@@ -144,12 +162,13 @@ export default async function mcpRoutes(app: FastifyInstance) {
       app.route<McpRoute>({
         method,
         url,
+        onRequest,
         preValidation,
         schema: {
           ...base,
           operationId: `mcp${variant}${method === 'GET' ? 'Get' : 'Delete'}`,
           summary: 'Not offered: this MCP server is stateless (405 JSON-RPC error, Allow: POST)',
-          response: { 405: { description: 'JSON-RPC error -32000', content: { 'application/json': { schema: JsonRpcMessage } } } },
+          response: { 405: { description: 'JSON-RPC error -32000', content: { 'application/json': { schema: JsonRpcMessage } } }, ...FORBIDDEN_ORIGIN },
           ...errors(401),
         },
         handler: notAllowed,
