@@ -164,9 +164,35 @@ describe('MCP tools', () => {
     expect(missing.text).not.toMatch(/Retry shortly/);
     const wrongType = await callTool(client, 'svc_get_workflow', { api: 5 });
     expect(wrongType.text).toMatch(/Input validation error/);
-    const unknown = await callTool(client, 'svc_no_such_tool', {});
-    expect(unknown.isError).toBe(true);
-    expect(unknown.text).toMatch(/Tool svc_no_such_tool not found/);
+    // A tool the server does not offer is a protocol error (MCP: "Unknown tools"), not a tool result.
+    await expect(client.callTool({ name: 'svc_no_such_tool', arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('Unknown tool: svc_no_such_tool') });
+  });
+
+  it('requests whose params do not parse, and any tools/list cursor, are JSON-RPC -32602 with a short message', async () => {
+    const org = await newOrg(1);
+    const rpc = async (method: string, params: unknown, path = '/mcp') => {
+      const res = await call('POST', path, { key: org.api_key, body: { jsonrpc: '2.0', id: 7, method, params }, headers: { accept: 'application/json, text/event-stream' } });
+      expect(res.status, res.text).toBe(200);
+      const line = res.text.split('\n').find((l) => l.startsWith('data: '));
+      return JSON.parse(line ? line.slice(6) : res.text) as { id: number; result?: any; error?: { code: number; message: string } };
+    };
+    for (const [method, params] of [
+      ['tools/call', {}],
+      ['tools/call', { name: 'svc_get_run', arguments: 'x' }],
+      ['tools/list', { cursor: 123 }],
+      ['tools/list', { cursor: 'zzz' }],
+    ] as const) {
+      const r = await rpc(method, params);
+      expect(r.error, `${method} ${JSON.stringify(params)}`).toMatchObject({ code: -32602 });
+      expect(r.error!.message.length).toBeLessThanOrEqual(500);
+      expect(r.error!.message).not.toMatch(/\n|"expected"/);
+    }
+    // On a per-workflow endpoint, a tool of another variant is unknown too.
+    const other = await rpc('tools/call', { name: 'svc_run_workflow', arguments: {} }, '/mcp/workflows/weather');
+    expect(other.error).toMatchObject({ code: -32602, message: expect.stringContaining('Unknown tool: svc_run_workflow') });
+    // Stateless: the server never announces list changes.
+    const init = await rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } });
+    expect(init.result.capabilities.tools).toEqual({ listChanged: false });
   });
 
   it('svc_run_workflow runs through the query service: billed, receipted, visible in request status', async () => {
@@ -216,8 +242,7 @@ describe('MCP tools', () => {
     expect(a.isError).toBe(true);
     expect(a.sc.status).toBe('refused');
     expect(a.sc.message).toMatch(/read_only/);
-    const b = await client.callTool({ name: 'svc_run_action', arguments: order }).catch((e: Error) => ({ isError: true, content: [{ type: 'text', text: e.message }] }));
-    expect(b.isError).toBe(true);
+    await expect(client.callTool({ name: 'svc_run_action', arguments: order })).rejects.toMatchObject({ code: -32602 });
     const search = await callTool(client, 'svc_search_workflows', { api: '@shop' });
     expect(search.sc.workflows[0].operations.every((o: { performs_actions: boolean }) => !o.performs_actions)).toBe(true);
     expect(await requestCount(org.org_id)).toBe(0);

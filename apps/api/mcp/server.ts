@@ -1,7 +1,7 @@
 // The MCP server: a fresh McpServer per HTTP request (stateless Streamable HTTP), built for one
 // organization and one variant of the endpoint (`read_only`, `/mcp/workflows/{name}`).
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { ListToolsRequestSchema, type CallToolResult, type Tool as McpTool, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type JSONRPCRequest, type Tool as McpTool, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { resolveOperation } from '../../../shared/db/catalog.ts';
 import { ServiceError, errorEnvelope } from '../../../shared/errors.ts';
@@ -150,8 +150,45 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
     server.registerTool('svc_get_run', getRunTool, guard('run', async (args: GetRunArgs, extra) => answer(await getRun(ctx, args, stageReporter(extra), signalOf(extra))))),
   );
 
-  server.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
+  // Every tool in one answer: no cursor is ever given, so any cursor sent is invalid (-32602).
+  server.server.setRequestHandler(ListToolsRequestSchema, (request) => {
+    if (request.params?.cursor !== undefined) throw new McpError(ErrorCode.InvalidParams, 'Invalid cursor: this server lists every tool in one answer and never gives a cursor');
+    return { tools: listed };
+  });
+  // Stateless: no exchange outlives its request, so a change to the list could never be announced.
+  server.server.registerCapabilities({ tools: { listChanged: false } });
+  protocolErrors(server, new Set(listed.map((t) => t.name)));
   return server;
+}
+
+type RequestHandler = (request: JSONRPCRequest, extra: unknown) => Promise<unknown>;
+
+/**
+ * JSON-RPC's own errors where the SDK would answer otherwise: a request whose params do not parse
+ * is -32602 Invalid params with a short message (the SDK sends -32603 with the schema library's
+ * whole issue dump), and tools/call naming a tool this server does not offer is -32602 "Unknown
+ * tool" (a protocol error in the MCP spec; the SDK answers a tool result with isError).
+ */
+function protocolErrors(server: McpServer, tools: Set<string>) {
+  const handlers = Reflect.get(server.server, '_requestHandlers') as Map<string, RequestHandler>;
+  for (const [method, handler] of handlers) {
+    handlers.set(method, async (request, extra) => {
+      if (method === 'tools/call') {
+        const name = (request.params as { name?: unknown } | undefined)?.name;
+        if (typeof name === 'string' && !tools.has(name)) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name.slice(0, 128)}`);
+      }
+      try {
+        return await handler(request, extra);
+      } catch (e) {
+        // The SDK's request schemas are zod (classic or mini: ZodError or $ZodError), thrown as they are.
+        const name = (e as { name?: unknown } | null)?.name;
+        const issues = typeof name === 'string' && /ZodError$/.test(name) ? (e as { issues?: Array<{ path: PropertyKey[]; message: string }> }).issues : undefined;
+        if (!Array.isArray(issues)) throw e;
+        const said = issues.slice(0, 5).map((i) => `${i.path.map(String).join('.') || 'request'}: ${i.message}`);
+        throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${said.join('; ')}`.slice(0, 500));
+      }
+    });
+  }
 }
 
 function toolDefinition(
