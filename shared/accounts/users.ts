@@ -81,6 +81,20 @@ export async function membershipsOf(db: Db | DbClient, userId: string): Promise<
   return r.rows;
 }
 
+/**
+ * The organization a sign-in opens: the user's oldest membership. Never chosen by name: names are
+ * set by whoever creates an organization, and sorting by them let any organization a user was added
+ * to (named "AAA…") choose where that user's next sign-in landed, and what they then did there.
+ */
+export async function firstMembership(db: Db | DbClient, userId: string): Promise<Membership | undefined> {
+  const r = await db.query(
+    `SELECT m.org_id, o.name AS org_name, m.role FROM memberships m JOIN organizations o ON o.id = m.org_id
+      WHERE m.user_id = $1 ORDER BY m.created_at, m.org_id LIMIT 1`,
+    [userId],
+  );
+  return r.rows[0];
+}
+
 export async function roleIn(db: Db | DbClient, userId: string, orgId: string): Promise<Role | undefined> {
   const r = await db.query('SELECT role FROM memberships WHERE user_id = $1 AND org_id = $2', [userId, orgId]);
   return r.rows[0]?.role;
