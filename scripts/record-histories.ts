@@ -30,7 +30,7 @@ import { createDataConverter } from '../shared/temporal/data-converter.ts';
 import { decryptPayloadsIn } from '../shared/temporal/payload-codec.ts';
 import { loadPayloadKeyring } from '../shared/temporal/payload-keys.ts';
 import { OUTPUT, sagaInput, scenarios, stubs, type Scenario } from '../test/helpers/saga-stubs.ts';
-import { testRun, workflowTemplate } from '../shared/builder/index.ts';
+import { testRun, testRunWorkflowId, workflowTemplate } from '../shared/builder/index.ts';
 
 const OUT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../test/histories');
 /** A history above this is a sign the run did far more than a recording needs. */
@@ -189,7 +189,7 @@ try {
   if (want('builder-test-run')) {
     const builderRun = await testRun({ db, temporal: client, taskQueue, browserTaskQueue: browserTaskQueue(config) }, org.org_id, workflowTemplate('@recorded-bookshop'));
     if (!builderRun.passed) throw new Error('the template test run did not pass: not recorded');
-    await save('builder-test-run', `builder-test-${org.org_id}-${builderRun.test_run_id}`);
+    await save('builder-test-run', testRunWorkflowId(org.org_id));
   }
   if (want('health-check-browser')) {
     // healthCheckWorkflow as its Schedule starts it now: a browser API's examples on the browser task queue.

@@ -6,7 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { diffVersions, getVersion, listVersions, listWorkflows, publish, restore, testRun, workflowTemplate, type BuilderDefinition } from '../shared/builder/index.ts';
+import { diffVersions, getVersion, listVersions, listWorkflows, publish, restore, testRun, testRunWorkflowId, workflowTemplate, type BuilderDefinition } from '../shared/builder/index.ts';
 import type { healthCheckWorkflow } from '../workflows/health-check-workflow.ts';
 import { weatherApi } from '../shared/catalog/demo/weather.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
@@ -97,7 +97,7 @@ describe('building a private workflow', () => {
     const row = await db().query('SELECT status, definition_hash FROM builder_test_runs WHERE id = $1', [run.test_run_id]);
     expect(row.rows[0]).toEqual({ status: 'passed', definition_hash: run.definition_hash });
     // The run is a Temporal workflow of its own.
-    const wf = await temporal.workflow.getHandle(`builder-test-${org.org_id}-${run.test_run_id}`).describe();
+    const wf = await temporal.workflow.getHandle(testRunWorkflowId(org.org_id)).describe();
     expect(wf.type).toBe('builderTestRunWorkflow');
     await expectIdentity(org.org_id, { granted: 1000, available: 1000, charged: 0 });
   });
@@ -286,7 +286,7 @@ describe('examples that fail and definitions that are invalid', () => {
       ['book_price', true],
       ['book_price_http', true],
     ]);
-    const history = await temporal.workflow.getHandle(`builder-test-${org.org_id}-${run.test_run_id}`).fetchHistory();
+    const history = await temporal.workflow.getHandle(testRunWorkflowId(org.org_id)).fetchHistory();
     const queues = history
       .events!.map((e) => e.activityTaskScheduledEventAttributes)
       .filter((a) => a?.activityType?.name === 'runDraftExample')
@@ -304,6 +304,48 @@ describe('examples that fail and definitions that are invalid', () => {
     expect(err.details.issues.map((i) => i.path).sort()).toEqual(['/operations/0/recipe/steps/0/url']);
     const runs = await db().query('SELECT count(*)::int AS n FROM builder_test_runs WHERE org_id = $1', [org.org_id]);
     expect(runs.rows[0].n).toBe(0);
+  });
+});
+
+describe('test runs share the engines with every organization', () => {
+  it('one test run per organization at a time: a second one meanwhile is refused and recorded nowhere, the first completes', async () => {
+    const org = await newOrg(0); // zero credits: test runs are free, which is why they are bounded
+    const bystander = await newOrg(0);
+    const def = workflowTemplate(handle('one-at-a-time'));
+    const before = await db().query('SELECT count(*)::int AS n FROM builder_test_runs WHERE org_id = $1', [org.org_id]);
+    const outcomes = await Promise.allSettled([testRun(deps(), org.org_id, def), testRun(deps(), org.org_id, def), testRun(deps(), bystander.org_id, def)]);
+    const mine = outcomes.slice(0, 2);
+    const done = mine.filter((o) => o.status === 'fulfilled');
+    const refused = mine.filter((o) => o.status === 'rejected').map((o) => (o as PromiseRejectedResult).reason);
+    expect(done).toHaveLength(1);
+    expect((done[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof testRun>>>).value.passed).toBe(true);
+    expect(refused).toHaveLength(1);
+    expect(refused[0]).toMatchObject({ code: 'organization_concurrency_limit', details: { reason: 'test_run_running' } });
+    // Another organization's run is not held up by it.
+    expect(outcomes[2]).toMatchObject({ status: 'fulfilled', value: { passed: true } });
+    // Only the run that ran left a row.
+    const rows = await db().query('SELECT status FROM builder_test_runs WHERE org_id = $1', [org.org_id]);
+    expect(rows.rows.length - before.rows[0].n).toBe(1);
+    expect(rows.rows.map((r) => r.status)).toEqual(['passed']);
+    // Once it finished, the organization runs the next one.
+    expect((await testRun(deps(), org.org_id, def)).passed).toBe(true);
+  });
+
+  it('a test run stops within its total time budget: the examples it had no time for are reported as not run', async () => {
+    const org = await newOrg(0);
+    const def = workflowTemplate(handle('budget'));
+    def.operations[0]!.examples.push(structuredClone(def.operations[0]!.examples[0]!));
+    const run = await testRun({ ...deps(), budgetMs: 1_000 }, org.org_id, def);
+    expect(run.passed).toBe(false);
+    expect(run.results.map((r) => [r.passed, r.error?.code, r.error?.message.startsWith('Not run')])).toEqual([
+      [false, 'execution_timeout', true],
+      [false, 'execution_timeout', true],
+    ]);
+    const history = await temporal.workflow.getHandle(testRunWorkflowId(org.org_id)).fetchHistory();
+    expect(history.events!.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runDraftExample')).toEqual([]);
+    // The whole run is bounded too: the budget plus two minutes, not 30.
+    const started = history.events![0]!.workflowExecutionStartedEventAttributes!;
+    expect(Number(started.workflowExecutionTimeout!.seconds)).toBe(121);
   });
 });
 

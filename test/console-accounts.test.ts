@@ -3,6 +3,8 @@
 // - sign-in: generic refusal, hashed server-side session regenerated at each sign-in, cookie flags;
 // - CSRF on every form; sign-out and member removal end sessions at once;
 // - roles: Members cannot reach keys, connections or members; the last Owner stays (race-safe);
+// - invitations: adding a member grants nothing until the invited user accepts; sign-in opens the
+//   oldest membership, never one chosen by name; a known and an unknown email answer alike;
 // - other organizations' ids are 404; a cookie is never an API/MCP credential and a key never opens
 //   the console; sign-in throttling answers 429 with Retry-After;
 // - admin commands `user create` and `org show`.
@@ -11,7 +13,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../shared/ids.ts';
 import { freePort } from '../shared/infra/free-port.ts';
-import { changeMember } from '../shared/accounts/users.ts';
+import { changeMember, membershipsOf } from '../shared/accounts/users.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
 import { loadConfig } from '../shared/config.ts';
 import { insertClaim } from '../shared/db/requests.ts';
@@ -196,13 +198,17 @@ describe('roles', () => {
     expect((await client.get('/console/workflows')).status).toBe(200);
   });
 
-  it('adds a member by email, changes roles, and removing a member ends their session at once', async () => {
+  it('invites a member by email (a membership once accepted), changes roles, and removing a member ends their session at once', async () => {
     const owner = await signedIn('owner');
     const joiner = await orgWithUser('member'); // a user of another organization
     const add = await owner.client.submit('/console/members', '/console/members', { email: joiner.email.toUpperCase(), role: 'member' });
     expect(add.status).toBe(303);
     const jc = new ConsoleClient();
     await jc.signIn(joiner.email, PASSWORD);
+    // Not a member until accepted.
+    expect((await jc.submit('/console', '/console/switch-org', { org_id: owner.org.org_id })).status).toBe(404);
+    const id = /action="\/console\/invitations\/(inv_[0-9a-f]{24})\/accept"/.exec((await jc.get('/console')).text)![1]!;
+    expect((await jc.submit('/console', `/console/invitations/${id}/accept`, {})).status).toBe(303);
     expect((await jc.submit('/console', '/console/switch-org', { org_id: owner.org.org_id })).status).toBe(303);
     expect((await jc.get('/console/members')).status).toBe(403);
     expect((await owner.client.submit('/console/members', `/console/members/${joiner.userId}/role`, { role: 'admin' })).status).toBe(303);
@@ -236,6 +242,91 @@ describe('roles', () => {
     const res = await admin.client.submit('/console/members', `/console/members/${target.userId}/role`, { role: 'owner' });
     expect(res.status).toBe(403);
     expect((await db().query('SELECT role FROM memberships WHERE user_id = $1 AND org_id = $2', [target.userId, admin.org.org_id])).rows[0].role).toBe('member');
+  });
+});
+
+describe('invitations (adding a member needs their consent)', () => {
+  const sessionOrg = async (userId: string) => (await db().query('SELECT org_id FROM console_sessions WHERE user_id = $1', [userId])).rows.map((r) => r.org_id);
+  const invitationIds = (text: string) => [...text.matchAll(/action="\/console\/invitations\/(inv_[0-9a-f]{24})\/accept"/g)].map((m) => m[1]!);
+
+  it("a stranger's organization named \"AAA…\" adding a user grants nothing, and never becomes where that user signs in", async () => {
+    const victim = await orgWithUser('owner'); // their own organization, "Console org …"
+    const attackerOrg = await newOrg(0, 'AAA first in line');
+    const attacker = await signedIn('owner', attackerOrg.org_id);
+    const add = await attacker.client.submit('/console/members', '/console/members', { email: victim.email, role: 'admin' });
+    expect(add.status).toBe(303);
+    expect((await db().query('SELECT 1 FROM memberships WHERE org_id = $1 AND user_id = $2', [attackerOrg.org_id, victim.userId])).rowCount).toBe(0);
+    expect((await membershipsOf(db(), victim.userId)).map((m) => m.org_id)).toEqual([victim.org.org_id]); // OAuth consent, switcher read this
+
+    const vc = new ConsoleClient();
+    expect((await vc.signIn(victim.email, PASSWORD)).status).toBe(303);
+    expect(await sessionOrg(victim.userId)).toEqual([victim.org.org_id]);
+    const home = await vc.get('/console');
+    expect(home.text).toContain('<h2 id="invitations-h">Invitations</h2>');
+    expect(home.text).toMatch(/<td>AAA first in line [a-z0-9]+<\/td>/);
+    expect(home.text).not.toContain(`value="${attackerOrg.org_id}"`); // not in the org switcher
+    expect((await vc.submit('/console', '/console/switch-org', { org_id: attackerOrg.org_id })).status).toBe(404);
+
+    // Accepted, it is a membership: in the switcher, but sign-in still opens the oldest membership.
+    const [id] = invitationIds(home.text);
+    expect((await vc.submit('/console', `/console/invitations/${id}/accept`, {})).status).toBe(303);
+    expect((await db().query('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [attackerOrg.org_id, victim.userId])).rows[0].role).toBe('admin');
+    const after = await vc.get('/console');
+    expect(after.text).toContain(`value="${attackerOrg.org_id}"`);
+    expect(invitationIds(after.text)).toEqual([]);
+    const again = new ConsoleClient();
+    expect((await again.signIn(victim.email, PASSWORD)).status).toBe(303);
+    expect(await sessionOrg(victim.userId)).toEqual([victim.org.org_id, victim.org.org_id]);
+  });
+
+  it('answers an address with an account and one without exactly alike', async () => {
+    const owner = await signedIn('owner');
+    const known = await orgWithUser('member');
+    const unknown = `nobody-${Math.random().toString(36).slice(2, 10)}@example.com`;
+    const answers = [];
+    for (const email of [known.email, unknown]) {
+      const res = await owner.client.submit('/console/members', '/console/members', { email, role: 'member' });
+      answers.push({ status: res.status, location: res.location, text: res.text });
+    }
+    expect(answers[0]).toEqual(answers[1]);
+    expect(answers[0]!.status).toBe(303);
+    const page = await owner.client.get(answers[0]!.location!);
+    expect(page.text).toContain('Invitation recorded; it takes effect when that person accepts it.');
+    expect(page.text).not.toContain('No user with');
+    expect(page.text).toContain(known.email);
+    expect(page.text).toContain(unknown); // both pending, listed alike
+    // Only what the inviter can see anyway is refused: a malformed address, someone already listed.
+    expect((await owner.client.submit('/console/members', '/console/members', { email: 'not-an-address', role: 'member' })).status).toBe(400);
+    expect((await owner.client.submit('/console/members', '/console/members', { email: owner.email, role: 'member' })).status).toBe(409);
+  });
+
+  it('declines for good, withdraws, refuses answering for someone else, and keeps the Owner role for Owners', async () => {
+    const owner = await signedIn('owner');
+    const invitee = await signedIn('owner');
+    const other = await signedIn('owner');
+    await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'member' });
+    const [id] = invitationIds((await invitee.client.get('/console')).text);
+    // Someone else cannot accept or decline it (404), and a form without its token changes nothing.
+    expect((await other.client.submit('/console', `/console/invitations/${id}/accept`, {})).status).toBe(404);
+    expect((await invitee.client.request('POST', `/console/invitations/${id}/accept`, { form: {} })).status).toBe(403);
+    expect((await invitee.client.submit('/console', `/console/invitations/${id}/decline`, {})).status).toBe(303);
+    expect((await invitee.client.submit('/console', `/console/invitations/${id}/accept`, {})).status).toBe(404);
+    expect((await db().query('SELECT 1 FROM memberships WHERE org_id = $1 AND user_id = $2', [owner.org.org_id, invitee.userId])).rowCount).toBe(0);
+    // Inviting again answers as ever, but a declined invitation is not shown again.
+    expect((await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'admin' })).status).toBe(303);
+    expect(invitationIds((await invitee.client.get('/console')).text)).toEqual([]);
+    expect((await owner.client.get('/console/members')).text).not.toContain(invitee.email);
+
+    // Withdrawn by the organization: nothing left to accept.
+    await owner.client.submit('/console/members', '/console/members', { email: other.email, role: 'member' });
+    const [otherId] = invitationIds((await other.client.get('/console')).text);
+    const pending = (await db().query('SELECT id FROM member_invitations WHERE id = $1', [otherId])).rows[0].id;
+    expect((await owner.client.submit('/console/members', `/console/members/invitations/${pending}/revoke`, {})).status).toBe(303);
+    expect((await other.client.submit('/console', `/console/invitations/${otherId}/accept`, {})).status).toBe(404);
+
+    // An Administrator cannot invite an Owner.
+    const admin = await signedIn('admin', owner.org.org_id);
+    expect((await admin.client.submit('/console/members', '/console/members', { email: other.email, role: 'owner' })).status).toBe(403);
   });
 });
 

@@ -7,8 +7,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { workflowTemplate, type BuilderDefinition } from '../shared/builder/index.ts';
-import { balanceOf, call, closeDb, db, query, until } from './helpers/stack.ts';
+import { Client, Connection } from '@temporalio/client';
+import { testRunWorkflowId, workflowTemplate, type BuilderDefinition } from '../shared/builder/index.ts';
+import { balanceOf, call, closeDb, dataConverter, db, query, stack, until } from './helpers/stack.ts';
 import { orgWithUser, signedIn } from './helpers/console-http.ts';
 import { addAccessKey, chromiumPages, look, signIn } from './helpers/console-browser.ts';
 
@@ -215,6 +216,32 @@ describe('console Workflows in Chromium', () => {
 });
 
 describe('console Workflows over HTTP', () => {
+  it("a Test run while the organization's other test run runs is refused on the page, the draft kept", async () => {
+    const owner = await signedIn('member');
+    const def = JSON.stringify(workflowTemplate(newHandle('busy')));
+    // The organization's running test run, held open: its workflow id, on a queue no worker polls.
+    const connection = await Connection.connect({ address: stack().temporalAddress });
+    const temporal = new Client({ connection, dataConverter: await dataConverter() });
+    const held = await temporal.workflow.start('builderTestRunWorkflow', {
+      taskQueue: `nobody-${randomBytes(4).toString('hex')}`,
+      workflowId: testRunWorkflowId(owner.org.org_id),
+      args: [{ orgId: owner.org.org_id, testRunId: 'trun_held', examples: [] }],
+    });
+    try {
+      const busy = await owner.client.submit('/console/workflows/build', '/console/workflows/build', { definition: def, action: 'test' });
+      expect(busy.status).toBe(429);
+      expect(busy.text).toContain('A test run of this organization is already running');
+      expect(busy.text).toContain('book_price'); // the draft is sent back
+      expect((await db().query('SELECT 1 FROM builder_test_runs WHERE org_id = $1', [owner.org.org_id])).rowCount).toBe(0);
+    } finally {
+      await held.terminate('test over').catch(() => {});
+      await connection.close();
+    }
+    const free = await owner.client.submit('/console/workflows/build', '/console/workflows/build', { definition: def, action: 'test' });
+    expect(free.status, free.text).toBe(200);
+    expect(free.text).toContain('every example passed');
+  });
+
   it("another organization's workflow is 404 on every page, and an untested text is refused", async () => {
     const owner = await signedIn('owner');
     const rival = await signedIn('member');

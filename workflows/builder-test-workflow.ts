@@ -1,6 +1,9 @@
 // A builder test run: every verified example of a draft definition runs on the real engines, one
 // after another (an action example acts on the site, so never two at once and never retried), and
 // the outcome is recorded for publish to check. A failing example is a result, not a failure.
+// Test runs are free and share the engines' workers (the browser queue's few Chromium pages) with
+// every organization's live queries, so a run has a total time budget: once spent, the remaining
+// examples are reported as not run rather than holding those workers for up to 3 minutes each.
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { BuilderActivities, DraftExample, DraftExampleResult } from '../activities/types.ts';
 
@@ -13,6 +16,11 @@ export interface BuilderTestRunInput {
    * Chromium, never on an `http` worker. Unset (runs started before this field): this queue.
    */
   browserTaskQueue?: string;
+  /**
+   * Total time all examples together may take (ms). Unset (runs started before this field): no
+   * total, each example alone bounded by SITE_OPTIONS; their histories replay as they ran.
+   */
+  budgetMs?: number;
 }
 
 export interface BuilderTestRunOutcome {
@@ -28,6 +36,10 @@ const SITE_OPTIONS = {
 } as const;
 const site = proxyActivities<BuilderActivities>(SITE_OPTIONS);
 
+/** Below this much budget left, an example is not started (it could not finish meaningfully). */
+const MIN_EXAMPLE_MS = 5_000;
+const PER_EXAMPLE_MS = 3 * 60_000;
+
 const isBrowserRecipe = (recipe: unknown) => typeof recipe === 'object' && recipe !== null && (recipe as { engine?: unknown }).engine === 'browser';
 
 const store = proxyLocalActivities<BuilderActivities>({
@@ -39,29 +51,48 @@ export async function builderTestRunWorkflow(input: BuilderTestRunInput): Promis
   const results: DraftExampleResult[] = [];
   // Replay-safe without a patch marker: only runs started with browserTaskQueue in their input take it.
   const browserSite = input.browserTaskQueue ? proxyActivities<BuilderActivities>({ ...SITE_OPTIONS, taskQueue: input.browserTaskQueue }) : site;
+  // Replay-safe the same way: only runs started with budgetMs in their input have a total budget
+  // (workflow time, Date.now(), is the recorded time of each workflow task: deterministic).
+  const deadline = input.budgetMs === undefined ? null : Date.now() + input.budgetMs;
   for (const example of input.examples) {
+    const left = deadline === null ? PER_EXAMPLE_MS : Math.min(PER_EXAMPLE_MS, deadline - Date.now());
+    if (left < MIN_EXAMPLE_MS) {
+      // Catalog code of a time limit; the message says it never started.
+      results.push(failed(example, 'execution_timeout', `Not run: the test run's total time budget (${Math.round(input.budgetMs! / 1000)} s) was spent on the examples before it`));
+      continue;
+    }
     try {
-      const runner = isBrowserRecipe(example.recipe) ? browserSite : site;
+      const browser = isBrowserRecipe(example.recipe);
+      // With a budget, an example gets at most what is left of it (timeouts are not part of what
+      // replay compares, so a changed timeout is no nondeterminism).
+      const runner =
+        deadline === null
+          ? browser ? browserSite : site
+          : proxyActivities<BuilderActivities>({ ...SITE_OPTIONS, startToCloseTimeout: left, ...(browser && input.browserTaskQueue ? { taskQueue: input.browserTaskQueue } : {}) });
       results.push(await runner.runDraftExample({ orgId: input.orgId, testRunId: input.testRunId, example }));
     } catch {
       // The worker was lost or the run timed out: shown as this example's failure.
-      results.push({
-        operation: example.operation,
-        index: example.index,
-        title: example.title,
-        input: example.input,
-        expected: example.expected,
-        output: null,
-        equal: false,
-        schema_ok: null,
-        schema_errors: [],
-        error: { code: 'execution_timeout', message: 'The example did not finish within its time limit' },
-        passed: false,
-        ms: 0,
-      });
+      results.push(failed(example, 'execution_timeout', 'The example did not finish within its time limit'));
     }
   }
   const status = results.length > 0 && results.every((r) => r.passed) ? 'passed' : 'failed';
   await store.recordTestRun({ testRunId: input.testRunId, status, results });
   return { status, results };
+}
+
+function failed(example: DraftExample, code: string, message: string): DraftExampleResult {
+  return {
+    operation: example.operation,
+    index: example.index,
+    title: example.title,
+    input: example.input,
+    expected: example.expected,
+    output: null,
+    equal: false,
+    schema_ok: null,
+    schema_errors: [],
+    error: { code, message },
+    passed: false,
+    ms: 0,
+  };
 }

@@ -1,4 +1,6 @@
 // Users and their memberships in organizations. The one writer of `users` and `memberships`.
+// The console never adds anyone directly: it records an invitation (invitations.ts) that becomes a
+// membership only when the invited user accepts it. Operators (apps/admin) add members directly.
 // The last Owner rule is enforced here, in one transaction that locks the organization row, so two
 // concurrent demotions or removals cannot both pass the check.
 import { randomBytes } from 'node:crypto';
@@ -15,7 +17,7 @@ export const canManage = (role: Role) => role === 'owner' || role === 'admin';
 export const newUserId = () => `usr_${randomBytes(12).toString('hex')}`;
 
 // Deliberately loose (one @, no spaces): the address is a sign-in name, never mailed by this service.
-const EMAIL_RE = /^[^\s@]{1,64}@[^\s@]{1,189}$/;
+export const EMAIL_RE = /^[^\s@]{1,64}@[^\s@]{1,189}$/;
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 
 export class AccountError extends Error {
@@ -81,6 +83,20 @@ export async function membershipsOf(db: Db | DbClient, userId: string): Promise<
   return r.rows;
 }
 
+/**
+ * The organization a sign-in opens: the user's oldest membership. Never chosen by name: names are
+ * set by whoever creates an organization, and sorting by them let any organization a user was added
+ * to (named "AAA…") choose where that user's next sign-in landed, and what they then did there.
+ */
+export async function firstMembership(db: Db | DbClient, userId: string): Promise<Membership | undefined> {
+  const r = await db.query(
+    `SELECT m.org_id, o.name AS org_name, m.role FROM memberships m JOIN organizations o ON o.id = m.org_id
+      WHERE m.user_id = $1 ORDER BY m.created_at, m.org_id LIMIT 1`,
+    [userId],
+  );
+  return r.rows[0];
+}
+
 export async function roleIn(db: Db | DbClient, userId: string, orgId: string): Promise<Role | undefined> {
   const r = await db.query('SELECT role FROM memberships WHERE user_id = $1 AND org_id = $2', [userId, orgId]);
   return r.rows[0]?.role;
@@ -103,22 +119,9 @@ export async function listMembers(db: Db, orgId: string): Promise<MemberRow[]> {
 }
 
 /** Only an Owner may grant the Owner role or change an Owner's role. */
-function checkActor(actor: Role, from: Role | null, to: Role | null) {
+export function checkActor(actor: Role, from: Role | null, to: Role | null) {
   if (!canManage(actor)) throw new AccountError('forbidden', 'only Owners and Administrators manage members');
   if (actor !== 'owner' && (from === 'owner' || to === 'owner')) throw new AccountError('forbidden', 'only an Owner can grant or change the Owner role');
-}
-
-/** Add an existing user (by email) to an organization. */
-export async function addMember(db: Db, actor: Role, orgId: string, email: string, role: Role): Promise<MemberRow> {
-  checkActor(actor, null, role);
-  const user = await findUserByEmail(db, email);
-  if (!user) throw new AccountError('not_found', 'no user with that email; an operator creates users (npm run admin -- user create)');
-  const r = await db.query(
-    'INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING user_id, role, created_at',
-    [orgId, user.id, role],
-  );
-  if (r.rowCount === 0) throw new AccountError('already_member', 'that user is already a member');
-  return { ...r.rows[0], email: user.email };
 }
 
 /**

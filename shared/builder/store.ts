@@ -42,6 +42,11 @@ export async function createTestRun(db: Db, orgId: string, def: BuilderDefinitio
   return { id, definition_hash: hash };
 }
 
+/** A test run that never started (another of the organization's was running): no trace of it is kept. */
+export async function discardTestRun(db: Db, id: string): Promise<void> {
+  await db.query(`DELETE FROM builder_test_runs WHERE id = $1 AND status = 'running'`, [id]);
+}
+
 export async function markTestRunError(db: Db, id: string): Promise<void> {
   await db.query(`UPDATE builder_test_runs SET status = 'error', finished_at = now() WHERE id = $1 AND status = 'running'`, [id]);
 }

@@ -1,7 +1,7 @@
 // Sign-in, sign-up, sign-out and the organization switcher.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { findUserByEmail, membershipsOf, AccountError } from '../../../../shared/accounts/users.ts';
+import { findUserByEmail, firstMembership, AccountError } from '../../../../shared/accounts/users.ts';
 import { verifyPassword } from '../../../../shared/accounts/passwords.ts';
 import { deleteEndedWindows, recordFailure, throttled, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
 import { deleteExpiredSessions, signUp, switchOrg } from '../../../../shared/accounts/sessions.ts';
@@ -44,12 +44,12 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     const user = await findUserByEmail(app.db, email);
     // Verified even when there is no such user (against a dummy hash): the same work either way.
     const ok = await verifyPassword(user?.password_hash ?? null, password);
-    const orgs = ok && user ? await membershipsOf(app.db, user.id) : [];
-    if (!ok || !user || orgs.length === 0) {
+    const home = ok && user ? await firstMembership(app.db, user.id) : undefined;
+    if (!ok || !user || !home) {
       await recordFailure(app.db, request.ip, email, limits);
       return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email, error: WRONG, signup, next }, 401);
     }
-    await ctx.sessions.start(request, reply, user.id, orgs[0]!.org_id);
+    await ctx.sessions.start(request, reply, user.id, home.org_id);
     // Housekeeping of two small tables, on a few sign-ins rather than a scheduler of its own.
     if (Math.random() < 0.05) {
       await deleteExpiredSessions(app.db, ctx.sessions.times);

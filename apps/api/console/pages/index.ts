@@ -11,7 +11,8 @@ import memberPages from './members.ts';
 import workflowPages from './workflows.ts';
 import workflowBuildPages from './workflow-build.ts';
 import oauthPages from './oauth.ts';
+import invitationPages from './invitations.ts';
 
 export type PageModule = (app: FastifyInstance, ctx: ConsoleContext) => Promise<void>;
 
-export const PAGES: PageModule[] = [authPages, overviewPage, requestPages, keyPages, connectionPages, memberPages, workflowPages, workflowBuildPages, oauthPages];
+export const PAGES: PageModule[] = [authPages, overviewPage, requestPages, keyPages, connectionPages, memberPages, workflowPages, workflowBuildPages, oauthPages, invitationPages];

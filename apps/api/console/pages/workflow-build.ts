@@ -106,6 +106,10 @@ export default async function workflowBuildPages(app: FastifyInstance, ctx: Cons
         const temporal = await ctx.temporal();
         draft.run = await testRun({ db: app.db, temporal, taskQueue: ctx.config.TEMPORAL_TASK_QUEUE, browserTaskQueue: browserTaskQueue(ctx.config) }, s.orgId, json);
       } catch (err) {
+        // One test run per organization at a time (shared/builder/test-run.ts): say so, keep the draft.
+        if (err instanceof ServiceError && err.code === 'organization_concurrency_limit') {
+          return page(request, reply, { ...draft, message: 'A test run of this organization is already running (started here or by another member). Wait for it to finish, then run this one.' }, 429);
+        }
         request.log.warn({ err }, 'console test run failed');
         return page(request, reply, { ...draft, message: 'The test run could not be completed (the engines are unavailable). Nothing was recorded; try again in a moment.' }, 503);
       }
