@@ -96,6 +96,12 @@ const ConfigSchema = z.object({
    *  queue: workflows and HTTP activities; never launches Chromium for browser-queue work), `browser`
    *  (the browser queue only: activities, no workflows). */
   WORKER_ROLE: z.enum(['all', 'http', 'browser']).default('all'),
+  /**
+   * How long the API waits for a whole request (headers and body) once its first byte arrived; a
+   * caller sending more slowly is answered 408 request_timeout and the connection closed, so slow
+   * senders cannot hold connections open for ever. The headers alone get at most 60 s.
+   */
+  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(600_000).default(120_000),
   /** Overall deadline of one query (the spec fixes 170 s; tests may lower it). */
   QUERY_DEADLINE_MS: int(170_000),
   /** A keyed claim with no Temporal workflow after this long is stale (request_interrupted). */

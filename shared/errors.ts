@@ -27,6 +27,7 @@ export const ERRORS = {
   invalid_provider_input: { status: 422, type: 'validation_error', retryable: false, title: "The input breaks the operation's input schema" },
   payload_too_large: { status: 413, type: 'validation_error', retryable: false, title: 'The request body is too large' },
   unsupported_media_type: { status: 415, type: 'validation_error', retryable: false, title: 'The request body must be JSON' },
+  request_timeout: { status: 408, type: 'timeout_error', retryable: true, title: 'The request was not received in time: its headers within 60 s, the whole request within REQUEST_TIMEOUT_MS (120 s)' },
   prompt_unroutable: { status: 422, type: 'validation_error', retryable: false, title: 'No operation is a clear match for the prompt; details.candidates lists the closest (use direct mode)' },
   prompt_input_missing: { status: 422, type: 'validation_error', retryable: false, title: 'The prompt does not give every required input; details.missing lists each field' },
   feature_unavailable: { status: 501, type: 'service_error', retryable: false, title: 'This feature is not available on this deployment yet' },

@@ -186,6 +186,47 @@ describe('methods no route declares', () => {
   });
 });
 
+describe('slow senders', () => {
+  it('a request not received whole within REQUEST_TIMEOUT_MS (headers or body) is 408 request_timeout and its connection closed', async () => {
+    const slow = await buildApp({
+      config: { ...loadConfig(), LOG_LEVEL: 'silent', REQUEST_TIMEOUT_MS: 1_000 },
+      db: appDb,
+      temporal: async () => {
+        throw new Error('not used');
+      },
+      temporalHealthy: async () => false,
+      baseUrl: () => 'http://127.0.0.1',
+    });
+    const url = new URL(await slow.listen({ port: 0, host: '127.0.0.1' }));
+    try {
+      /** Sends `partial`, never the rest; resolves with what the server answered before closing, and after how long. */
+      const stall = (partial: string) =>
+        new Promise<{ text: string; ms: number }>((resolve, reject) => {
+          const started = Date.now();
+          const socket = net.connect(Number(url.port), url.hostname, () => socket.write(partial));
+          let data = '';
+          socket.setEncoding('latin1');
+          socket.on('data', (c: string) => (data += c));
+          socket.on('error', reject);
+          socket.on('close', () => resolve({ text: data, ms: Date.now() - started }));
+          setTimeout(() => socket.destroy(new Error('no answer within 10 s')), 10_000).unref();
+        });
+      const head = 'POST /v1/query HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n';
+      // The body case with a key (without one the answer is 401 before the body is read).
+      for (const partial of [head, `${head}authorization: Bearer ${org.api_key}\r\ncontent-length: 100\r\n\r\n{"api":`]) {
+        const r = await stall(partial);
+        expect(r.text).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+        const body = JSON.parse(r.text.slice(r.text.indexOf('\r\n\r\n') + 4));
+        expect(body).toMatchObject({ success: false, error: { code: 'request_timeout', status: 408, retryable: true } });
+        expect(r.ms).toBeGreaterThanOrEqual(1_000);
+        expect(r.ms).toBeLessThan(5_000);
+      }
+    } finally {
+      await slow.close();
+    }
+  });
+});
+
 describe('hostile catalog parameters and cursors', () => {
   const items = async (qs: string) => {
     const r = await call('GET', `/v1/catalog?${qs}`);

@@ -39,6 +39,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Large enough for 1000 include paths of 1000 characters; larger bodies are 413.
     bodyLimit: 2 * 1024 * 1024,
     return503OnClosing: true,
+    // A request must arrive whole in time (408 request_timeout, apps/api/plugins/errors.ts): with
+    // Fastify's default of none, a caller sending a body byte by byte held its connection for ever.
+    // Node checks open requests every connectionsCheckingInterval.
+    requestTimeout: deps.config.REQUEST_TIMEOUT_MS,
+    http: {
+      headersTimeout: Math.min(60_000, deps.config.REQUEST_TIMEOUT_MS),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(deps.config.REQUEST_TIMEOUT_MS / 4))),
+    },
     // request.ip is the TCP peer unless the operator names the proxies in front (TRUST_PROXY).
     trustProxy: deps.config.TRUST_PROXY,
     // A method Node's parser does not know (FOO) still gets the envelope: 405 with Allow, or 404.

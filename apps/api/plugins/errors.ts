@@ -110,6 +110,11 @@ export function clientErrorResponder(getApp: () => FastifyInstance | undefined, 
     if (line && app && (err.code === 'HPE_INVALID_METHOD' || err.code === 'HPE_INVALID_CONSTANT')) {
       return void socket.end(rawMissResponse(app, baseUrl(), line[1]!, line[2]!));
     }
+    // A request that did not arrive whole in time (headers or body): 408, retryable.
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+      const text = JSON.stringify(errorEnvelope('request_timeout', { baseUrl: baseUrl(), message: 'The request was not received in time; send it again, whole' }));
+      return void socket.end(`HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+    }
     // The envelope's status must match the HTTP status: too-large headers are 400 invalid_input too.
     const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'The request headers are too large' : 'The request is not valid HTTP';
     const text = JSON.stringify(errorEnvelope('invalid_input', { baseUrl: baseUrl(), message }));
