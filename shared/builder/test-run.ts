@@ -69,6 +69,8 @@ export async function testRun(deps: TestRunDeps, orgId: string, json: unknown): 
       workflowId: testRunWorkflowId(orgId),
       args: [{ orgId, testRunId: run.id, examples: draftExamples(def), browserTaskQueue: deps.browserTaskQueue, budgetMs }],
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+      // The same fairness key as the organization's queries (apps/api/services/dispatch.ts).
+      priority: { fairnessKey: orgId },
       workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
       // The budget, plus room for recording the outcome and an example overrunning its timeout.
       workflowExecutionTimeout: budgetMs + 2 * 60_000,

@@ -26,14 +26,23 @@ export interface TemporalDevServerOptions {
 }
 
 /**
- * Dynamic config the embedded server starts with: none beyond the CLI's own. Measured with
- * `npm run bench` on 2 cores (issue 11, three runs each): one partition per task queue
- * (matching.numTaskqueueRead/WritePartitions=1) and system.enableActivityEagerExecution=true
- * changed no figure beyond the run-to-run noise (c=1 p50 102.0 → 102.2 ms, c=16 26.4 → 26.4 q/s),
- * and the execute activity already starts 0.04 ms after it is scheduled. Try values with
- * TEMPORAL_DEV_DYNAMIC_CONFIG='{"key": value}' (null drops a key).
+ * Dynamic config the embedded server starts with. Fairness between organizations: every query
+ * starts with its organization as the fairness key (apps/api/services/dispatch.ts), and with
+ * matching.enableFairness a backlogged task queue (the browser queue's few Chromium pages) is
+ * dispatched round-robin between organizations, not first come, first served. One partition per
+ * task queue makes that order exact on the one-machine server (with the default four, each
+ * partition is fair on its own and the order between them random); deploy/temporal/
+ * dynamic-config.yaml enables fairness for the cluster, where partitions are the operator's.
+ * Measured with `npm run bench` on 2 cores (issue 11, three runs each): one partition and
+ * system.enableActivityEagerExecution=true changed no figure beyond the run-to-run noise (c=1 p50
+ * 102.0 → 102.2 ms, c=16 26.4 → 26.4 q/s). Try values with TEMPORAL_DEV_DYNAMIC_CONFIG='{"key":
+ * value}' (null drops a key).
  */
-export const DEV_DYNAMIC_CONFIG: Readonly<Record<string, unknown>> = {};
+export const DEV_DYNAMIC_CONFIG: Readonly<Record<string, unknown>> = {
+  'matching.enableFairness': true,
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
+};
 
 function dynamicConfigArgs(own: Record<string, unknown> | undefined): string[] {
   let fromEnv: Record<string, unknown> = {};

@@ -87,6 +87,11 @@ export class Dispatch {
           // The id names this claim only: it never runs twice; "already started" means our own earlier attempt.
           workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
           workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
+          // The organization is the run's fairness key, inherited by its activities: where a task
+          // queue has a backlog (a few Chromium pages shared by every organization), Temporal
+          // dispatches round-robin between organizations, so one organization's burst cannot make
+          // another's query wait behind all of it (needs matching.enableFairness on the server).
+          priority: { fairnessKey: request.org_id },
           // In one process with the worker (the embedded stack): the first task comes back in the
           // start response, skipping the task-queue match. The server falls back to the queue
           // when that worker has no free slot.
