@@ -157,6 +157,14 @@ async function publishIn(
       [apiId],
     );
     const version = Number(last.rows[0].v) + 1;
+    if (visibility === 'public' && existing?.visibility === 'private') {
+      // Sharing publishes the shared definition, never the private history behind it: only the
+      // shared definition was checked (shareIssues: a caller's connection never leaves its site),
+      // and a public workflow runs with every caller's connections. So the operations it leaves out
+      // are removed, and every earlier version is withdrawn (a pin answers workflow_version_unavailable).
+      await c.query('DELETE FROM operations WHERE api_id = $1 AND NOT (name = ANY($2::text[]))', [apiId, def.operations.map((o) => o.name)]);
+      await c.query('UPDATE operation_versions SET available = false WHERE available AND operation_id IN (SELECT id FROM operations WHERE api_id = $1)', [apiId]);
+    }
     const charge = visibility === 'private' ? PRIVATE_BUILD_CREDITS : 0;
     const ledgerId = charge ? await chargeBuild(c, orgId, charge, `build ${def.handle} v${version}`) : null;
     await writeCatalog(c, apiId, def, version);
