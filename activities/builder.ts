@@ -14,6 +14,7 @@ import type { RecipeRunner } from './engines/index.ts';
 import { redact } from './engines/errors.ts';
 import { accessFailure } from './execute.ts';
 import type { BuilderActivities, DraftExampleResult } from './types.ts';
+import { linearRegExp } from '../shared/regex.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
@@ -21,7 +22,7 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 const asJson = (v: unknown): unknown => (v === undefined ? null : JSON.parse(JSON.stringify(v)));
 
 export function createBuilderActivities(deps: { db: Db; runner: RecipeRunner; keyring: () => Promise<Keyring> }): BuilderActivities {
-  const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
+  const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false, code: { regExp: linearRegExp } }));
 
   return {
     async runDraftExample({ orgId, testRunId, example }) {

@@ -12,6 +12,7 @@ import type { RecipeRunner } from './engines/index.ts';
 import { isFinalRefusal, redact } from './engines/errors.ts';
 import type { ExecuteActivities } from './types.ts';
 import { loadConfig } from '../shared/config.ts';
+import { linearRegExp } from '../shared/regex.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
@@ -66,7 +67,7 @@ export function createExecuteActivities(deps: {
   const maxOutputBytes = deps.maxOutputBytes ?? loadConfig().EXECUTE_MAX_OUTPUT_BYTES;
   // Connection secrets are decrypted with the configured key (CONNECTIONS_ENCRYPTION_KEY or the dev key in DATA_DIR).
   const keyring = deps.keyring;
-  const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
+  const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false, code: { regExp: linearRegExp } }));
   const validators = new Map<string, ReturnType<Ajv2020['compile']>>();
   type Loaded = NonNullable<Awaited<ReturnType<typeof loadOperationVersion>>> & { parsed: Recipe };
   const versionCache = new Map<string, Loaded>();

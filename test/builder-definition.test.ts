@@ -44,13 +44,31 @@ describe('builder definition', () => {
     expect(paths(d4)).toEqual(['/operations/1/name']);
   });
 
-  it('refuses regular expressions that backtrack catastrophically, wherever they are', () => {
+  it('refuses regular expressions the linear-time engine cannot run, wherever they are, and nesting deeper than it looks', () => {
     const d: any = workflowTemplate();
-    d.operations[0].input_schema.properties.note = { type: 'string', pattern: '^(a+)+$' };
-    d.operations[0].output_schema.patternProperties = { '(x*)*': {} };
-    expect(paths(d)).toEqual(['/operations/0/input_schema/properties/note/pattern', '/operations/0/output_schema/patternProperties/(x*)*']);
+    d.operations[0].input_schema.properties.note = { type: 'string', pattern: '^(?=a)a+$' };
+    d.operations[0].output_schema.patternProperties = { '(x)\\1': {} };
+    expect(paths(d)).toEqual(['/operations/0/input_schema/properties/note/pattern', '/operations/0/output_schema/patternProperties/(x)\\1']);
+    const deep: any = workflowTemplate();
+    let node = deep.operations[0].input_schema;
+    for (let i = 0; i < 70; i++) node = node.properties = { x: { type: 'object' } }, node = node.x;
+    expect(definitionIssues(deep).some((i) => i.message.includes('nested more than 64 levels'))).toBe(true);
     // The template's own patterns (ISBN, currency) are fine, and editing one copy leaves the next alone.
     expect(definitionIssues(workflowTemplate())).toEqual([]);
+  });
+
+  it('runs every pattern in linear time: ones that make a backtracking engine take hours answer at once', () => {
+    // ^(\w|\d)*$ on "1"×40 + "!" backtracks 2^40 times in V8's engine; nested quantifiers too.
+    const d: any = workflowTemplate();
+    d.operations[0].input_schema.properties.isbn13.pattern = '^(\\w|\\d)*$';
+    d.operations[0].examples[0].input.isbn13 = `${'1'.repeat(40)}!`;
+    const nested: any = workflowTemplate();
+    nested.operations[0].input_schema.properties.isbn13.pattern = '^(a+)+$';
+    nested.operations[0].examples[0].input.isbn13 = `${'a'.repeat(40)}!`;
+    const started = Date.now();
+    expect(paths(d)).toEqual(['/operations/0/examples/0/input/isbn13']);
+    expect(paths(nested)).toEqual(['/operations/0/examples/0/input/isbn13', '/operations/0/examples/0/output/isbn13']);
+    expect(Date.now() - started).toBeLessThan(2_000);
   });
 
   it('derives performs_actions from action steps; a contradicting declaration is refused', () => {

@@ -4,6 +4,7 @@ import { RecipeValidationError, parseRecipe, safeParseRecipe, recipePerformsActi
 import { TemplateError, renderUrl, renderValue, renderHeader, type TemplateScope } from '../shared/recipes/template.ts';
 import { parseDate, parseDateTime, parseInteger, parseNumber } from '../activities/engines/extract.ts';
 import { guardedLookup, isPrivateAddress } from '../activities/engines/net-guard.ts';
+import { linearExtract, linearTest, toRe2 } from '../shared/regex.ts';
 import { proxyTarget } from '../activities/engines/guarded-proxy.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { recipeActions, validateOperationVersion } from '../shared/catalog/validate.ts';
@@ -42,7 +43,9 @@ describe('recipe validation', () => {
     expect(issues({ ...ok, steps: [{ type: 'navigate', url: 'http://books.example.test/{{secrets.KEY}}' }] })).toContain('steps[0].url: secret "KEY" is used but not listed in "secrets"');
     expect(issues({ ...ok, secrets: ['KEY'], output: '{{secrets.KEY}}' })).toContain('output: the output must never contain secrets');
     expect(issues({ ...ok, steps: [{ type: 'extract', fields: { x: { type: 'list', selector: 'li' } }, save_as: 'v' }] })[0]).toMatch(/steps\[0\]\.fields\.x\.fields: type "list" needs exactly one/);
-    expect(issues({ ...ok, steps: [{ type: 'extract', fields: { x: { type: 'text', pattern: '(' } }, save_as: 'v' }] })[0]).toMatch(/pattern: not a valid regular expression/);
+    expect(issues({ ...ok, steps: [{ type: 'extract', fields: { x: { type: 'text', pattern: '(' } }, save_as: 'v' }] })[0]).toMatch(/pattern: not a regular expression this service can run/);
+    // Patterns run on the linear-time engine: lookaround and backreferences are refused.
+    expect(issues({ ...ok, steps: [{ type: 'extract', fields: { x: { type: 'text', pattern: '(?<=\\$)\\d+' } }, save_as: 'v' }] })[0]).toMatch(/lookaround and backreferences are not supported/);
     expect(issues({ ...ok, steps: [{ type: 'request', url: 'http://books.example.test/', json: { a: 1 } }] })[0]).toMatch(/method: a request with a body needs method/);
     expect(issues({ ...ok, steps: [{ type: 'extract', fields: {}, save_as: 'bad name' }] })[0]).toMatch(/save_as: must be a variable name/);
     expect(issues({ ...ok, hosts: ['Books.Example.test:80'] })[0]).toMatch(/^hosts\[0\]: must be a lower-case host name/);
@@ -99,6 +102,15 @@ describe('value parsing', () => {
     expect(parseDateTime('2025-06-01T12:00:00Z')).toBe('2025-06-01T12:00:00Z');
     expect(parseDateTime('2025-06-01 08:15')).toBe('2025-06-01T08:15:00Z');
     expect(parseDateTime('2025-06-01T12:00:00+02:00')).toBe('2025-06-01T10:00:00Z');
+  });
+
+  it('patterns run on the linear-time engine with ECMAScript escapes translated', () => {
+    expect(linearExtract('\\u00e9(\\d+)', 'caf\u00e942')).toBe('42');
+    expect(linearExtract('\\u{1F600}', 'x\u{1F600}')).toBe('\u{1F600}');
+    expect(linearExtract('Showing ([\\d,]+) results', 'Showing 1,234 results')).toBe('1,234');
+    expect(linearExtract('^(a+)+$', `${'a'.repeat(50_000)}!`)).toBeNull();
+    expect(linearTest('^97[89][0-9]{10}$', '9782918455943')).toBe(true);
+    expect(toRe2('\\\\u0041')).toBe('\\\\u0041'); // an escaped backslash, then "u0041": kept
   });
 
   it('private address ranges', () => {

@@ -5,6 +5,7 @@
 import * as cheerio from 'cheerio';
 import type { AnyNode } from 'domhandler';
 import type { Field, FieldType } from '../../shared/recipes/schema.ts';
+import { linearExtract } from '../../shared/regex.ts';
 
 export type CheerioDoc = cheerio.CheerioAPI;
 type Sel = cheerio.Cheerio<AnyNode>;
@@ -67,11 +68,10 @@ export function parseDateTime(s: string): string | null {
   return new Date(t).toISOString().replace(/\.000Z$/, 'Z');
 }
 
+/** A field's `pattern` (the recipe's author's) on the page's text: linear time (shared/regex.ts). */
 function applyPattern(text: string, pattern: string | undefined): string | null {
   if (!pattern) return text;
-  const m = new RegExp(pattern).exec(text.slice(0, MAX_TEXT));
-  if (!m) return null;
-  return m[1] ?? m[0];
+  return linearExtract(pattern, text.slice(0, MAX_TEXT));
 }
 
 /** Converts a scalar read from a page or JSON document to the field's type; null when it cannot. */

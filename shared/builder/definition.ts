@@ -4,13 +4,13 @@
 // recipe). Every problem is one issue: a JSON Pointer into the definition and a message.
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import safeRegex from 'safe-regex2';
 import { CATEGORIES } from '../catalog/categories.ts';
 import { recipeActions, validateOperationVersion } from '../catalog/validate.ts';
 import type { AccessRequirement, ApiDefinition, JsonSchema, OperationDefinition } from '../catalog/types.ts';
 import { RecipeValidationError, safeParseRecipe } from '../recipes/schema.ts';
 import { ServiceError, type ValidationIssue } from '../errors.ts';
 import { canonicalHash } from './canonical.ts';
+import { linearRegExp, patternProblem } from '../regex.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
@@ -48,7 +48,8 @@ export interface BuilderDefinition {
 /** Largest definition accepted (JSON bytes). */
 export const MAX_DEFINITION_BYTES = 512 * 1024;
 
-const HOST = '^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$';
+// A host name of at most 253 characters (maxLength beside it): no lookahead, as RE2 has none.
+const HOST = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$';
 
 /** A bounded array of closed objects: the shape of every list in a definition. */
 function listOf(bounds: { minItems?: number; maxItems: number }, required: string[], properties: Record<string, unknown>) {
@@ -67,7 +68,7 @@ export const DEFINITION_SCHEMA = {
     description: { type: 'string', maxLength: 2000 },
     category: { enum: CATEGORIES.map((c) => c.id) },
     website_url: { anyOf: [{ type: 'null' }, { type: 'string', format: 'uri', pattern: '^https?://', maxLength: 2048 }] },
-    sites: listOf({ minItems: 1, maxItems: 20 }, ['name', 'host'], { name: { type: 'string', minLength: 1, maxLength: 120 }, host: { type: 'string', pattern: HOST } }),
+    sites: listOf({ minItems: 1, maxItems: 20 }, ['name', 'host'], { name: { type: 'string', minLength: 1, maxLength: 120 }, host: { type: 'string', maxLength: 253, pattern: HOST } }),
     operations: listOf(
       { minItems: 1, maxItems: 20 },
       ['name', 'label', 'description', 'input_schema', 'output_schema', 'recipe', 'examples'],
@@ -84,14 +85,14 @@ export const DEFINITION_SCHEMA = {
         access: listOf({ maxItems: 10 }, ['kind', 'name', 'site'], {
           kind: { enum: ['account', 'access_key'] },
           name: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_]{0,63}$' },
-          site: { type: 'string', pattern: HOST },
+          site: { type: 'string', maxLength: 253, pattern: HOST },
         }),
       },
     ),
   },
 } as const;
 
-const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
+const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false, code: { regExp: linearRegExp } }));
 const checkStructure = ajv.compile(DEFINITION_SCHEMA);
 
 function ajvIssue(e: ErrorObject, prefix = ''): ValidationIssue {
@@ -101,17 +102,29 @@ function ajvIssue(e: ErrorObject, prefix = ''): ValidationIssue {
 
 /**
  * Regular expressions a built workflow carries (`pattern`, `patternProperties` in its schemas, a
- * recipe field's `pattern`) run in the API and the worker on other people's input: one with
- * catastrophic backtracking would stall a process every organization shares. safe-regex2 (star
- * height) refuses them.
+ * recipe field's `pattern`) run in the API and the worker on other people's input, always on RE2's
+ * linear-time engine (shared/regex.ts: no catastrophic backtracking, whatever the pattern). A pattern
+ * that engine cannot run (lookaround, backreferences) is refused here, at any depth: a definition
+ * nested deeper than this walk goes is refused as a whole.
  */
+const MAX_PATTERN_DEPTH = 64;
 function unsafePatterns(value: unknown, at: string, issues: ValidationIssue[], depth = 0): void {
-  if (depth > 64 || !value || typeof value !== 'object') return;
+  if (!value || typeof value !== 'object') return;
+  if (depth > MAX_PATTERN_DEPTH) {
+    issues.push({ path: at, message: `nested more than ${MAX_PATTERN_DEPTH} levels deep` });
+    return;
+  }
   for (const [k, v] of Object.entries(value)) {
     const here = `${at}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`;
-    if (k === 'pattern' && typeof v === 'string' && !safeRegex(v)) issues.push({ path: here, message: 'this regular expression can backtrack catastrophically (nested repetition); rewrite it' });
+    if (k === 'pattern' && typeof v === 'string') {
+      const problem = patternProblem(v);
+      if (problem) issues.push({ path: here, message: problem });
+    }
     if (k === 'patternProperties' && v && typeof v === 'object' && !Array.isArray(v)) {
-      for (const p of Object.keys(v)) if (!safeRegex(p)) issues.push({ path: `${here}/${p.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: 'this regular expression can backtrack catastrophically (nested repetition); rewrite it' });
+      for (const p of Object.keys(v)) {
+        const problem = patternProblem(p);
+        if (problem) issues.push({ path: `${here}/${p.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: problem });
+      }
     }
     unsafePatterns(v, here, issues, depth + 1);
   }
@@ -167,7 +180,11 @@ export function definitionIssues(json: unknown): ValidationIssue[] {
     (op.access ?? []).forEach((a, j) => {
       if (!hosts.has(a.site)) issues.push({ path: `${at}/access/${j}/site`, message: `site "${a.site}" is not one of the definition's sites` });
     });
-    unsafePatterns({ input_schema: op.input_schema, output_schema: op.output_schema, recipe: op.recipe }, at, issues);
+    // (A recipe field's pattern is the recipe parser's to check: shared/recipes/schema.ts.)
+    const before = issues.length;
+    unsafePatterns({ input_schema: op.input_schema, output_schema: op.output_schema }, at, issues);
+    // A pattern already refused above would only be refused again as a schema that does not compile.
+    if (issues.length > before) return;
     const input = compileSchema(op.input_schema, `${at}/input_schema`, issues);
     const output = compileSchema(op.output_schema, `${at}/output_schema`, issues);
     op.examples.forEach((ex, j) => {

@@ -5,6 +5,7 @@
 
 import { z } from 'zod';
 import type { ErrorCode, ValidationIssue } from '../errors.ts';
+import { patternProblem } from '../regex.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Templates
@@ -337,11 +338,9 @@ export const FieldSchema: z.ZodType<Field> = z.lazy(() =>
       if (f.type !== 'list' && f.limit !== undefined) ctx.addIssue({ code: 'custom', message: '"limit" only applies to list fields', path: ['limit'] });
       if (f.true_values && f.type !== 'boolean') ctx.addIssue({ code: 'custom', message: '"true_values" only applies to boolean fields', path: ['true_values'] });
       if (f.pattern !== undefined) {
-        try {
-          new RegExp(f.pattern);
-        } catch {
-          ctx.addIssue({ code: 'custom', message: 'not a valid regular expression', path: ['pattern'] });
-        }
+        // It runs on RE2's linear-time engine (shared/regex.ts): RE2 syntax, no lookaround or backreferences.
+        const problem = patternProblem(f.pattern);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['pattern'] });
       }
     }),
 );

@@ -11,6 +11,7 @@ import type { Config } from '../config.ts';
 import { forcedToolCall, LlmError, type LlmFallback, type LlmSettings } from './llm-client.ts';
 import { groundFill } from './llm-ground.ts';
 import type { Candidate, FillResult, FillTarget, RankResult } from './types.ts';
+import { linearRegExp } from '../regex.ts';
 
 export type { LlmFallback, LlmSettings } from './llm-client.ts';
 
@@ -55,7 +56,7 @@ export function llmMayAnswer(ranked: RankResult): boolean {
 }
 
 export class LlmRouter {
-  private readonly ajv = addFormats(new Ajv2020({ allErrors: false, strict: false, addUsedSchema: false }));
+  private readonly ajv = addFormats(new Ajv2020({ allErrors: false, strict: false, addUsedSchema: false, code: { regExp: linearRegExp } }));
   /** Compiled input schemas by their text; bounded, as private operations come and go. */
   private readonly validators = new Map<string, ValidateFunction>();
 

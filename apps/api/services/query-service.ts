@@ -21,6 +21,7 @@ import { Idempotency } from './idempotency.ts';
 import { RunWatch } from './run-watch.ts';
 import { PROMPT_SEARCH_CREDITS, PromptRouting, type PromptPlan, type RouterSource } from './prompt-routing.ts';
 import type { LlmRouter } from '../../../shared/router/llm.ts';
+import { linearRegExp } from '../../../shared/regex.ts';
 
 export { rateHeaders, type RateInfo, type RequestRow };
 
@@ -34,7 +35,7 @@ export type Submission =
   | { kind: 'started'; request: RequestRow; workflowId: string; stream: boolean; op: ResolvedOperation; rate: RateInfo };
 
 export class QueryService {
-  private readonly ajv = addFormats(new Ajv2020({ allErrors: true, strict: false }));
+  private readonly ajv = addFormats(new Ajv2020({ allErrors: true, strict: false, code: { regExp: linearRegExp } }));
   private readonly inputValidators = new Map<string, ReturnType<Ajv2020['compile']>>();
 
   private readonly admission: Admission;
