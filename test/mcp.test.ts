@@ -379,16 +379,21 @@ describe('MCP per-workflow endpoint', () => {
 describe('a private workflow with a public handle', () => {
   it('each per-workflow tool runs its own operation, and svc_get_workflow lists every operation the handle reaches', async () => {
     const org = await newOrg(20);
-    // The organization's own @weather: one operation, current_weather, at 3 credits (the public one costs 1).
+    // A public workflow of its own handle (the demo @weather's operations), so no other file's counts
+    // see this test's, and the organization's private one of that handle: one operation,
+    // current_weather, at 3 credits (the public one costs 1).
+    const name = `shadow-${Math.random().toString(36).slice(2, 8)}`;
+    const h = `@${name}`;
+    await publishApi(db(), { ...weatherApi, handle: h });
     const current = weatherApi.operations.find((o) => o.name === 'current_weather')!;
-    await publishApi(db(), { ...weatherApi, name: 'Own Weather', operations: [{ ...current, cost_credits: 3 }] }, { ownerOrgId: org.org_id });
-    const listing = await call('GET', '/v1/catalog/tools?api=@weather', { key: org.api_key });
+    await publishApi(db(), { ...weatherApi, handle: h, name: 'Own Weather', operations: [{ ...current, cost_credits: 3 }] }, { ownerOrgId: org.org_id });
+    const listing = await call('GET', `/v1/catalog/tools?api=${h}`, { key: org.api_key });
     const named = listing.body.data.items.filter((t: { operation: string }) => t.operation === 'current_weather');
     const pub = named.find((t: { visibility: string }) => t.visibility === 'public');
     const own = named.find((t: { visibility: string }) => t.visibility === 'private');
     expect(pub.name).not.toBe(own.name);
 
-    const client = await connect(org.api_key, '/mcp/workflows/weather');
+    const client = await connect(org.api_key, `/mcp/workflows/${name}`);
     const viaPublic = await callTool(client, pub.name, { city: 'London' });
     expect(viaPublic.sc.receipt.billing).toEqual({ status: 'settled', reserved_credits: 1, charged_credits: 1 });
     const viaOwn = await callTool(client, own.name, { city: 'London' });
@@ -401,7 +406,7 @@ describe('a private workflow with a public handle', () => {
 
     // svc_get_workflow: the private operation, and the public ones it does not shadow (all runnable by handle).
     const generic = await connect(org.api_key);
-    const ops = (await callTool(generic, 'svc_get_workflow', { api: '@weather' })).sc;
+    const ops = (await callTool(generic, 'svc_get_workflow', { api: h })).sc;
     expect(ops.visibility).toBe('private');
     const publicOps = listing.body.data.items.filter((t: { visibility: string; operation: string }) => t.visibility === 'public' && t.operation !== 'current_weather');
     expect(publicOps.length).toBeGreaterThan(0);
