@@ -104,6 +104,33 @@ describe('value parsing', () => {
     expect(parseDateTime('2025-06-01T12:00:00+02:00')).toBe('2025-06-01T10:00:00Z');
   });
 
+  it('a value that doubles at every set step (shared references) or every string render stops at the bound, at once', () => {
+    const scope: TemplateScope = { input: {}, vars: { v0: 'x' }, secrets: {}, run: {} };
+    const started = Date.now();
+    let failedAt = -1;
+    for (let i = 1; i <= 60; i++) {
+      try {
+        // What `set` does with value ["{{vars.v<i-1>}}", "{{vars.v<i-1>}}"]: two references, no copy.
+        scope.vars[`v${i}`] = renderValue([`{{vars.v${i - 1}}}`, `{{vars.v${i - 1}}}`], scope);
+      } catch (e) {
+        expect(e).toMatchObject({ code: 'workflow_execution_failed', details: { reason: 'value_too_large' } });
+        failedAt = i;
+        break;
+      }
+    }
+    expect(failedAt).toBeGreaterThan(10);
+    expect(failedAt).toBeLessThanOrEqual(20);
+    const strings: TemplateScope = { input: {}, vars: { s0: 'xxxxxxxx' }, secrets: {}, run: {} };
+    expect(() => {
+      for (let i = 1; i <= 60; i++) strings.vars[`s${i}`] = renderValue(`{{vars.s${i - 1}}}{{vars.s${i - 1}}}`, strings);
+    }).toThrow(/larger than/);
+    // Serializing a shared value into a string (a URL, a header, a message) is bounded too.
+    let dag: unknown = 'x';
+    for (let i = 0; i < 40; i++) dag = [dag, dag];
+    expect(() => renderValue('x{{vars.dag}}', { input: {}, vars: { dag }, secrets: {}, run: {} })).toThrow(/larger than/);
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+
   it('patterns run on the linear-time engine with ECMAScript escapes translated', () => {
     expect(linearExtract('\\u00e9(\\d+)', 'caf\u00e942')).toBe('42');
     expect(linearExtract('\\u{1F600}', 'x\u{1F600}')).toBe('\u{1F600}');

@@ -1,6 +1,7 @@
 // Rendering of recipe templates. Values are looked up by path, never evaluated.
 // Workflow-safe: no Node built-ins.
 
+import { ServiceError } from '../errors.ts';
 import { PLACEHOLDER_RE, parseReference, wholeReference, type TemplateRef } from './schema.ts';
 
 export interface TemplateScope {
@@ -49,10 +50,50 @@ export function lookup(ref: TemplateRef, scope: TemplateScope): unknown {
   return cur;
 }
 
+/**
+ * The most one rendered value may hold: nodes (array items, object members) and characters, each
+ * reference to a shared value counted every time it appears. A whole reference returns the value
+ * itself, not a copy, so `set` steps can build a value whose size doubles at every step (two
+ * references to the previous one) in a few milliseconds; walking, copying or serializing it would
+ * then hang or exhaust the worker every organization shares. Far above any real page's data (a
+ * run's output is at most 1.5 MiB anyway).
+ */
+export const MAX_VALUE_NODES = 200_000;
+export const MAX_VALUE_CHARS = 4 * 1024 * 1024;
+
+/** Throws workflow_execution_failed (`value_too_large`) when `value` is over the bounds; stops walking as soon as it is. */
+export function assertBoundedValue(value: unknown): void {
+  let nodes = 0;
+  let chars = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') chars += v.length;
+    else if (Array.isArray(v)) {
+      nodes += v.length;
+      for (const x of v) stack.push(x);
+    } else if (v && typeof v === 'object') {
+      for (const k in v) {
+        if (!hasOwn(v, k)) continue;
+        nodes++;
+        chars += k.length;
+        stack.push((v as Record<string, unknown>)[k]);
+      }
+    }
+    if (nodes > MAX_VALUE_NODES || chars > MAX_VALUE_CHARS) throw tooLarge();
+  }
+}
+
+const tooLarge = () =>
+  new ServiceError('workflow_execution_failed', `A value the recipe builds is larger than ${MAX_VALUE_NODES} items or ${MAX_VALUE_CHARS / (1024 * 1024)} MiB of text`, {
+    details: { reason: 'value_too_large' },
+  });
+
 function stringify(value: unknown): string {
   if (value === undefined || value === null) return '';
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  assertBoundedValue(value);
   return JSON.stringify(value);
 }
 
@@ -64,21 +105,37 @@ function resolve(body: string, scope: TemplateScope): unknown {
 
 /** Renders a string template; `encode` is applied to every inserted value (not to the literal text). */
 export function renderString(text: string, scope: TemplateScope, encode: (s: string) => string = (s) => s): string {
-  return text.replace(PLACEHOLDER_RE, (_m, body: string) => encode(stringify(resolve(body, scope))));
+  let length = text.length;
+  return text.replace(PLACEHOLDER_RE, (_m, body: string) => {
+    const inserted = encode(stringify(resolve(body, scope)));
+    // A string that doubles at every step ("{{vars.x}}{{vars.x}}") is bounded like a value.
+    length += inserted.length;
+    if (length > MAX_VALUE_CHARS) throw tooLarge();
+    return inserted;
+  });
 }
 
-/** Renders a template value: a lone placeholder keeps the value's JSON type; strings inside are rendered. */
+/**
+ * Renders a template value: a lone placeholder keeps the value's JSON type; strings inside are
+ * rendered. The result is bounded (assertBoundedValue), shared references counted each time.
+ */
 export function renderValue(value: unknown, scope: TemplateScope): unknown {
+  const out = renderInner(value, scope);
+  if (out && typeof out === 'object') assertBoundedValue(out);
+  return out;
+}
+
+function renderInner(value: unknown, scope: TemplateScope): unknown {
   if (typeof value === 'string') {
     const whole = wholeReference(value);
     if (whole) return lookup(whole, scope);
     return renderString(value, scope);
   }
-  if (Array.isArray(value)) return value.map((v) => renderValue(v, scope));
+  if (Array.isArray(value)) return value.map((v) => renderInner(v, scope));
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      const r = renderValue(v, scope);
+      const r = renderInner(v, scope);
       if (r !== undefined) out[k] = r;
     }
     return out;
