@@ -384,8 +384,11 @@ describe('a private workflow with a public handle', () => {
     // current_weather, at 3 credits (the public one costs 1).
     const name = `shadow-${Math.random().toString(36).slice(2, 8)}`;
     const h = `@${name}`;
-    await publishApi(db(), { ...weatherApi, handle: h });
+    // Two operations only: health checks run every public workflow's examples, and the weather site
+    // rate-limits its alerts (the health test counts on them).
     const current = weatherApi.operations.find((o) => o.name === 'current_weather')!;
+    const forecast = weatherApi.operations.find((o) => o.name === 'forecast')!;
+    await publishApi(db(), { ...weatherApi, handle: h, operations: [current, forecast] });
     await publishApi(db(), { ...weatherApi, handle: h, name: 'Own Weather', operations: [{ ...current, cost_credits: 3 }] }, { ownerOrgId: org.org_id });
     const listing = await call('GET', `/v1/catalog/tools?api=${h}`, { key: org.api_key });
     const named = listing.body.data.items.filter((t: { operation: string }) => t.operation === 'current_weather');
