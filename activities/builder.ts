@@ -13,7 +13,7 @@ import { parseRecipe } from '../shared/recipes/schema.ts';
 import type { RecipeRunner } from './engines/index.ts';
 import { redact } from './engines/errors.ts';
 import { accessFailure } from './execute.ts';
-import type { BuilderActivities, DraftExampleResult } from './types.ts';
+import { failedExample, type BuilderActivities, type DraftExampleResult } from './types.ts';
 import { linearRegExp } from '../shared/regex.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
@@ -29,16 +29,7 @@ export function createBuilderActivities(deps: { db: Db; runner: RecipeRunner; ke
       const ctx = Context.current();
       const started = Date.now();
       const base = { operation: example.operation, index: example.index, title: example.title, input: example.input, expected: example.expected };
-      const failed = (code: string, message: string): DraftExampleResult => ({
-        ...base,
-        output: null,
-        equal: false,
-        schema_ok: null,
-        schema_errors: [],
-        error: { code, message },
-        passed: false,
-        ms: Date.now() - started,
-      });
+      const failed = (code: string, message: string): DraftExampleResult => failedExample(example, code, message, Date.now() - started);
       let secrets: Record<string, string> = {};
       if (example.access.length) {
         // The testing organization's own connections, exactly as its queries would use them.

@@ -1,4 +1,4 @@
-// Activity signatures, imported by the workflow with `import type` only.
+// Activity signatures, imported by the workflow (types, and the few workflow-safe values here).
 import type { RequestStatusValue } from '../shared/schemas/query.ts';
 import type { TerminalEnvelope } from '../shared/workflow-contract.ts';
 import type { SuccessInput } from '../shared/query-envelope.ts';
@@ -168,6 +168,24 @@ export interface DraftExampleResult {
   error: { code: string; message: string } | null;
   passed: boolean;
   ms: number;
+}
+
+/** An example that produced no output (a failure, or not run): the activity's and the workflow's one shape. Workflow-safe. */
+export function failedExample(example: DraftExample, code: string, message: string, ms = 0): DraftExampleResult {
+  return {
+    operation: example.operation,
+    index: example.index,
+    title: example.title,
+    input: example.input,
+    expected: example.expected,
+    output: null,
+    equal: false,
+    schema_ok: null,
+    schema_errors: [],
+    error: { code, message },
+    passed: false,
+    ms,
+  };
 }
 
 export interface BuilderActivities {

@@ -5,7 +5,7 @@
 // every organization's live queries, so a run has a total time budget: once spent, the remaining
 // examples are reported as not run rather than holding those workers for up to 3 minutes each.
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
-import type { BuilderActivities, DraftExample, DraftExampleResult } from '../activities/types.ts';
+import { failedExample, type BuilderActivities, type DraftExample, type DraftExampleResult } from '../activities/types.ts';
 
 export interface BuilderTestRunInput {
   orgId: string;
@@ -58,7 +58,7 @@ export async function builderTestRunWorkflow(input: BuilderTestRunInput): Promis
     const left = deadline === null ? PER_EXAMPLE_MS : Math.min(PER_EXAMPLE_MS, deadline - Date.now());
     if (left < MIN_EXAMPLE_MS) {
       // Catalog code of a time limit; the message says it never started.
-      results.push(failed(example, 'execution_timeout', `Not run: the test run's total time budget (${Math.round(input.budgetMs! / 1000)} s) was spent on the examples before it`));
+      results.push(failedExample(example, 'execution_timeout', `Not run: the test run's total time budget (${Math.round(input.budgetMs! / 1000)} s) was spent on the examples before it`));
       continue;
     }
     try {
@@ -72,27 +72,10 @@ export async function builderTestRunWorkflow(input: BuilderTestRunInput): Promis
       results.push(await runner.runDraftExample({ orgId: input.orgId, testRunId: input.testRunId, example }));
     } catch {
       // The worker was lost or the run timed out: shown as this example's failure.
-      results.push(failed(example, 'execution_timeout', 'The example did not finish within its time limit'));
+      results.push(failedExample(example, 'execution_timeout', 'The example did not finish within its time limit'));
     }
   }
   const status = results.length > 0 && results.every((r) => r.passed) ? 'passed' : 'failed';
   await store.recordTestRun({ testRunId: input.testRunId, status, results });
   return { status, results };
-}
-
-function failed(example: DraftExample, code: string, message: string): DraftExampleResult {
-  return {
-    operation: example.operation,
-    index: example.index,
-    title: example.title,
-    input: example.input,
-    expected: example.expected,
-    output: null,
-    equal: false,
-    schema_ok: null,
-    schema_errors: [],
-    error: { code, message },
-    passed: false,
-    ms: 0,
-  };
 }

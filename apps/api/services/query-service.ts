@@ -217,7 +217,8 @@ export class QueryService {
 
   /**
    * Claim (when keyed) and dispatch; admission and the claim are one atomic step per organization.
-   * A keyed request meeting an existing claim gets what the idempotency table says.
+   * Called after meetKey found nothing to replay; a keyed request meeting a claim made since gets
+   * what the idempotency table says.
    */
   async submit(orgId: string, q: QueryRequest, resolved: Resolved, idempotencyKey: string | undefined): Promise<Submission> {
     const stream = q.stream === true;
@@ -227,7 +228,9 @@ export class QueryService {
     this.dispatch.checkSize(orgId, run, op);
 
     for (let attempt = 0; attempt < 3; attempt++) {
-      if (keyHash) {
+      // meetKey has just found nothing under the key, so the first attempt claims at once (a
+      // concurrent claim since then makes the claim come back empty, and the next attempt looks).
+      if (keyHash && attempt > 0) {
         const existing = await findByKey(this.deps.db, orgId, keyHash);
         if (existing) {
           const outcome = await this.idempotency.existing(existing, fingerprint);
