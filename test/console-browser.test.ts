@@ -6,6 +6,7 @@
 // organization's request is 404; too many failed sign-ins are 429.
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../shared/config.ts';
+import { inviteMember } from '../shared/accounts/invitations.ts';
 import { call, closeDb, db, query } from './helpers/stack.ts';
 import { orgWithUser, PASSWORD, signedIn } from './helpers/console-http.ts';
 import { addAccessKey, axeViolations, chromiumPages, fillSignIn, look, signIn } from './helpers/console-browser.ts';
@@ -87,6 +88,19 @@ describe('console in Chromium', () => {
     await page.getByRole('link', { name: 'Members', exact: true }).click();
     await page.getByRole('heading', { level: 1, name: 'Members' }).waitFor();
     await look(page, 'members');
+    // Inviting: one answer whatever the address, and the invitation listed as pending.
+    await page.getByLabel('Email').fill('someone-new@example.com');
+    await page.getByRole('button', { name: 'Invite' }).click();
+    await page.getByRole('status').filter({ hasText: 'Invitation recorded' }).waitFor();
+    expect(await page.getByRole('row').filter({ hasText: 'someone-new@example.com' }).count()).toBe(1);
+    await look(page, 'members-invited');
+    // Invited to another organization: the Overview offers Accept and Decline.
+    const inviter = await orgWithUser('owner', 0);
+    await inviteMember(db(), { actor: 'owner', actorUserId: inviter.userId, orgId: inviter.org.org_id, email: owner.email, role: 'member' });
+    await page.getByRole('link', { name: 'Overview', exact: true }).click();
+    await page.getByRole('heading', { level: 2, name: 'Invitations' }).waitFor();
+    await page.getByRole('button', { name: /^Accept the invitation to / }).waitFor();
+    await look(page, 'overview-invitation');
     await page.getByRole('link', { name: 'Workflows', exact: true }).click();
     await page.getByRole('heading', { level: 1, name: 'Workflows' }).waitFor();
     await look(page, 'workflows');
