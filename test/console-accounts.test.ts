@@ -328,6 +328,65 @@ describe('invitations (adding a member needs their consent)', () => {
     const admin = await signedIn('admin', owner.org.org_id);
     expect((await admin.client.submit('/console/members', '/console/members', { email: other.email, role: 'owner' })).status).toBe(403);
   });
+
+  /** The answer to accepting an invitation, as the invited person sees it (status and page heading). */
+  const acceptAs = async (c: ConsoleClient, id: string) => {
+    const res = await c.submit('/console', `/console/invitations/${id}/accept`, {});
+    return { status: res.status, h1: /<h1>([^<]*)<\/h1>/.exec(res.text)?.[1] ?? null, message: /<main[^>]*>[\s\S]*?<p>([^<]*)<\/p>/.exec(res.text)?.[1] ?? null };
+  };
+  const memberRole = async (orgId: string, userId: string) =>
+    (await db().query('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, userId])).rows[0]?.role ?? null;
+
+  it('expires an invitation after 7 days: not listed, and accepting it answers like an unknown one; inviting again renews it', async () => {
+    const owner = await signedIn('owner');
+    const invitee = await signedIn('owner');
+    await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'member' });
+    const [id] = invitationIds((await invitee.client.get('/console')).text);
+    const row = (await db().query(`SELECT extract(epoch FROM expires_at - created_at)::int AS ttl FROM member_invitations WHERE id = $1`, [id])).rows[0];
+    expect(row.ttl).toBe(7 * 24 * 3600);
+
+    await db().query(`UPDATE member_invitations SET created_at = created_at - interval '7 days 1 minute', expires_at = expires_at - interval '7 days 1 minute' WHERE id = $1`, [id]);
+    expect(invitationIds((await invitee.client.get('/console')).text)).toEqual([]);
+    const unknown = await acceptAs(invitee.client, 'inv_000000000000000000000000');
+    expect(unknown.status).toBe(404);
+    expect(await acceptAs(invitee.client, id!)).toEqual(unknown);
+    expect(await memberRole(owner.org.org_id, invitee.userId)).toBeNull();
+    // The organization's list shows it as expired; inviting again renews the same invitation.
+    expect((await owner.client.get('/console/members')).text).toMatch(/<td>[^<]*\(expired\)<\/td>/);
+    expect((await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'member' })).status).toBe(303);
+    expect(invitationIds((await invitee.client.get('/console')).text)).toEqual([id]);
+    expect((await acceptAs(invitee.client, id!)).status).toBe(303);
+    expect(await memberRole(owner.org.org_id, invitee.userId)).toBe('member');
+  });
+
+  it("grants nothing once its inviter may no longer grant that role (removed, or demoted below it), answering like an unknown one", async () => {
+    const first = await signedIn('owner');
+    const org = first.org.org_id;
+    const inviter = await signedIn('owner', org);
+    const admin = await signedIn('admin', org);
+    const toOwner = await signedIn('owner');
+    const toAdmin = await signedIn('owner');
+    const fromAdmin = await signedIn('owner');
+    expect((await inviter.client.submit('/console/members', '/console/members', { email: toOwner.email, role: 'owner' })).status).toBe(303);
+    expect((await inviter.client.submit('/console/members', '/console/members', { email: toAdmin.email, role: 'admin' })).status).toBe(303);
+    expect((await admin.client.submit('/console/members', '/console/members', { email: fromAdmin.email, role: 'admin' })).status).toBe(303);
+    const idOf = async (c: ConsoleClient) => invitationIds((await c.get('/console')).text)[0]!;
+    const [ownerInv, adminInv, fromAdminInv] = [await idOf(toOwner.client), await idOf(toAdmin.client), await idOf(fromAdmin.client)];
+
+    // The inviter is demoted to Administrator: an Owner invitation is void, an Administrator one stands.
+    expect((await first.client.submit('/console/members', `/console/members/${inviter.userId}/role`, { role: 'admin' })).status).toBe(303);
+    const unknown = await acceptAs(toOwner.client, 'inv_000000000000000000000000');
+    expect(invitationIds((await toOwner.client.get('/console')).text)).toEqual([]);
+    expect(await acceptAs(toOwner.client, ownerInv)).toEqual(unknown);
+    expect(await memberRole(org, toOwner.userId)).toBeNull();
+    expect((await acceptAs(toAdmin.client, adminInv)).status).toBe(303);
+    expect(await memberRole(org, toAdmin.userId)).toBe('admin');
+
+    // The inviting Administrator is removed: their invitation grants nothing.
+    expect((await first.client.submit('/console/members', `/console/members/${admin.userId}/remove`, {})).status).toBe(303);
+    expect(await acceptAs(fromAdmin.client, fromAdminInv)).toEqual(unknown);
+    expect(await memberRole(org, fromAdmin.userId)).toBeNull();
+  });
 });
 
 describe('pages of an organization', () => {

@@ -5,18 +5,28 @@
 //
 // An invitation is recorded for the email as typed, whether or not a user has it, and the answer
 // is the same either way: the form must not tell a stranger which addresses have accounts.
+//
+// An invitation is the inviter's grant, so it holds only while the inviter could still make it: it
+// expires INVITATION_TTL_DAYS after it was sent (or re-sent), and accepting re-checks that the
+// inviter is still a member whose role may grant the invited one (checkActor). An expired one, one
+// whose inviter was removed or demoted below it, a withdrawn one and an unknown one all answer
+// alike (`not_found`), and the invited person's list shows only those they can accept.
 import { randomBytes } from 'node:crypto';
-import { tx, type Db } from '../db/pool.ts';
+import { tx, type Db, type DbClient } from '../db/pool.ts';
 import { AccountError, EMAIL_RE, checkActor, normalizeEmail, type Role } from './users.ts';
 
 export const newInvitationId = () => `inv_${randomBytes(12).toString('hex')}`;
 export const INVITATION_ID_RE = /^inv_[0-9a-f]{24}$/;
+/** How long an invitation can be accepted after it was sent or last re-sent. */
+export const INVITATION_TTL_DAYS = 7;
 
 export interface OrgInvitation {
   id: string;
   email: string;
   role: Role;
   created_at: Date;
+  expires_at: Date;
+  expired: boolean;
 }
 
 export interface UserInvitation {
@@ -30,7 +40,8 @@ export interface UserInvitation {
  * Record an invitation of `email` to the organization with `role`. Refuses only what the inviter
  * can see anyway: a malformed address, a role they may not grant, someone already in their member
  * list. Anything else is the same silent success: a new invitation, a pending one re-sent with the
- * new role, or one the person declined (which stays declined: no re-inviting after a no).
+ * new role (and a new expiry, even if it had expired), or one the person declined (which stays
+ * declined: no re-inviting after a no).
  */
 export async function inviteMember(db: Db, a: { actor: Role; actorUserId: string; orgId: string; email: string; role: Role }): Promise<void> {
   checkActor(a.actor, null, a.role);
@@ -39,17 +50,22 @@ export async function inviteMember(db: Db, a: { actor: Role; actorUserId: string
   const member = await db.query('SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.org_id = $1 AND u.email = $2', [a.orgId, email]);
   if (member.rowCount) throw new AccountError('already_member', 'that person is already a member (see the list above)');
   await db.query(
-    `INSERT INTO member_invitations AS i (id, org_id, email, role, invited_by) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT (org_id, email) DO UPDATE SET role = EXCLUDED.role, invited_by = EXCLUDED.invited_by, created_at = now()
+    `INSERT INTO member_invitations AS i (id, org_id, email, role, invited_by, expires_at)
+       VALUES ($1, $2, $3, $4, $5, now() + make_interval(days => $6))
+       ON CONFLICT (org_id, email) DO UPDATE SET role = EXCLUDED.role, invited_by = EXCLUDED.invited_by, created_at = now(), expires_at = EXCLUDED.expires_at
        WHERE i.status = 'pending'`,
-    [newInvitationId(), a.orgId, email, a.role, a.actorUserId],
+    [newInvitationId(), a.orgId, email, a.role, a.actorUserId, INVITATION_TTL_DAYS],
   );
 }
 
-/** The organization's pending invitations (its managers see them; declined ones are not listed). */
+/**
+ * The organization's pending invitations (its managers see them, expired ones marked so that they
+ * can be sent again or withdrawn; declined ones are not listed).
+ */
 export async function orgInvitations(db: Db, orgId: string): Promise<OrgInvitation[]> {
   const r = await db.query(
-    `SELECT id, email, role, created_at FROM member_invitations WHERE org_id = $1 AND status = 'pending' ORDER BY created_at DESC, id`,
+    `SELECT id, email, role, created_at, expires_at, expires_at <= now() AS expired
+       FROM member_invitations WHERE org_id = $1 AND status = 'pending' ORDER BY created_at DESC, id`,
     [orgId],
   );
   return r.rows;
@@ -65,27 +81,52 @@ export async function revokeInvitation(db: Db, actor: Role, orgId: string, id: s
   });
 }
 
-/** The pending invitations addressed to a signed-in user's email. */
+/** Whether an inviter of role `inviter` (undefined: no longer a member) may grant `role` now. */
+function inviterMayGrant(inviter: Role | null | undefined, role: Role): boolean {
+  if (!inviter) return false;
+  try {
+    checkActor(inviter, null, role);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The invited user's pending, unexpired invitations, with their inviter's current role there. */
+const LIVE_FOR_USER = `
+  SELECT i.id, o.name AS org_name, i.role, i.created_at, im.role AS inviter_role
+    FROM member_invitations i
+    JOIN users u ON u.email = i.email
+    JOIN organizations o ON o.id = i.org_id
+    LEFT JOIN memberships im ON im.org_id = i.org_id AND im.user_id = i.invited_by
+   WHERE u.id = $1 AND i.status = 'pending' AND i.expires_at > now()`;
+
+/** The invitations a signed-in user can accept now (expired ones and void ones are not shown). */
 export async function userInvitations(db: Db, userId: string): Promise<UserInvitation[]> {
-  const r = await db.query(
-    `SELECT i.id, o.name AS org_name, i.role, i.created_at
-       FROM member_invitations i JOIN users u ON u.email = i.email JOIN organizations o ON o.id = i.org_id
-      WHERE u.id = $1 AND i.status = 'pending' ORDER BY i.created_at, i.id`,
-    [userId],
-  );
-  return r.rows;
+  const r = await db.query(`${LIVE_FOR_USER} ORDER BY i.created_at, i.id`, [userId]);
+  return r.rows.filter((x) => inviterMayGrant(x.inviter_role, x.role)).map(({ id, org_name, role, created_at }) => ({ id, org_name, role, created_at }));
+}
+
+/**
+ * One invitation the user can answer now, locked; `not_found` for anything else. The organization's
+ * row is then locked, as changeMember locks it, so a concurrent removal or demotion of the inviter
+ * either commits before the inviter's role is read here (and is seen) or waits for this answer.
+ */
+async function liveInvitation(c: DbClient, userId: string, id: string): Promise<{ org_id: string; role: Role }> {
+  const r = await c.query(`SELECT i.org_id, i.role, i.invited_by FROM member_invitations i JOIN users u ON u.email = i.email
+      WHERE i.id = $1 AND u.id = $2 AND i.status = 'pending' AND i.expires_at > now() FOR UPDATE OF i`, [id, userId]);
+  const row = r.rows[0] as { org_id: string; role: Role; invited_by: string | null } | undefined;
+  if (!row) throw new AccountError('not_found', 'no such invitation');
+  await c.query('SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE', [row.org_id]);
+  const inviter = row.invited_by ? await c.query('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [row.org_id, row.invited_by]) : null;
+  if (!inviterMayGrant(inviter?.rows[0]?.role, row.role)) throw new AccountError('not_found', 'no such invitation');
+  return { org_id: row.org_id, role: row.role };
 }
 
 /** The invited user accepts: the membership is created and the invitation is gone, in one step. */
 export async function acceptInvitation(db: Db, userId: string, id: string): Promise<{ org_id: string; role: Role }> {
   return tx(db, async (c) => {
-    const r = await c.query(
-      `SELECT i.org_id, i.role FROM member_invitations i JOIN users u ON u.email = i.email
-        WHERE i.id = $1 AND u.id = $2 AND i.status = 'pending' FOR UPDATE OF i`,
-      [id, userId],
-    );
-    if (!r.rowCount) throw new AccountError('not_found', 'no such invitation');
-    const { org_id, role } = r.rows[0] as { org_id: string; role: Role };
+    const { org_id, role } = await liveInvitation(c, userId, id);
     await c.query('INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [org_id, userId, role]);
     await c.query('DELETE FROM member_invitations WHERE id = $1', [id]);
     return { org_id, role };
@@ -94,10 +135,8 @@ export async function acceptInvitation(db: Db, userId: string, id: string): Prom
 
 /** The invited user declines: the invitation stays, declined, so the organization cannot re-send it. */
 export async function declineInvitation(db: Db, userId: string, id: string): Promise<void> {
-  const r = await db.query(
-    `UPDATE member_invitations i SET status = 'declined', decided_at = now() FROM users u
-      WHERE i.id = $1 AND u.id = $2 AND u.email = i.email AND i.status = 'pending'`,
-    [id, userId],
-  );
-  if (!r.rowCount) throw new AccountError('not_found', 'no such invitation');
+  await tx(db, async (c) => {
+    await liveInvitation(c, userId, id);
+    await c.query(`UPDATE member_invitations SET status = 'declined', decided_at = now() WHERE id = $1`, [id]);
+  });
 }

@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AccountError, changeMember, listMembers, ROLES } from '../../../../shared/accounts/users.ts';
-import { INVITATION_ID_RE, inviteMember, orgInvitations, revokeInvitation } from '../../../../shared/accounts/invitations.ts';
+import { INVITATION_ID_RE, INVITATION_TTL_DAYS, inviteMember, orgInvitations, revokeInvitation } from '../../../../shared/accounts/invitations.ts';
 import { needManager, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
 
 const AddForm = z.object({ _csrf: z.string(), email: z.string().max(254), role: z.enum(ROLES) });
@@ -19,7 +19,7 @@ export default async function memberPages(app: FastifyInstance, ctx: ConsoleCont
   async function page(request: FastifyRequest, reply: FastifyReply, error: string | null, status = 200, notice: string | null = null) {
     const s = sessionOf(request);
     const [members, invitations] = await Promise.all([listMembers(app.db, s.orgId), orgInvitations(app.db, s.orgId)]);
-    return ctx.render(request, reply, 'members.eta', { title: 'Members', members, invitations, roles: ROLES, error, notice }, status);
+    return ctx.render(request, reply, 'members.eta', { title: 'Members', members, invitations, roles: ROLES, ttlDays: INVITATION_TTL_DAYS, error, notice }, status);
   }
 
   /** A refused change re-renders the page with the reason; a member id from the URL that is not one is 404. */
