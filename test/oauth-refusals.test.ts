@@ -256,20 +256,42 @@ describe('tokens on /mcp', () => {
     const clientId = await register();
     const t = await tokensFor(who, clientId);
     const refresh = (token: string) => form('/oauth/token', { grant_type: 'refresh_token', refresh_token: token, client_id: clientId, resource: resource() });
-    // Two refreshes with the same token at once both succeed (the grace), a third does not.
+    // Two refreshes with the same token at once both succeed (the grace).
     const [r1, r2] = await Promise.all([refresh(t.refresh_token), refresh(t.refresh_token)]);
     expect([r1!.status, r2!.status]).toEqual([200, 200]);
     expect(r1!.body.refresh_token).not.toBe(t.refresh_token);
-    expect((await refresh(t.refresh_token)).body.error).toBe('invalid_grant');
-    // Past the grace window, a rotated token is refused even though its one extra use is unspent.
     const r4 = await refresh(r2!.body.refresh_token);
     expect(r4.status).toBe(200);
-    await db().query(`UPDATE oauth_tokens SET rotated_at = now() - interval '31 seconds' WHERE token_hash = $1`, [hashSecret(r2!.body.refresh_token)]);
-    expect((await refresh(r2!.body.refresh_token)).body.error).toBe('invalid_grant');
-    // Another client cannot use it.
+    // Another client cannot use it (and ends nothing by trying).
     const r3 = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: r4.body.refresh_token, client_id: await register(), resource: resource() });
     expect(r3.body.error).toBe('invalid_grant');
     expect((await mcp(r4.body.access_token)).status).toBe(200);
+    // Past the grace window, a rotated token is refused even though its one extra use is unspent,
+    // and, as a replayed refresh token, it ends the grant: the newer tokens stop too (RFC 9700 §4.14.2).
+    await db().query(`UPDATE oauth_tokens SET rotated_at = now() - interval '31 seconds' WHERE token_hash = $1`, [hashSecret(r2!.body.refresh_token)]);
+    expect((await refresh(r2!.body.refresh_token)).body.error).toBe('invalid_grant');
+    expect((await mcp(r4.body.access_token)).body.error.code).toBe('invalid_access_token');
+    expect((await refresh(r4.body.refresh_token)).body.error).toBe('invalid_grant');
+  });
+
+  it('a refresh token presented once more than the grace allows ends its whole grant (reuse means it leaked)', async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const t = await tokensFor(who, clientId);
+    const refresh = (token: string) => form('/oauth/token', { grant_type: 'refresh_token', refresh_token: token, client_id: clientId, resource: resource() });
+    const [r1, r2] = await Promise.all([refresh(t.refresh_token), refresh(t.refresh_token)]);
+    expect([r1!.status, r2!.status]).toEqual([200, 200]);
+    const grants = async () => (await db().query('SELECT count(*)::int AS n FROM oauth_grants WHERE client_id = $1', [clientId])).rows[0].n;
+    expect(await grants()).toBe(1);
+    // A third use within the window: refused, and every token of that consent stops.
+    expect((await refresh(t.refresh_token)).body.error).toBe('invalid_grant');
+    expect(await grants()).toBe(0);
+    for (const r of [r1!, r2!]) {
+      expect((await mcp(r.body.access_token)).body.error.code).toBe('invalid_access_token');
+      expect((await refresh(r.body.refresh_token)).body.error).toBe('invalid_grant');
+    }
+    // An unknown refresh token is refused as ever.
+    expect((await refresh(`wqs_rt_${randomBytes(32).toString('base64url')}`)).body.error).toBe('invalid_grant');
   });
 
   it('revocation: RFC 7009 ends the grant; an Owner revoking the client in the console ends it at once', async () => {

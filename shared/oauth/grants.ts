@@ -98,7 +98,10 @@ export async function redeemCode(db: Db, a: { code: string; clientId: string; re
 
 /**
  * Rotate a refresh token. The presented token is marked rotated; a token already rotated is honored
- * once more within the grace window (the race of two concurrent refreshes), never after.
+ * once more within the grace window (the race of two concurrent refreshes), never after. A rotated
+ * token presented beyond that is a replay: either the client or someone who copied the token is
+ * using an old one, and which is unknowable, so the whole grant ends (RFC 9700 §4.14.2). Without
+ * that, whoever refreshed first with a stolen token kept the grant while the client was refused.
  */
 export async function refresh(db: Db, a: { refreshToken: string; clientId: string; resource: string | undefined }): Promise<TokenSet> {
   const r = await db.query(
@@ -113,12 +116,18 @@ export async function refresh(db: Db, a: { refreshToken: string; clientId: strin
     [hashSecret(a.refreshToken), a.clientId, REFRESH_GRACE_SECONDS],
   );
   const row = r.rows[0];
-  if (!row) throw new GrantError('invalid_grant', 'The refresh token is unknown, expired, revoked or already used');
-  if (a.resource !== undefined && a.resource !== row.resource) throw new GrantError('invalid_target', 'resource differs from the grant');
-  // Rotated tokens past their grace are of no further use.
-  if (Math.random() < 0.05) {
-    await db.query(`DELETE FROM oauth_tokens WHERE expires_at < now() OR rotated_at < now() - make_interval(secs => $1)`, [REFRESH_GRACE_SECONDS * 2]);
+  if (!row) {
+    await db.query(
+      `DELETE FROM oauth_grants g USING oauth_tokens t
+        WHERE t.token_hash = $1 AND t.kind = 'refresh' AND t.rotated_at IS NOT NULL AND g.id = t.grant_id AND g.client_id = $2`,
+      [hashSecret(a.refreshToken), a.clientId],
+    );
+    throw new GrantError('invalid_grant', 'The refresh token is unknown, expired, revoked or already used');
   }
+  if (a.resource !== undefined && a.resource !== row.resource) throw new GrantError('invalid_target', 'resource differs from the grant');
+  // Expired tokens are of no further use. Rotated refresh tokens stay until they expire: a replay of
+  // one is recognized (above) for as long as it could have been used.
+  if (Math.random() < 0.05) await db.query(`DELETE FROM oauth_tokens WHERE expires_at < now()`);
   return issue(db, row.id, row.scope);
 }
 
