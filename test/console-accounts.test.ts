@@ -554,6 +554,20 @@ describe('on an https base URL, with sign-up open', () => {
     expect(Number(blocked!.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 
+  it('counts refused sign-ups against the client IP as well: sign-up cannot probe addresses past that limit', async () => {
+    const known = await orgWithUser('member');
+    const c = new ConsoleClient(base);
+    let blocked: Awaited<ReturnType<ConsoleClient['submit']>> | undefined;
+    for (let i = 0; i < 6 && !blocked; i++) {
+      const res = await c.submit('/console/sign-up', '/console/sign-up', { organization: 'Probe', email: known.email, password: PASSWORD });
+      if (res.status === 429) blocked = res;
+      else expect(res.text).toContain('That email cannot be used.');
+    }
+    expect(blocked?.status).toBe(429);
+    expect(Number(blocked!.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(blocked!.text).toContain('Too many sign-up attempts');
+  });
+
   it('keeps sign-up closed on the shared stack (DATABASE_URL set)', async () => {
     expect((await new ConsoleClient().get('/console/sign-up')).status).toBe(404);
   });

@@ -22,6 +22,15 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
   };
   const signup = ctx.config.consoleSignup;
 
+  async function refuseIfThrottled(ip: string, email: string | null, what: 'sign-in' | 'sign-up') {
+    const wait = await throttled(app.db, ip, email, limits);
+    if (wait > 0) {
+      throw new ConsolePageError(429, 'Too many attempts', `Too many ${what} attempts. Wait ${Math.ceil(wait / 60)} minute(s) and try again.`, {
+        'retry-after': String(wait),
+      });
+    }
+  }
+
   // `next`: only an OAuth authorization request (pages/oauth.ts) is returned to after sign-in.
   const nextOf = (v: unknown) => (isAuthorizeReturn(v) ? v : null);
   app.get('/console/sign-in', { schema: { hide: true } }, async (request, reply) => {
@@ -35,12 +44,7 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     if (!form.success) return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', error: WRONG, signup, next: null }, 400);
     const { email, password } = form.data;
     const next = nextOf(form.data.next);
-    const wait = await throttled(app.db, request.ip, email, limits);
-    if (wait > 0) {
-      throw new ConsolePageError(429, 'Too many attempts', `Too many sign-in attempts. Wait ${Math.ceil(wait / 60)} minute(s) and try again.`, {
-        'retry-after': String(wait),
-      });
-    }
+    await refuseIfThrottled(request.ip, email, 'sign-in');
     const user = await findUserByEmail(app.db, email);
     // Verified even when there is no such user (against a dummy hash): the same work either way.
     const ok = await verifyPassword(user?.password_hash ?? null, password);
@@ -82,12 +86,17 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     const form = SignUpForm.safeParse(request.body);
     const fields = { title: 'Create an account', email: form.data?.email ?? '', organization: form.data?.organization ?? '' };
     if (!form.success) return ctx.render(request, reply, 'sign-up.eta', { ...fields, error: 'Fill in every field.' }, 400);
+    // Sign-up tells whether an address has an account (it must: the person needs to know why), so
+    // its refusals count against the caller's address like failed sign-ins: no bulk probing of
+    // addresses through the form that sign-in's throttle would otherwise have stopped.
+    await refuseIfThrottled(request.ip, null, 'sign-up');
     try {
       const made = await signUp(app.db, { ...form.data, orgName: form.data.organization, credits: ctx.config.CONSOLE_SIGNUP_CREDITS });
       await ctx.sessions.start(request, reply, made.user_id, made.org_id);
       return reply.redirect('/console', 303);
     } catch (err) {
       if (!(err instanceof AccountError)) throw err;
+      await recordFailure(app.db, request.ip, null, limits);
       // An address in use gets the same answer as any refusal would elsewhere: say what to do.
       const error = err.code === 'email_taken' ? 'That email cannot be used. Sign in instead, or use another address.' : `The ${err.message}.`;
       return ctx.render(request, reply, 'sign-up.eta', { ...fields, error }, 400);
