@@ -6,6 +6,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { openApiSwaggerOptions } from '../../shared/openapi/document.ts';
+import { logRequest } from '../../shared/telemetry/redact.ts';
 import errorsPlugin, { clientErrorResponder, frameworkErrorResponder, rawMissResponse } from './plugins/errors.ts';
 import jsonBodyPlugin from './plugins/json-body.ts';
 import authPlugin from './plugins/auth.ts';
@@ -35,7 +36,11 @@ export interface AppDeps {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   let built: FastifyInstance | undefined;
   const app = Fastify({
-    logger: deps.config.LOG_LEVEL === 'silent' ? false : { level: deps.config.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers["idempotency-key"]'] },
+    // Logged request URLs lose their query string (logRequest), as spans do: it can hold a secret.
+    logger:
+      deps.config.LOG_LEVEL === 'silent'
+        ? false
+        : { level: deps.config.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers["idempotency-key"]'], serializers: { req: logRequest } },
     // Large enough for 1000 include paths of 1000 characters; larger bodies are 413.
     bodyLimit: 2 * 1024 * 1024,
     return503OnClosing: true,

@@ -1,12 +1,18 @@
-// What a span may say about a URL. Query strings can carry secrets (tokens, signed URLs) and a site
-// request's path can carry a query's input, so spans keep the API's own path (route and ids, never
-// a query string) and only the origin of a site request. Pure: no OpenTelemetry import.
+// What a span or a log line may say about a URL. Query strings can carry secrets (tokens, signed
+// URLs, a console invitation link's secret) and a site request's path can carry a query's input,
+// so spans and request logs keep the API's own path (route and ids, never a query string) and only
+// the origin of a site request. Pure: no OpenTelemetry import.
 
 /** The API's incoming request target without its query string ("/v1/query?x=1" → "/v1/query"). */
 export function pathOnly(target: string | undefined): string {
   const t = target ?? '/';
   const cut = t.search(/[?#]/);
   return (cut === -1 ? t : t.slice(0, cut)) || '/';
+}
+
+/** The API's request log fields (Fastify's own, `req` serializer), the URL without its query string. */
+export function logRequest(req: { method?: string; url?: string; host?: string; ip?: string; socket?: { remotePort?: number } }) {
+  return { method: req.method, url: pathOnly(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort };
 }
 
 /** scheme://host[:port] of an outgoing request, or undefined if it is not a URL. */
