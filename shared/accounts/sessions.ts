@@ -78,10 +78,13 @@ export async function deleteExpiredSessions(db: Db, t: SessionTimes): Promise<vo
   await db.query(`DELETE FROM console_sessions WHERE expires_at <= now() OR last_seen_at <= now() - $1 * interval '1 millisecond'`, [t.idleMs]);
 }
 
-/** Sign-up: a new user, Owner of a new organization with `credits` granted, in one transaction. */
+/**
+ * Sign-up: a new user, Owner of a new organization with `credits` granted, in one transaction. The
+ * user's address is unverified: nothing proves it is theirs (invitations to it need their link).
+ */
 export async function signUp(db: Db, a: { email: string; password: string; orgName: string; credits: number }) {
   return tx(db, async (c) => {
-    const user = await insertUser(c, a.email, a.password);
+    const user = await insertUser(c, a.email, a.password, false);
     const orgId = newOrgId();
     await c.query('INSERT INTO organizations (id, name) VALUES ($1, $2)', [orgId, a.orgName]);
     await c.query('INSERT INTO credit_balances (org_id) VALUES ($1)', [orgId]);

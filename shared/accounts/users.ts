@@ -1,6 +1,8 @@
 // Users and their memberships in organizations. The one writer of `users` and `memberships`.
 // The console never adds anyone directly: it records an invitation (invitations.ts) that becomes a
 // membership only when the invited user accepts it. Operators (apps/admin) add members directly.
+// `email_verified`: someone vouches for the address. The service mails nothing, so console sign-up
+// proves nothing about an address (unverified); a user an operator creates is verified.
 // The last Owner rule is enforced here, in one transaction that locks the organization row, so two
 // concurrent demotions or removals cannot both pass the check.
 import { randomBytes } from 'node:crypto';
@@ -47,28 +49,32 @@ export async function findUserByEmail(db: Db | DbClient, email: string): Promise
   return r.rows[0];
 }
 
-/** Create a user (hashing the password); `email_taken` when the address is already used. */
-export async function insertUser(c: Db | DbClient, email: string, password: string): Promise<{ user_id: string; email: string }> {
+/**
+ * Create a user (hashing the password); `email_taken` when the address is already used.
+ * `emailVerified` only when an operator vouches for the address (never for a self sign-up).
+ */
+export async function insertUser(c: Db | DbClient, email: string, password: string, emailVerified = false): Promise<{ user_id: string; email: string }> {
   const e = normalizeEmail(email);
   if (!EMAIL_RE.test(e)) throw new AccountError('invalid_email', 'email must look like name@example.com');
   const problem = passwordProblem(password);
   if (problem) throw new AccountError('weak_password', `password ${problem}`);
   const id = newUserId();
-  const r = await c.query('INSERT INTO users (id, email, password_hash) VALUES ($1, $2, $3) ON CONFLICT (email) DO NOTHING RETURNING id', [
+  const r = await c.query('INSERT INTO users (id, email, password_hash, email_verified) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO NOTHING RETURNING id', [
     id,
     e,
     await hashPassword(password),
+    emailVerified,
   ]);
   if (r.rowCount === 0) throw new AccountError('email_taken', 'a user with that email already exists');
   return { user_id: id, email: e };
 }
 
-/** Operators: create a user and make them a member of an existing organization with a role. */
+/** Operators: create a user (its address vouched for) and make them a member of an existing organization with a role. */
 export async function createUserInOrg(db: Db, a: { email: string; password: string; orgId: string; role: Role }) {
   return tx(db, async (c) => {
     const org = await c.query('SELECT 1 FROM organizations WHERE id = $1', [a.orgId]);
     if (org.rowCount === 0) throw new AccountError('not_found', `organization ${a.orgId} not found`);
-    const user = await insertUser(c, a.email, a.password);
+    const user = await insertUser(c, a.email, a.password, true);
     await c.query('INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3)', [a.orgId, user.user_id, a.role]);
     return { ...user, org_id: a.orgId, role: a.role };
   });
