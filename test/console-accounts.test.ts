@@ -33,6 +33,24 @@ async function keyCount(orgId: string) {
   return r.rows[0].n as number;
 }
 
+/** Ids of the invitations a user's Overview offers to accept. */
+const invitationIds = (text: string) => [...text.matchAll(/action="\/console\/invitations\/(inv_[0-9a-f]{24})\/accept"/g)].map((m) => m[1]!);
+
+/** The invitation link shown once on the Members page answering "Invite" (its path: the page names the base URL). */
+function linkOn(text: string) {
+  const m = /value="https?:\/\/[^"/]+(\/console\/invitations\/(inv_[0-9a-f]{24})\?token=([A-Za-z0-9_-]{43}))"/.exec(text);
+  return m ? { path: m[1]!, id: m[2]!, token: m[3]! } : null;
+}
+
+/** The answer to accepting or declining an invitation, as the invited person sees it (status and page heading). */
+async function answerAs(c: ConsoleClient, id: string, action: 'accept' | 'decline' = 'accept', form: Record<string, string> = {}) {
+  const res = await c.submit('/console', `/console/invitations/${id}/${action}`, form);
+  return { status: res.status, h1: /<h1>([^<]*)<\/h1>/.exec(res.text)?.[1] ?? null, message: /<main[^>]*>[\s\S]*?<p>([^<]*)<\/p>/.exec(res.text)?.[1] ?? null };
+}
+
+const memberRole = async (orgId: string, userId: string) =>
+  (await db().query('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, userId])).rows[0]?.role ?? null;
+
 /** A request row of an organization, as the query path writes it (no run needed to see it listed). */
 async function requestRow(orgId: string) {
   const id = newRequestId();
@@ -202,7 +220,7 @@ describe('roles', () => {
     const owner = await signedIn('owner');
     const joiner = await orgWithUser('member'); // a user of another organization
     const add = await owner.client.submit('/console/members', '/console/members', { email: joiner.email.toUpperCase(), role: 'member' });
-    expect(add.status).toBe(303);
+    expect(add.status).toBe(200);
     const jc = new ConsoleClient();
     await jc.signIn(joiner.email, PASSWORD);
     // Not a member until accepted.
@@ -247,14 +265,13 @@ describe('roles', () => {
 
 describe('invitations (adding a member needs their consent)', () => {
   const sessionOrg = async (userId: string) => (await db().query('SELECT org_id FROM console_sessions WHERE user_id = $1', [userId])).rows.map((r) => r.org_id);
-  const invitationIds = (text: string) => [...text.matchAll(/action="\/console\/invitations\/(inv_[0-9a-f]{24})\/accept"/g)].map((m) => m[1]!);
 
   it("a stranger's organization named \"AAA…\" adding a user grants nothing, and never becomes where that user signs in", async () => {
     const victim = await orgWithUser('owner'); // their own organization, "Console org …"
     const attackerOrg = await newOrg(0, 'AAA first in line');
     const attacker = await signedIn('owner', attackerOrg.org_id);
     const add = await attacker.client.submit('/console/members', '/console/members', { email: victim.email, role: 'admin' });
-    expect(add.status).toBe(303);
+    expect(add.status).toBe(200);
     expect((await db().query('SELECT 1 FROM memberships WHERE org_id = $1 AND user_id = $2', [attackerOrg.org_id, victim.userId])).rowCount).toBe(0);
     expect((await membershipsOf(db(), victim.userId)).map((m) => m.org_id)).toEqual([victim.org.org_id]); // OAuth consent, switcher read this
 
@@ -283,15 +300,19 @@ describe('invitations (adding a member needs their consent)', () => {
     const owner = await signedIn('owner');
     const known = await orgWithUser('member');
     const unknown = `nobody-${Math.random().toString(36).slice(2, 10)}@example.com`;
+    // The answer's notice, the address and the link's id and secret (different each time) left out.
+    const notice = (text: string, email: string) =>
+      /<div class="notice" role="status">[\s\S]*?<\/div>/.exec(text)?.[0].replaceAll(email, '<email>').replace(/inv_[0-9a-f]{24}\?token=[A-Za-z0-9_-]{43}"/, '<link>"');
     const answers = [];
     for (const email of [known.email, unknown]) {
       const res = await owner.client.submit('/console/members', '/console/members', { email, role: 'member' });
-      answers.push({ status: res.status, location: res.location, text: res.text });
+      answers.push({ status: res.status, location: res.location, notice: notice(res.text, email) });
     }
     expect(answers[0]).toEqual(answers[1]);
-    expect(answers[0]!.status).toBe(303);
-    const page = await owner.client.get(answers[0]!.location!);
-    expect(page.text).toContain('Invitation recorded; it takes effect when that person accepts it.');
+    expect(answers[0]!.status).toBe(200);
+    expect(answers[0]!.notice).toContain('Invitation recorded; it takes effect when that person accepts it.');
+    expect(answers[0]!.notice).toContain(`value="${stack().baseUrl}/console/invitations/<link>"`);
+    const page = await owner.client.get('/console/members');
     expect(page.text).not.toContain('No user with');
     expect(page.text).toContain(known.email);
     expect(page.text).toContain(unknown); // both pending, listed alike
@@ -313,7 +334,7 @@ describe('invitations (adding a member needs their consent)', () => {
     expect((await invitee.client.submit('/console', `/console/invitations/${id}/accept`, {})).status).toBe(404);
     expect((await db().query('SELECT 1 FROM memberships WHERE org_id = $1 AND user_id = $2', [owner.org.org_id, invitee.userId])).rowCount).toBe(0);
     // Inviting again answers as ever, but a declined invitation is not shown again.
-    expect((await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'admin' })).status).toBe(303);
+    expect((await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'admin' })).status).toBe(200);
     expect(invitationIds((await invitee.client.get('/console')).text)).toEqual([]);
     expect((await owner.client.get('/console/members')).text).not.toContain(invitee.email);
 
@@ -329,13 +350,18 @@ describe('invitations (adding a member needs their consent)', () => {
     expect((await admin.client.submit('/console/members', '/console/members', { email: other.email, role: 'owner' })).status).toBe(403);
   });
 
-  /** The answer to accepting an invitation, as the invited person sees it (status and page heading). */
-  const acceptAs = async (c: ConsoleClient, id: string) => {
-    const res = await c.submit('/console', `/console/invitations/${id}/accept`, {});
-    return { status: res.status, h1: /<h1>([^<]*)<\/h1>/.exec(res.text)?.[1] ?? null, message: /<main[^>]*>[\s\S]*?<p>([^<]*)<\/p>/.exec(res.text)?.[1] ?? null };
-  };
-  const memberRole = async (orgId: string, userId: string) =>
-    (await db().query('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, userId])).rows[0]?.role ?? null;
+  const acceptAs = (c: ConsoleClient, id: string) => answerAs(c, id);
+
+  it('lets a user an operator created (their address vouched for) accept from the Overview, without the link', async () => {
+    const owner = await signedIn('owner');
+    const invitee = await signedIn('member');
+    await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'admin' });
+    const [id] = invitationIds((await invitee.client.get('/console')).text);
+    expect(id).toMatch(/^inv_/);
+    expect((await acceptAs(invitee.client, id!)).status).toBe(303);
+    expect(await memberRole(owner.org.org_id, invitee.userId)).toBe('admin');
+    expect((await db().query('SELECT email_verified FROM users WHERE id = $1', [invitee.userId])).rows[0].email_verified).toBe(true);
+  });
 
   it('expires an invitation after 7 days: not listed, and accepting it answers like an unknown one; inviting again renews it', async () => {
     const owner = await signedIn('owner');
@@ -353,7 +379,7 @@ describe('invitations (adding a member needs their consent)', () => {
     expect(await memberRole(owner.org.org_id, invitee.userId)).toBeNull();
     // The organization's list shows it as expired; inviting again renews the same invitation.
     expect((await owner.client.get('/console/members')).text).toMatch(/<td>[^<]*\(expired\)<\/td>/);
-    expect((await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'member' })).status).toBe(303);
+    expect((await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'member' })).status).toBe(200);
     expect(invitationIds((await invitee.client.get('/console')).text)).toEqual([id]);
     expect((await acceptAs(invitee.client, id!)).status).toBe(303);
     expect(await memberRole(owner.org.org_id, invitee.userId)).toBe('member');
@@ -367,9 +393,9 @@ describe('invitations (adding a member needs their consent)', () => {
     const toOwner = await signedIn('owner');
     const toAdmin = await signedIn('owner');
     const fromAdmin = await signedIn('owner');
-    expect((await inviter.client.submit('/console/members', '/console/members', { email: toOwner.email, role: 'owner' })).status).toBe(303);
-    expect((await inviter.client.submit('/console/members', '/console/members', { email: toAdmin.email, role: 'admin' })).status).toBe(303);
-    expect((await admin.client.submit('/console/members', '/console/members', { email: fromAdmin.email, role: 'admin' })).status).toBe(303);
+    expect((await inviter.client.submit('/console/members', '/console/members', { email: toOwner.email, role: 'owner' })).status).toBe(200);
+    expect((await inviter.client.submit('/console/members', '/console/members', { email: toAdmin.email, role: 'admin' })).status).toBe(200);
+    expect((await admin.client.submit('/console/members', '/console/members', { email: fromAdmin.email, role: 'admin' })).status).toBe(200);
     const idOf = async (c: ConsoleClient) => invitationIds((await c.get('/console')).text)[0]!;
     const [ownerInv, adminInv, fromAdminInv] = [await idOf(toOwner.client), await idOf(toAdmin.client), await idOf(fromAdmin.client)];
 
@@ -515,6 +541,8 @@ describe('on an https base URL, with sign-up open', () => {
         CONSOLE_SIGNUP_CREDITS: '25',
         // Low, to see the per-IP limit; the IP bucket is shared (PostgreSQL) with the stack's own API.
         CONSOLE_SIGNIN_MAX_PER_IP: '3',
+        // Every request logged, to see that invitation links never are.
+        LOG_LEVEL: 'info',
       }),
     );
   }, 120_000);
@@ -539,6 +567,83 @@ describe('on an https base URL, with sign-up open', () => {
     const user = await db().query(`SELECT u.password_hash, m.role FROM users u JOIN memberships m ON m.user_id = u.id WHERE u.email = $1`, [email]);
     expect(user.rows[0].role).toBe('owner');
     expect(user.rows[0].password_hash).toMatch(/^\$argon2id\$/);
+  });
+
+  /** A console user who signed up (an address nobody vouches for), signed in on this process. */
+  async function signUpAs(email: string) {
+    const c = new ConsoleClient(base);
+    expect((await c.submit('/console/sign-up', '/console/sign-up', { organization: 'Signed up', email, password: PASSWORD })).status).toBe(303);
+    return { client: c, userId: (await db().query('SELECT id FROM users WHERE email = $1', [email])).rows[0].id as string };
+  }
+
+  it('lets an account signed up with the invited address accept only with the invitation link', async () => {
+    const owner = await signedIn('owner');
+    const orgName = (await db().query('SELECT name FROM organizations WHERE id = $1', [owner.org.org_id])).rows[0].name;
+    const email = `bob-${Math.random().toString(36).slice(2, 10)}@example.com`;
+    // Anyone can sign up with any address (nothing is mailed): this account may not be Bob's.
+    const squatter = await signUpAs(email);
+    const invited = await owner.client.submit('/console/members', '/console/members', { email, role: 'admin' });
+    const id = (await db().query('SELECT id FROM member_invitations WHERE org_id = $1 AND email = $2', [owner.org.org_id, email])).rows[0].id;
+
+    // Without the link: not offered on the Overview, and answering it is like answering an unknown one.
+    const home = await squatter.client.get('/console');
+    expect(invitationIds(home.text)).toEqual([]);
+    expect(home.text).not.toContain(orgName);
+    const unknown = await answerAs(squatter.client, 'inv_000000000000000000000000');
+    expect(unknown.status).toBe(404);
+    expect(await answerAs(squatter.client, id)).toEqual(unknown);
+    expect(await answerAs(squatter.client, id, 'accept', { token: 'A'.repeat(43) })).toEqual(unknown);
+    expect(await answerAs(squatter.client, id, 'decline')).toEqual(unknown);
+    expect((await squatter.client.get(`/console/invitations/${id}?token=${'A'.repeat(43)}`)).status).toBe(404);
+    expect(await memberRole(owner.org.org_id, squatter.userId)).toBeNull();
+
+    // The inviter is shown the link once; only its hash is stored.
+    expect(invited.status).toBe(200);
+    const link = linkOn(invited.text)!;
+    expect(link.id).toBe(id);
+    expect(invited.text).toContain('shown only this once');
+    expect((await db().query('SELECT token_hash FROM member_invitations WHERE id = $1', [id])).rows[0].token_hash).toEqual(sha256(link.token));
+    expect((await owner.client.get('/console/members')).text).not.toContain(link.token);
+
+    // Not signed in, the link goes to sign-in and comes back after it.
+    const anonymous = new ConsoleClient(base);
+    const toSignIn = await anonymous.get(link.path);
+    expect(toSignIn.status).toBe(303);
+    expect(toSignIn.location).toBe(`/console/sign-in?next=${encodeURIComponent(link.path)}`);
+    expect((await anonymous.get(toSignIn.location!)).text).toContain(`name="next" value="${link.path}"`);
+    const fresh = new ConsoleClient(); // the stack's own API: this process's per-IP sign-in limit is tiny
+    const signIn = await fresh.submit('/console/sign-in', '/console/sign-in', { email, password: PASSWORD, next: link.path });
+    expect(signIn.status).toBe(303);
+    expect(signIn.location).toBe(link.path);
+
+    // With the link: the invitation is shown and can be accepted.
+    const page = await squatter.client.get(link.path);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain(orgName);
+    expect((await squatter.client.submit(link.path, `/console/invitations/${id}/accept`, { token: link.token })).status).toBe(303);
+    expect(await memberRole(owner.org.org_id, squatter.userId)).toBe('admin');
+
+    // This process logged those requests (at info), never the token.
+    expect(api.output()).toContain(`/console/invitations/${id}`);
+    expect(api.output()).not.toContain(link.token);
+    expect((await db().query('SELECT email_verified FROM users WHERE id = $1', [squatter.userId])).rows[0].email_verified).toBe(false);
+  });
+
+  it('makes a new link when an invitation is sent again: the old link stops working', async () => {
+    const owner = await signedIn('owner');
+    const email = `carol-${Math.random().toString(36).slice(2, 10)}@example.com`;
+    const invitee = await signUpAs(email);
+    const first = linkOn((await owner.client.submit('/console/members', '/console/members', { email, role: 'admin' })).text)!;
+    const second = linkOn((await owner.client.submit('/console/members', '/console/members', { email, role: 'member' })).text)!;
+    expect(second.id).toBe(first.id);
+    expect(second.token).not.toBe(first.token);
+    const unknown = await answerAs(invitee.client, 'inv_000000000000000000000000', 'accept', { token: first.token });
+    expect((await invitee.client.get(first.path)).status).toBe(404);
+    expect(await answerAs(invitee.client, first.id, 'accept', { token: first.token })).toEqual(unknown);
+    expect(await memberRole(owner.org.org_id, invitee.userId)).toBeNull();
+    expect((await invitee.client.get(second.path)).status).toBe(200);
+    expect((await invitee.client.submit(second.path, `/console/invitations/${second.id}/accept`, { token: second.token })).status).toBe(303);
+    expect(await memberRole(owner.org.org_id, invitee.userId)).toBe('member');
   });
 
   it('limits failed sign-ins per client IP, across different emails', async () => {

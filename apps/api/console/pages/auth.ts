@@ -7,6 +7,7 @@ import { deleteEndedWindows, recordFailure, throttled, type ThrottleLimits } fro
 import { deleteExpiredSessions, signUp, switchOrg } from '../../../../shared/accounts/sessions.ts';
 import { ConsolePageError, needSession, type ConsoleContext } from '../context.ts';
 import { isAuthorizeReturn } from './oauth.ts';
+import { isInvitationLink } from './invitations.ts';
 
 const SignInForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024), next: z.string().optional() });
 const SignUpForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024), organization: z.string().trim().min(1).max(100) });
@@ -31,8 +32,9 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     }
   }
 
-  // `next`: only an OAuth authorization request (pages/oauth.ts) is returned to after sign-in.
-  const nextOf = (v: unknown) => (isAuthorizeReturn(v) ? v : null);
+  // `next`: only an OAuth authorization request (pages/oauth.ts) or an invitation's link
+  // (pages/invitations.ts), both paths on this origin, is returned to after sign-in.
+  const nextOf = (v: unknown) => (isAuthorizeReturn(v) || isInvitationLink(v) ? v : null);
   app.get('/console/sign-in', { schema: { hide: true } }, async (request, reply) => {
     const next = nextOf((request.query as Record<string, unknown> | undefined)?.next);
     if (request.consoleSession) return reply.redirect(next ?? '/console', 303);
