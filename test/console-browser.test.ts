@@ -7,6 +7,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../shared/config.ts';
 import { inviteMember } from '../shared/accounts/invitations.ts';
+import { invitationLinkPath } from '../apps/api/console/pages/invitations.ts';
 import { call, closeDb, db, query } from './helpers/stack.ts';
 import { orgWithUser, PASSWORD, signedIn } from './helpers/console-http.ts';
 import { addAccessKey, axeViolations, chromiumPages, fillSignIn, look, signIn } from './helpers/console-browser.ts';
@@ -93,14 +94,21 @@ describe('console in Chromium', () => {
     await page.getByRole('button', { name: 'Invite' }).click();
     await page.getByRole('status').filter({ hasText: 'Invitation recorded' }).waitFor();
     expect(await page.getByRole('row').filter({ hasText: 'someone-new@example.com' }).count()).toBe(1);
+    // The link to send them, shown this once.
+    expect(await page.getByLabel('Invitation link for someone-new@example.com').inputValue()).toMatch(/\/console\/invitations\/inv_[0-9a-f]{24}\?token=[\w-]{43}$/);
     await look(page, 'members-invited');
-    // Invited to another organization: the Overview offers Accept and Decline.
+    // Invited to another organization (this operator-created user's address is vouched for): the
+    // Overview offers Accept and Decline, and so does the invitation's link.
     const inviter = await orgWithUser('owner', 0);
-    await inviteMember(db(), { actor: 'owner', actorUserId: inviter.userId, orgId: inviter.org.org_id, email: owner.email, role: 'member' });
+    const invitation = await inviteMember(db(), { actor: 'owner', actorUserId: inviter.userId, orgId: inviter.org.org_id, email: owner.email, role: 'member' });
     await page.getByRole('link', { name: 'Overview', exact: true }).click();
     await page.getByRole('heading', { level: 2, name: 'Invitations' }).waitFor();
     await page.getByRole('button', { name: /^Accept the invitation to / }).waitFor();
     await look(page, 'overview-invitation');
+    await page.goto(invitationLinkPath(invitation.id, invitation.token));
+    await page.getByRole('heading', { level: 1, name: 'Invitation' }).waitFor();
+    await page.getByRole('button', { name: 'Accept', exact: true }).waitFor();
+    await look(page, 'invitation');
     await page.getByRole('link', { name: 'Workflows', exact: true }).click();
     await page.getByRole('heading', { level: 1, name: 'Workflows' }).waitFor();
     await look(page, 'workflows');
