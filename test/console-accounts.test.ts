@@ -4,7 +4,9 @@
 // - CSRF on every form; sign-out and member removal end sessions at once;
 // - roles: Members cannot reach keys, connections or members; the last Owner stays (race-safe);
 // - invitations: adding a member grants nothing until the invited user accepts; sign-in opens the
-//   oldest membership, never one chosen by name; a known and an unknown email answer alike;
+//   oldest membership, never one chosen by name; a known and an unknown email answer alike; an
+//   account signed up with the invited address accepts only with the invitation's link (shown
+//   once, replaced when sent again, never logged), an operator-created one also from the Overview;
 // - other organizations' ids are 404; a cookie is never an API/MCP credential and a key never opens
 //   the console; sign-in throttling answers 429 with Retry-After;
 // - admin commands `user create` and `org show`.
