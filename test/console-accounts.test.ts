@@ -9,7 +9,7 @@
 //   once, replaced when sent again, never logged), an operator-created one also from the Overview;
 // - other organizations' ids are 404; a cookie is never an API/MCP credential and a key never opens
 //   the console; sign-in throttling answers 429 with Retry-After;
-// - admin commands `user create` and `org show`.
+// - admin commands `user create`, `user verify` and `org show`.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -705,5 +705,22 @@ describe('admin commands', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('at least 10 characters');
     expect(bad.stderr).not.toContain('short');
+  });
+
+  it('vouches for a user\'s address (user verify): an unverified user then accepts invitations from the Overview', async () => {
+    const owner = await signedIn('owner');
+    const invitee = await signedIn('member');
+    // As if made by sign-up: nobody vouched for the address, so the Overview offers no invitation.
+    await db().query('UPDATE users SET email_verified = false WHERE id = $1', [invitee.userId]);
+    await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'member' });
+    expect(invitationIds((await invitee.client.get('/console')).text)).toEqual([]);
+    const done = JSON.parse((await admin(['user', 'verify', '--email', invitee.email.toUpperCase()])).stdout);
+    expect(done).toEqual({ user_id: invitee.userId, email: invitee.email, email_verified: true });
+    const [id] = invitationIds((await invitee.client.get('/console')).text);
+    expect((await answerAs(invitee.client, id!)).status).toBe(303);
+    expect(await memberRole(owner.org.org_id, invitee.userId)).toBe('member');
+    const none = await admin(['user', 'verify', '--email', 'nobody-here@example.com']).catch((e) => e);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('no user has that email');
   });
 });

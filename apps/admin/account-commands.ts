@@ -1,10 +1,12 @@
-// Operator commands for accounts: `user create` and `org show`. Dispatched from main.ts.
-import { isRole, createUserInOrg, AccountError } from '../../shared/accounts/users.ts';
+// Operator commands for accounts: `user create`, `user verify` and `org show`. Dispatched from main.ts.
+import { isRole, createUserInOrg, verifyUserEmail, AccountError } from '../../shared/accounts/users.ts';
 import { balanceOf } from '../../shared/db/orgs.ts';
 import type { Db } from '../../shared/db/pool.ts';
 
 export const ACCOUNT_USAGE = `  npm run admin -- user create --email <email> --password <password>|- --org <org_id> --role owner|admin|member
       (--password - reads the password from stdin, keeping it out of shell history)
+  npm run admin -- user verify --email <email>  (the operator vouches for the address: invitations to it
+      can then be accepted from the console's Overview, without their link)
   npm run admin -- org show --org <org_id>     (name, plan, members, credits: granted, available, reserved, charged)`;
 
 export interface AccountArgs {
@@ -28,6 +30,11 @@ export async function runAccountCommand(db: Db, command: string, a: AccountArgs)
         if (err instanceof AccountError) throw new Error(err.message); // never echoes the password
         throw err;
       }
+    }
+    case 'user verify': {
+      const user = await verifyUserEmail(db, a.need('email'));
+      if (!user) throw new Error('no user has that email');
+      return user;
     }
     case 'org show': {
       const orgId = a.need('org');

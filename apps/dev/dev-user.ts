@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Db } from '../../shared/db/pool.ts';
-import { createUserInOrg, ensureMembership, findUserByEmail, setPassword } from '../../shared/accounts/users.ts';
+import { createUserInOrg, ensureMembership, findUserByEmail, setPassword, verifyUserEmail } from '../../shared/accounts/users.ts';
 
 export const DEV_USER_EMAIL = 'dev@example.com';
 
@@ -23,6 +23,8 @@ export async function ensureDevUser(db: Db, dataDir: string, orgId: string): Pro
       await setPassword(db, user.id, password);
     }
     await ensureMembership(db, orgId, user.id, 'owner');
+    // Made by this process, not by sign-up (a data dir from before email_verified has it false).
+    await verifyUserEmail(db, DEV_USER_EMAIL);
   }
   if (password !== saved) await fs.writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
   return { email: DEV_USER_EMAIL, password, passwordFile };
