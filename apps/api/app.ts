@@ -111,7 +111,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(ssePlugin);
   await app.register(queryRoutes, { queries });
   await app.register(requestRoutes);
-  await app.register(import('./routes/files.ts'));
+  await app.register(import('./routes/files.ts'), { config: deps.config });
   await app.register(import('./routes/feedback.ts'));
   await app.register(catalogRoutes);
   await app.register(import('./routes/oauth-metadata.ts'));
