@@ -125,6 +125,13 @@ const ConfigSchema = z.object({
    * up to 10 MB, until it is stored); beyond, 429 organization_concurrency_limit before the body is read.
    */
   FILES_UPLOADS_PER_ORG: int(4),
+  /**
+   * MCP `svc_get_run` calls of one organization waiting on runs at once in one API process. Each
+   * waits up to 170 s holding a connection, a result subscription and (after RESULT_NOTIFY_FALLBACK_MS)
+   * a Temporal history long-poll, and the same run can be waited on any number of times; beyond,
+   * the call fails at once with organization_concurrency_limit (retry after 1 s).
+   */
+  MCP_GET_RUN_WAITS_PER_ORG: int(64),
   /** JSON object host -> "127.0.0.1:port": routes real-looking recipe hosts to local sites (dev, tests). */
   SITE_HOST_MAP: z.string().optional(),
   /** Debian's Chromium: the headless shell when installed, else the full browser (defaultChromiumPath). */

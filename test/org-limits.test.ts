@@ -2,8 +2,11 @@
 // pairs of this file's own (small plan limits would disturb other files on the shared pair).
 // Each case sends its burst at once and checks counts, never timings.
 import http from 'node:http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { db, newOrg, query, until } from './helpers/stack.ts';
+import { db, demo, newOrg, query, until } from './helpers/stack.ts';
 import { ownPairPool } from './helpers/own-pair.ts';
 
 const pool = ownPairPool('org-limits');
@@ -156,4 +159,51 @@ describe('per-organization limits', () => {
       return answers.every((s) => s === 201);
     }, 20_000);
   }, 120_000);
+
+  it('svc_get_run waits of one organization are bounded per API process: one more fails at once with organization_concurrency_limit; another organization still waits', async () => {
+    const api = await pool.spawn('api', { ...pool.pair, env: { ...pool.pair.env, MCP_GET_RUN_WAITS_PER_ORG: '2' } });
+    await pool.spawn('worker');
+    const url = String(api.started.url);
+    const org = await newOrg(100);
+    const other = await newOrg(100);
+    const clients: Client[] = [];
+    const connect = async (key: string) => {
+      const client = new Client({ name: 'org-limits', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+      clients.push(client);
+      return client;
+    };
+    const callTool = async (client: Client, name: string, args: Record<string, unknown>) => {
+      const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 })) as CallToolResult;
+      return { isError: r.isError, sc: r.structuredContent as any };
+    };
+    try {
+      // Two slow runs (the site answers after 25 s), one per organization, left running.
+      await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current?city=Madrid', latency_ms: 25_000, times: 2 });
+      const mine = await connect(org.api_key);
+      const theirs = await connect(other.api_key);
+      const madrid = { api: '@weather', operation: 'current_weather', input: { city: 'Madrid' }, wait_seconds: 1 };
+      const [run, otherRun] = await Promise.all([callTool(mine, 'svc_run_workflow', madrid), callTool(theirs, 'svc_run_workflow', madrid)]);
+      expect(run.sc.status, JSON.stringify(run.sc)).toBe('running');
+      expect(otherRun.sc.status, JSON.stringify(otherRun.sc)).toBe('running');
+      // Three waits on the same run at once: two wait, the third is refused without waiting.
+      const waits = [1, 2, 3].map(() => callTool(mine, 'svc_get_run', { request_id: run.sc.request_id, wait_seconds: 120 }));
+      const first = await Promise.race(waits.map((w, i) => w.then(() => i)));
+      const refused = await waits[first]!;
+      expect(refused.isError).toBe(true);
+      expect(refused.sc.status).toBe('failed');
+      expect(refused.sc.error.code).toBe('organization_concurrency_limit');
+      expect(refused.sc.message).toMatch(/retry after 1 s/);
+      // The other organization's wait is its own: it waits for its run and gets the result.
+      const theirsWait = await callTool(theirs, 'svc_get_run', { request_id: otherRun.sc.request_id, wait_seconds: 120 });
+      expect(theirsWait.sc.status, JSON.stringify(theirsWait.sc)).toBe('succeeded');
+      // The two waits that were let in get the run's result.
+      const rest = await Promise.all(waits.filter((_, i) => i !== first));
+      expect(rest.map((r) => r.sc.status)).toEqual(['succeeded', 'succeeded']);
+      // Their places are given back: the next wait is answered (at once, the run being done).
+      expect((await callTool(mine, 'svc_get_run', { request_id: run.sc.request_id })).sc.status).toBe('succeeded');
+    } finally {
+      for (const c of clients) await c.close().catch(() => {});
+    }
+  }, 150_000);
 });

@@ -117,7 +117,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(import('./routes/oauth-metadata.ts'));
   // MCP sign-in with OAuth: registration, token and revocation endpoints (form bodies in their own scope).
   await app.register(import('./routes/oauth.ts'));
-  await app.register(import('./routes/mcp.ts'), { allowedOrigins: deps.config.MCP_ALLOWED_ORIGINS });
+  await app.register(import('./routes/mcp.ts'), { allowedOrigins: deps.config.MCP_ALLOWED_ORIGINS, getRunWaitsPerOrg: deps.config.MCP_GET_RUN_WAITS_PER_ORG });
   await app.register(import('./routes/icons.ts'));
   await app.register(import('./routes/openapi.ts'));
   await app.register(import('./routes/well-known.ts'));

@@ -10,6 +10,7 @@ import { createFile, MAX_FILE_BYTES } from '../../../shared/db/files.ts';
 import { FileResponse } from '../../../shared/openapi/schemas.ts';
 import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
 import type { Config } from '../../../shared/config.ts';
+import { OrgSlots } from '../services/org-slots.ts';
 
 export const MAX_FILE_NAME_CHARS = 160;
 
@@ -112,36 +113,13 @@ const FileNameHeader = z
   })
   .describe(`URI-encoded file name, at most ${MAX_FILE_NAME_CHARS} characters once decoded; no path separators or control characters`);
 
-/**
- * Uploads of each organization being received by this process; an upload holds its bytes in
- * memory (up to 10 MB) until stored, so one organization's parallel uploads must not take the
- * memory every organization's requests share.
- */
-export class UploadsInFlight {
-  private readonly held = new Map<string, number>();
-  constructor(private readonly perOrg: number) {}
-
-  /** A release function, or undefined when the organization already has perOrg uploads in flight. */
-  take(orgId: string): (() => void) | undefined {
-    const n = this.held.get(orgId) ?? 0;
-    if (n >= this.perOrg) return undefined;
-    this.held.set(orgId, n + 1);
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      const left = (this.held.get(orgId) ?? 1) - 1;
-      if (left > 0) this.held.set(orgId, left);
-      else this.held.delete(orgId);
-    };
-  }
-}
-
 type FilesConfig = Pick<Config, 'FILES_MAX_BYTES_PER_ORG' | 'FILES_MAX_PER_ORG' | 'FILES_UPLOADS_PER_ORG'>;
 
 export default async function filesRoutes(app: FastifyInstance, opts: { config: FilesConfig }) {
   const quota = { maxBytes: opts.config.FILES_MAX_BYTES_PER_ORG, maxFiles: opts.config.FILES_MAX_PER_ORG };
-  const inFlight = new UploadsInFlight(opts.config.FILES_UPLOADS_PER_ORG);
+  // Uploads of each organization being received by this process: each holds its bytes in memory
+  // (up to 10 MB) until stored.
+  const inFlight = new OrgSlots(opts.config.FILES_UPLOADS_PER_ORG);
   // This scope's own wording for a wrong body type; everything else goes to the central handler.
   app.setErrorHandler((err: FastifyError) => {
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
