@@ -48,6 +48,7 @@ export function createBuilderActivities(deps: { db: Db; runner: RecipeRunner; ke
           heartbeat: (d) => ctx.heartbeat(d),
           secrets,
           requestRef: `${testRunId}_${example.operation}_${example.index}`,
+          party: orgId,
         });
         const output = asJson(redact(raw, secretValues));
         const validate = ajv.compile(example.outputSchema);

@@ -128,6 +128,7 @@ export function createExecuteActivities(deps: {
           },
           secrets,
           requestRef: requestId,
+          party: orgId,
         });
         if (pastDeadline?.aborted) throw new Error('answered after the deadline'); // reported as execution_timeout below
         let validate = validators.get(key);

@@ -117,6 +117,7 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
           signal,
           heartbeat: (d) => ctx.heartbeat(d),
           requestRef: `health_${operationId}_${version}_${index}`,
+          party: 'health',
         });
         const got = asJson(output);
         const want = asJson(example.output);

@@ -112,6 +112,26 @@ const ConfigSchema = z.object({
   PLAN_REQUESTS_PER_MINUTE: int(600),
   PLAN_CONCURRENCY: int(64),
   PLAN_UNRESOLVED_KEYED: int(200),
+  /**
+   * Uploads (POST /v1/files) kept at once per organization: the stored bytes and the number of
+   * unexpired files. Files live in the PostgreSQL every organization shares, so without a bound one
+   * organization could fill its disk; beyond either, an upload is 429 file_storage_limit (files free
+   * their room when they expire, 30 days after upload).
+   */
+  FILES_MAX_BYTES_PER_ORG: int(1024 * 1024 * 1024),
+  FILES_MAX_PER_ORG: int(1_000),
+  /**
+   * Uploads of one organization being received at once by one API process (each is held in memory,
+   * up to 10 MB, until it is stored); beyond, 429 organization_concurrency_limit before the body is read.
+   */
+  FILES_UPLOADS_PER_ORG: int(4),
+  /**
+   * MCP `svc_get_run` calls of one organization waiting on runs at once in one API process. Each
+   * waits up to 170 s holding a connection, a result subscription and (after RESULT_NOTIFY_FALLBACK_MS)
+   * a Temporal history long-poll, and the same run can be waited on any number of times; beyond,
+   * the call fails at once with organization_concurrency_limit (retry after 1 s).
+   */
+  MCP_GET_RUN_WAITS_PER_ORG: int(64),
   /** JSON object host -> "127.0.0.1:port": routes real-looking recipe hosts to local sites (dev, tests). */
   SITE_HOST_MAP: z.string().optional(),
   /** Debian's Chromium: the headless shell when installed, else the full browser (defaultChromiumPath). */

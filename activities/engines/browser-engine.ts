@@ -37,43 +37,88 @@ export interface BrowserPoolOptions {
   allowPrivateNetwork: boolean;
 }
 
-/** A counting semaphore whose waiters give up when their signal aborts. */
+/**
+ * A counting semaphore whose waiters give up when their signal aborts, fair between parties (the
+ * organizations whose runs wait): a freed slot goes to the party holding the fewest slots, then to
+ * the one served longest ago, then first come first served within a party. So one organization's
+ * runs queued in this worker never keep another's waiting run behind all of them (Temporal's
+ * fairness keys order the task queue; this orders what a worker has already taken from it).
+ */
 export class Semaphore {
   private active = 0;
-  private readonly waiters: Array<() => void> = [];
+  private readonly held = new Map<string, number>();
+  private readonly lastServed = new Map<string, number>();
+  private served = 0;
+  private readonly waiters: Array<{ party: string; wake: () => void }> = [];
   constructor(private readonly limit: number) {}
 
-  async acquire(signal: AbortSignal): Promise<() => void> {
+  async acquire(signal: AbortSignal, party = ''): Promise<() => void> {
     if (signal.aborted) throw signal.reason ?? new Error('aborted');
-    if (this.active < this.limit) {
-      this.active++;
-      return this.releaser();
+    if (this.active < this.limit && this.waiters.length === 0) {
+      this.grant(party);
+      return this.releaser(party);
     }
     await new Promise<void>((resolve, reject) => {
-      const wake = () => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
+      const waiter = {
+        party,
+        wake: () => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        },
       };
       const onAbort = () => {
-        const i = this.waiters.indexOf(wake);
+        const i = this.waiters.indexOf(waiter);
         if (i >= 0) this.waiters.splice(i, 1);
         reject(signal.reason ?? new Error('aborted'));
       };
-      this.waiters.push(wake);
+      this.waiters.push(waiter);
       signal.addEventListener('abort', onAbort, { once: true });
     });
-    this.active++;
-    return this.releaser();
+    return this.releaser(party);
   }
 
-  private releaser(): () => void {
+  private grant(party: string): void {
+    this.active++;
+    this.held.set(party, (this.held.get(party) ?? 0) + 1);
+    this.lastServed.set(party, ++this.served);
+  }
+
+  /** The waiter a freed slot goes to: fewest slots held, then served longest ago, then the earliest. */
+  private next(): number {
+    let best = -1;
+    for (let i = 0; i < this.waiters.length; i++) {
+      if (best < 0) {
+        best = i;
+        continue;
+      }
+      const a = this.waiters[i]!.party;
+      const b = this.waiters[best]!.party;
+      if (a === b) continue;
+      const ha = this.held.get(a) ?? 0;
+      const hb = this.held.get(b) ?? 0;
+      if (ha < hb || (ha === hb && (this.lastServed.get(a) ?? 0) < (this.lastServed.get(b) ?? 0))) best = i;
+    }
+    return best;
+  }
+
+  private releaser(party: string): () => void {
     let done = false;
     return () => {
       if (done) return;
       done = true;
       this.active--;
-      const next = this.waiters.shift();
-      if (next) next();
+      const left = (this.held.get(party) ?? 1) - 1;
+      if (left > 0) this.held.set(party, left);
+      else this.held.delete(party);
+      const i = this.next();
+      if (i < 0) {
+        // Nobody waits: what is remembered of parties holding nothing is not needed any more.
+        for (const p of this.lastServed.keys()) if (!this.held.has(p)) this.lastServed.delete(p);
+        return;
+      }
+      const [w] = this.waiters.splice(i, 1);
+      this.grant(w!.party);
+      w!.wake();
     };
   }
 
@@ -218,7 +263,7 @@ export class BrowserPool {
   async run(recipe: Recipe, input: Record<string, unknown>, ctx: RunContext, signal: AbortSignal): Promise<unknown> {
     let release: () => void;
     try {
-      release = await this.semaphore.acquire(signal);
+      release = await this.semaphore.acquire(signal, ctx.party);
     } catch {
       throw new ServiceError('execution_timeout', 'The website task did not start within its time limit (all browsers busy)');
     }

@@ -26,6 +26,8 @@ export interface RunContext {
   secrets?: Record<string, string>;
   /** Stable per query, for idempotent actions (`{{run.request_ref}}`). */
   requestRef?: string;
+  /** Whose run it is (the organization; `health` for health checks): browser slots are shared out fairly between them. */
+  party?: string;
 }
 
 export interface HttpRequestSpec {

@@ -116,13 +116,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(ssePlugin);
   await app.register(queryRoutes, { queries });
   await app.register(requestRoutes);
-  await app.register(import('./routes/files.ts'));
+  await app.register(import('./routes/files.ts'), { config: deps.config });
   await app.register(import('./routes/feedback.ts'));
   await app.register(catalogRoutes);
   await app.register(import('./routes/oauth-metadata.ts'));
   // MCP sign-in with OAuth: registration, token and revocation endpoints (form bodies in their own scope).
   await app.register(import('./routes/oauth.ts'));
-  await app.register(import('./routes/mcp.ts'), { allowedOrigins: deps.config.MCP_ALLOWED_ORIGINS });
+  await app.register(import('./routes/mcp.ts'), { allowedOrigins: deps.config.MCP_ALLOWED_ORIGINS, getRunWaitsPerOrg: deps.config.MCP_GET_RUN_WAITS_PER_ORG });
   await app.register(import('./routes/icons.ts'));
   await app.register(import('./routes/openapi.ts'));
   await app.register(import('./routes/well-known.ts'));

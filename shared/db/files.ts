@@ -3,7 +3,8 @@
 // expired one.
 import { randomBytes } from 'node:crypto';
 import { sha256Hex } from '../ids.ts';
-import type { Db, DbClient } from './pool.ts';
+import { ServiceError } from '../errors.ts';
+import { tx, type Db, type DbClient } from './pool.ts';
 
 export const FILE_ID_PATTERN = /^file_[0-9a-f]{32}$/;
 /** 10 MB, as the spec's upload limit (10 * 1024 * 1024 bytes). */
@@ -52,12 +53,56 @@ function recordOf(r: FileRow): FileRecord {
   };
 }
 
-/** Store an upload; the id, hash and expiry are decided here. */
+/** What one organization may keep at once (config FILES_MAX_BYTES_PER_ORG, FILES_MAX_PER_ORG). */
+export interface FileQuota {
+  maxBytes: number;
+  maxFiles: number;
+}
+
+/** Namespace of the per-organization upload advisory locks (first key of the two-key form; admission uses 600). */
+const FILES_LOCK_CLASS = 601;
+
+/**
+ * Store an upload; the id, hash and expiry are decided here. With `quota`, the organization's
+ * unexpired files are summed and the new one inserted in one transaction under the organization's
+ * lock, so uploads sent at once can never together pass the limit (file_storage_limit).
+ */
 export async function createFile(
-  db: Db | DbClient,
+  db: Db,
   f: { orgId: string; name: string; contentType: string; bytes: Buffer; now?: Date },
+  quota?: FileQuota,
 ): Promise<FileRecord> {
   if (f.bytes.length > MAX_FILE_BYTES) throw new Error(`file of ${f.bytes.length} bytes exceeds ${MAX_FILE_BYTES}`);
+  if (!quota) return insertFile(db, f);
+  return tx(db, async (c) => {
+    await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [FILES_LOCK_CLASS, f.orgId]);
+    const now = f.now ?? new Date();
+    const r = await c.query<{ n: number; bytes: string; oldest: Date | null }>(
+      'SELECT count(*)::int AS n, coalesce(sum(size), 0)::text AS bytes, min(expires_at) AS oldest FROM files WHERE org_id = $1 AND expires_at > $2',
+      [f.orgId, now],
+    );
+    const held = r.rows[0]!;
+    const bytes = Number(held.bytes);
+    if (held.n + 1 > quota.maxFiles || bytes + f.bytes.length > quota.maxBytes) {
+      // When the oldest file expires (room frees then; whether enough depends on the sizes).
+      const wait = held.oldest ? Math.max(1, Math.ceil((held.oldest.getTime() - now.getTime()) / 1000)) : 1;
+      throw new ServiceError(
+        'file_storage_limit',
+        held.n + 1 > quota.maxFiles
+          ? `The organization keeps ${held.n} files, its limit; files expire 30 days after upload`
+          : `The organization's files take ${bytes} bytes; with this one (${f.bytes.length}) they would pass its limit of ${quota.maxBytes}; files expire 30 days after upload`,
+        {
+          param: 'body',
+          headers: { 'retry-after': String(wait) },
+          details: { files: held.n, bytes, max_files: quota.maxFiles, max_bytes: quota.maxBytes, size_bytes: f.bytes.length },
+        },
+      );
+    }
+    return insertFile(c, f);
+  });
+}
+
+async function insertFile(db: Db | DbClient, f: { orgId: string; name: string; contentType: string; bytes: Buffer; now?: Date }): Promise<FileRecord> {
   const now = f.now ?? new Date();
   const r = await db.query<FileRow>(
     `INSERT INTO files (id, org_id, name, size, content_type, sha256, bytes, created_at, expires_at)

@@ -126,11 +126,24 @@ export async function admissionCounts(c: Q, orgId: string): Promise<{ running: n
 }
 
 /**
- * One call of the organization that made no request row (a prompt refused after routing) taken
- * from its per-minute quota all the same, by the function the trigger on `requests` calls for the others.
+ * One call of the organization counted in its per-minute quota without a request row (a prompt,
+ * counted when it is admitted to routing), by the function the trigger on `requests` calls for the
+ * others. Returns the second it was counted in (for uncountCall).
  */
-export async function countCall(c: Q, orgId: string): Promise<void> {
-  await c.query('SELECT count_request_call($1, now())', [orgId]);
+export async function countCall(c: Q, orgId: string): Promise<number> {
+  const r = await c.query('SELECT count_request_call($1, now()), floor(extract(epoch FROM now()))::float8 AS second', [orgId]);
+  return r.rows[0].second as number;
+}
+
+/**
+ * Take back one call counted by countCall in `second` (its call went on to make a request row,
+ * which the trigger counts, or failed on the service's side). A second that has left the window
+ * is no longer read, so taking it back there changes nothing.
+ */
+export async function uncountCall(c: Q, orgId: string, second: number): Promise<void> {
+  // An emptied second is deleted, so it is never the window's oldest (X-RateLimit-Reset).
+  await c.query('UPDATE request_second_counts SET n = n - 1 WHERE org_id = $1 AND second = $2 AND n > 0', [orgId, second]);
+  await c.query('DELETE FROM request_second_counts WHERE org_id = $1 AND second = $2 AND n <= 0', [orgId, second]);
 }
 
 export async function findByKey(c: Q, orgId: string, keyHash: string): Promise<RequestRow | undefined> {

@@ -8,6 +8,7 @@ import type { QueryService, RequestRow } from '../services/query-service.ts';
 import { WAIT_SECONDS, type RunResult } from './schemas.ts';
 import { boundRun } from './bound.ts';
 import { toolFailure } from './failures.ts';
+import type { OrgSlots } from '../services/org-slots.ts';
 
 export interface McpContext {
   db: Db;
@@ -18,6 +19,12 @@ export interface McpContext {
   readOnly: boolean;
   /** Told of every terminal envelope a tool hands over (metrics); `replayed` when it was delivered before. */
   onDelivered?: (env: TerminalEnvelope, replayed: boolean) => void;
+  /**
+   * svc_get_run waits of each organization in this process (MCP_GET_RUN_WAITS_PER_ORG). A run tool
+   * waits on the run it started (one running slot each); svc_get_run can wait on the same run any
+   * number of times, each wait a subscription and, after a few seconds, a Temporal long-poll.
+   */
+  getRunWaits?: OrgSlots;
 }
 
 export interface RunArgs {
@@ -135,8 +142,21 @@ async function getRunUnbounded(ctx: McpContext, args: { request_id: string; wait
     if (!RUNNING_STATES.has(row.status)) {
       throw new ServiceError('request_interrupted', `Request ${row.id} stopped unfinished (${row.status}); nothing more will come`, { requestId: row.id });
     }
-    const waitMs = (args.wait_seconds ?? WAIT_SECONDS.default) * 1000;
-    const env = await waitWithProgress(ctx.queries, row.workflow_id, row.id, waitMs, onStage, left);
+    const release = ctx.getRunWaits ? ctx.getRunWaits.take(ctx.orgId) : () => {};
+    if (!release) {
+      throw new ServiceError(
+        'organization_concurrency_limit',
+        `The organization already has ${ctx.getRunWaits!.perOrg} svc_get_run calls waiting on runs; wait for one of them to answer before waiting on ${row.id} again`,
+        { requestId: row.id, headers: { 'retry-after': '1' }, details: { waiting: ctx.getRunWaits!.perOrg } },
+      );
+    }
+    let env: TerminalEnvelope | null;
+    try {
+      const waitMs = (args.wait_seconds ?? WAIT_SECONDS.default) * 1000;
+      env = await waitWithProgress(ctx.queries, row.workflow_id, row.id, waitMs, onStage, left);
+    } finally {
+      release();
+    }
     if (!env || left?.aborted) return running(row);
     // The first delivery of a run an earlier call left running.
     ctx.onDelivered?.(env, false);

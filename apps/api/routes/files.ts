@@ -9,6 +9,8 @@ import { ServiceError } from '../../../shared/errors.ts';
 import { createFile, MAX_FILE_BYTES } from '../../../shared/db/files.ts';
 import { FileResponse } from '../../../shared/openapi/schemas.ts';
 import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
+import type { Config } from '../../../shared/config.ts';
+import { OrgSlots } from '../services/org-slots.ts';
 
 export const MAX_FILE_NAME_CHARS = 160;
 
@@ -111,7 +113,13 @@ const FileNameHeader = z
   })
   .describe(`URI-encoded file name, at most ${MAX_FILE_NAME_CHARS} characters once decoded; no path separators or control characters`);
 
-export default async function filesRoutes(app: FastifyInstance) {
+type FilesConfig = Pick<Config, 'FILES_MAX_BYTES_PER_ORG' | 'FILES_MAX_PER_ORG' | 'FILES_UPLOADS_PER_ORG'>;
+
+export default async function filesRoutes(app: FastifyInstance, opts: { config: FilesConfig }) {
+  const quota = { maxBytes: opts.config.FILES_MAX_BYTES_PER_ORG, maxFiles: opts.config.FILES_MAX_PER_ORG };
+  // Uploads of each organization being received by this process: each holds its bytes in memory
+  // (up to 10 MB) until stored.
+  const inFlight = new OrgSlots(opts.config.FILES_UPLOADS_PER_ORG);
   // This scope's own wording for a wrong body type; everything else goes to the central handler.
   app.setErrorHandler((err: FastifyError) => {
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
@@ -167,16 +175,27 @@ export default async function filesRoutes(app: FastifyInstance) {
       summary: 'Upload a file',
       tags: ['Files'],
       security: BEARER,
-      description: 'Raw bytes as application/octet-stream, up to 10 MB; the name in X-File-Name. The file is private to the organization and expires after 30 days; use its id in attachments[].id.',
+      description:
+        'Raw bytes as application/octet-stream, up to 10 MB; the name in X-File-Name. The file is private to the organization and expires after 30 days; use its id in attachments[].id. An organization keeps at most FILES_MAX_BYTES_PER_ORG bytes (1 GiB) in at most FILES_MAX_PER_ORG files (1000) at once (429 file_storage_limit) and sends at most FILES_UPLOADS_PER_ORG uploads at once to one API process (4; 429 organization_concurrency_limit).',
       headers: z.looseObject({ 'x-file-name': FileNameHeader }),
       response: { 201: named('FileResponse', FileResponse) },
       ...errors(400, 401, 413, 415, 429, 503),
     },
     // Authenticate before the body is read: anonymous uploads are refused without taking them in.
     onRequest: app.authenticate,
-    // A bad name is refused before the body is read.
-    preParsing: async (request) => {
+    // A bad name, and an upload past the organization's in-flight limit, are refused before the body is read.
+    preParsing: async (request, reply) => {
       fileNameOf(request.headers['x-file-name']);
+      const release = inFlight.take(request.auth!.orgId);
+      if (!release) {
+        throw new ServiceError('organization_concurrency_limit', `The organization has ${opts.config.FILES_UPLOADS_PER_ORG} uploads in progress; send this one when one of them has finished`, {
+          headers: { 'retry-after': '1' },
+          details: { uploads_in_flight: opts.config.FILES_UPLOADS_PER_ORG },
+        });
+      }
+      // Held until the answer is written or the connection goes (an upload cut off mid-body).
+      reply.raw.once('close', release);
+      reply.raw.once('finish', release);
     },
     handler: async (request, reply) => {
       const name = fileNameOf(request.headers['x-file-name']);
@@ -184,7 +203,7 @@ export default async function filesRoutes(app: FastifyInstance) {
       if (!Buffer.isBuffer(bytes) || bytes.length === 0) {
         throw new ServiceError('invalid_input', 'The file is empty; send its bytes as the body', { param: 'body', details: { issues: [{ path: 'body', message: 'must not be empty' }] } });
       }
-      const file = await createFile(app.db, { orgId: request.auth!.orgId, name, contentType: await sniffContentType(bytes), bytes });
+      const file = await createFile(app.db, { orgId: request.auth!.orgId, name, contentType: await sniffContentType(bytes), bytes }, quota);
       return reply.code(201).send({ success: true as const, data: file });
     },
   });

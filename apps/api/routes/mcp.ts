@@ -13,6 +13,7 @@ import { ACCESS_TOKEN_PATTERN } from '../../../shared/oauth/secrets.ts';
 import { MCP_SCOPE, checkAccessToken } from '../../../shared/oauth/grants.ts';
 import { documentOnly } from '../plugins/errors.ts';
 import { buildServer } from '../mcp/server.ts';
+import { OrgSlots } from '../services/org-slots.ts';
 import { listOrgTools } from '../mcp/tool-source.ts';
 import { MCP_RESOURCE_METADATA_PATH, mcpResource } from './oauth-metadata.ts';
 
@@ -34,7 +35,9 @@ const FORBIDDEN_ORIGIN = {
   403: { description: 'JSON-RPC error -32000: the Origin header names a page that may not call this server (MCP_ALLOWED_ORIGINS)', content: { 'application/json': { schema: JsonRpcMessage } } },
 };
 
-export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOrigins: string[] }) {
+export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOrigins: string[]; getRunWaitsPerOrg: number }) {
+  // svc_get_run waits of each organization in this process (apps/api/mcp/runs.ts).
+  const getRunWaits = new OrgSlots(opts.getRunWaitsPerOrg);
   // Exchanges still open when the API drains are closed; the runs they started go on in Temporal.
   const open = new Set<StreamableHTTPServerTransport>();
   app.addHook('preClose', async () => {
@@ -79,7 +82,7 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
     }
 
     const server = buildServer(
-      { db: app.db, queries: app.queries, baseUrl: base, orgId: auth.orgId, readOnly, onDelivered: (env, replayed) => app.metrics.recordQuery('mcp', env, replayed) },
+      { db: app.db, queries: app.queries, baseUrl: base, orgId: auth.orgId, readOnly, getRunWaits, onDelivered: (env, replayed) => app.metrics.recordQuery('mcp', env, replayed) },
       { workflowTools },
     );
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });

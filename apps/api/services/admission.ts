@@ -4,7 +4,7 @@
 // never waits for another.
 import { ServiceError } from '../../../shared/errors.ts';
 import { tx, type Db, type DbClient } from '../../../shared/db/pool.ts';
-import { admissionCounts, countCall, insertClaim, type ClaimFields, type RequestRow } from '../../../shared/db/requests.ts';
+import { admissionCounts, countCall, insertClaim, uncountCall, type ClaimFields, type RequestRow } from '../../../shared/db/requests.ts';
 import type { Config } from '../../../shared/config.ts';
 
 export interface RateInfo {
@@ -34,28 +34,44 @@ export class Admission {
     return this.guard(async () => this.check(this.deps.db, orgId, false, false, false));
   }
 
-  /** Admit without claiming (today's `admit(orgId, keyed, enforce)`): counts only, not atomic with any insert. */
-  async admit(orgId: string, keyed: boolean, enforce = true): Promise<RateInfo> {
-    return this.guard(async () => this.check(this.deps.db, orgId, keyed, enforce, true));
+  /**
+   * A prompt about to be routed (embeddings, perhaps a model: work before any claim): checked and
+   * counted in the minute as one step under the organization's lock, so prompts sent at once can
+   * never all pass a check none of them has been counted in yet. Returns the second it was counted
+   * in: a prompt that goes on to claim hands it to admitAndClaim (its row is counted instead), one
+   * refused after routing stays counted (refusals are free of credits, not of limits).
+   */
+  async admitRouting(orgId: string): Promise<{ rate: RateInfo; counted: number }> {
+    return this.guard(() =>
+      tx(this.deps.db, async (c) => {
+        await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ADMISSION_LOCK_CLASS, orgId]);
+        const rate = await this.check(c, orgId, false, true, true);
+        return { rate, counted: await countCall(c, orgId) };
+      }),
+    );
   }
 
   /**
    * Count and claim as one step under the organization's lock. `request` is undefined when the
    * organization already holds the claim's Idempotency-Key (a concurrent identical request won).
+   * `counted`: the second admitRouting counted this call in; the claim's row is counted in its
+   * place (taken back in the same transaction), so a routed prompt is one request of the minute.
    */
-  async admitAndClaim(fields: ClaimFields): Promise<{ rate: RateInfo; request: RequestRow | undefined }> {
+  async admitAndClaim(fields: ClaimFields, counted?: number): Promise<{ rate: RateInfo; request: RequestRow | undefined }> {
     return this.guard(() =>
       tx(this.deps.db, async (c) => {
         await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ADMISSION_LOCK_CLASS, fields.orgId]);
-        const rate = await this.check(c, fields.orgId, fields.keyHash !== null, true, true);
-        return { rate, request: await insertClaim(c, fields) };
+        const rate = await this.check(c, fields.orgId, fields.keyHash !== null, true, true, counted === undefined ? 0 : 1);
+        const request = await insertClaim(c, fields);
+        if (request && counted !== undefined) await uncountCall(c, fields.orgId, counted);
+        return { rate, request };
       }),
     );
   }
 
-  /** A call refused after work that made no request row (a routed prompt) still takes one request of the minute. */
-  async countRefused(orgId: string): Promise<void> {
-    await this.guard(() => countCall(this.deps.db, orgId));
+  /** Take back a prompt's count when it failed on the service's side (a 5xx is not the caller's call). */
+  async uncount(orgId: string, counted: number): Promise<void> {
+    await this.guard(() => uncountCall(this.deps.db, orgId, counted));
   }
 
   /** A database failure is admission_unavailable; a limit is its own catalog error. */
@@ -71,10 +87,13 @@ export class Admission {
   /**
    * The organization's counts against its plan; `admitting`: for a request about to be counted
    * (remaining leaves it out), not for a look at the window (a replay, which is not counted).
+   * `alreadyCounted`: calls of this request already in the window (a routed prompt's).
    */
-  private async check(c: Db | DbClient, orgId: string, keyed: boolean, enforce: boolean, admitting: boolean): Promise<RateInfo> {
+  private async check(c: Db | DbClient, orgId: string, keyed: boolean, enforce: boolean, admitting: boolean, alreadyCounted = 0): Promise<RateInfo> {
     const { PLAN_CONCURRENCY, PLAN_UNRESOLVED_KEYED, PLAN_REQUESTS_PER_MINUTE } = this.deps.config;
-    const n = await admissionCounts(c, orgId);
+    const counts = await admissionCounts(c, orgId);
+    // A prompt's claim: its own call is in the window already (admitRouting), and is this request.
+    const n = { ...counts, lastMinute: Math.max(0, counts.lastMinute - alreadyCounted) };
     // Counted per whole second: with nothing counted yet, the oldest is the second this request lands in.
     const reset = n.oldest ? Math.ceil((n.oldest.getTime() + 60_000) / 1000) : Math.floor(Date.now() / 1000) + 60;
     const rate: RateInfo = { limit: PLAN_REQUESTS_PER_MINUTE, remaining: Math.max(0, PLAN_REQUESTS_PER_MINUTE - n.lastMinute - (admitting ? 1 : 0)), reset };

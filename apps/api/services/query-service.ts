@@ -27,8 +27,11 @@ export { rateHeaders, type RateInfo, type RequestRow };
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
-/** What a query runs: in prompt mode, the routed operation with the plan routing made for it. */
-export type Resolved = ResolvedOperation & { prompt?: PromptPlan };
+/**
+ * What a query runs: in prompt mode, the routed operation with the plan routing made for it and
+ * the second its call was counted in when it was admitted to routing.
+ */
+export type Resolved = ResolvedOperation & { prompt?: PromptPlan & { counted: number } };
 
 export type Submission =
   | { kind: 'replay'; request: RequestRow; envelope: TerminalEnvelope; stream: boolean; rate: RateInfo }
@@ -92,20 +95,19 @@ export class QueryService {
   async resolve(orgId: string, q: QueryRequest): Promise<Resolved> {
     if (q.prompt !== undefined) {
       // Routing costs work whether or not anything runs (embeddings, perhaps a model), so a prompt
-      // meets the plan's limits before it is routed, and one refused after routing (unroutable, an
-      // input missing or invalid) still takes one request of the organization's minute: refusals
-      // are free of credits, not of limits.
-      await this.admission.admit(orgId, false);
+      // meets the plan's limits and is counted in the minute before it is routed, in one step (a
+      // burst of prompts cannot all pass a check none of them is counted in yet). One refused after
+      // routing (unroutable, an input missing or invalid) stays counted: refusals are free of
+      // credits, not of limits. A failure on the service's side gives its count back.
+      const { counted } = await this.admission.admitRouting(orgId);
       try {
         const { op, plan } = await this.prompts.plan(orgId, q);
         this.checkInput(op, plan.input);
         this.checkResponse(op, q.response);
         await this.checkAccess(orgId, op);
-        return { ...op, prompt: plan };
+        return { ...op, prompt: { ...plan, counted } };
       } catch (err) {
-        if (err instanceof ServiceError && ERRORS[err.code].status < 500 && ERRORS[err.code].status !== 429) {
-          await this.admission.countRefused(orgId).catch(() => undefined);
-        }
+        if (!(err instanceof ServiceError) || ERRORS[err.code].status >= 500) await this.admission.uncount(orgId, counted).catch(() => undefined);
         throw err;
       }
     }
@@ -193,11 +195,6 @@ export class QueryService {
     throw new ServiceError('invalid_input', issues.map((i) => i.message).join('; '), { param: issues[0]!.path, details: { issues } });
   }
 
-  /** Plan limits (counts only): running slots, unresolved keyed requests, the per-minute window. */
-  admit(orgId: string, keyed: boolean, enforce = true): Promise<RateInfo> {
-    return this.admission.admit(orgId, keyed, enforce);
-  }
-
   /**
    * A keyed request meets its key before it is resolved or routed: the same key and body replay
    * what ran (even if the catalog, the input schema or the organization's connections changed
@@ -226,6 +223,8 @@ export class QueryService {
     const keyHash = idempotencyKey ? sha256Hex(idempotencyKey) : null;
     const { q: run, op } = runOf(q, resolved);
     this.dispatch.checkSize(orgId, run, op);
+    // A routed prompt is in the minute already: its first claim takes that count over.
+    const counted = resolved.prompt?.counted;
 
     for (let attempt = 0; attempt < 3; attempt++) {
       // meetKey has just found nothing under the key, so the first attempt claims at once (a
@@ -253,8 +252,8 @@ export class QueryService {
         performsActions: op.performsActions,
         isPublicApi: op.visibility === 'public',
         routing: resolved.prompt?.routing,
-      });
-      if (!request) continue; // a concurrent identical request claimed the key first
+      }, counted);
+      if (!request) continue; // a concurrent identical request claimed the key first (the count stays to hand over)
       await this.dispatch.start(request, run, op);
       return { kind: 'started', request, workflowId, stream, op, rate };
     }
