@@ -136,10 +136,11 @@ export function createMaintenanceActivities(deps: { db: Db; temporal: { address:
       return { ...base, workflow: fate.workflow, outcome: written ? 'finalized' : 'resolved_meanwhile', released_credits: released };
     }
     // Closed without an envelope, or never started: nothing will finish this request any more.
-    // A reservation goes back unless the charge was already settled (stopped between settle and
-    // finalize: the work was done and billed, only its result was lost).
+    // A reservation still open goes back; one already closed stays as it is: settled (stopped
+    // between settle and finalize: the work was done and billed, only its result was lost), or
+    // released (a release whose interruption was lost), which is not reported as released again.
     let released = 0;
-    if ((await ledgerClosure(db, row.id)) !== 'settle') ({ released } = await release(db, row.orgId, row.id));
+    if ((await ledgerClosure(db, row.id)) === null) ({ released } = await release(db, row.orgId, row.id));
     const interrupted = await interruptUnresolved(db, row.id);
     return { ...base, workflow: fate.workflow, outcome: interrupted ? 'interrupted' : 'resolved_meanwhile', released_credits: released };
   }

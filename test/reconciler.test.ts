@@ -10,7 +10,7 @@ import { maintenanceScheduleId } from '../apps/worker/maintenance-schedule.ts';
 import { envelopeOf, type ReconciledRequest } from '../activities/maintenance.ts';
 import type { MaintenanceSummary, maintenanceWorkflow } from '../workflows/maintenance-workflow.ts';
 import type { MaintenanceActivities } from '../activities/maintenance.ts';
-import { grantCredits, reserve } from '../shared/db/credits.ts';
+import { grantCredits, release, reserve } from '../shared/db/credits.ts';
 import { listStaleUnresolved } from '../shared/db/requests.ts';
 import { newRequestId, queryWorkflowId, sha256Hex } from '../shared/ids.ts';
 import { balanceOf, call, closeDb, dataConverter, db, demo, ledgerOf, newOrg, ownPair, query, until } from './helpers/stack.ts';
@@ -226,6 +226,26 @@ describe('reconciler', () => {
       await client.workflow.getHandle(workflowId).terminate('test done');
     }
     await reportedFor(c.id, 'interrupted');
+    expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+  });
+
+  it('a stopped run whose reservation was already released (a release whose interruption was lost): interrupted, and no credits reported released again', async () => {
+    const o = await org();
+    const workflowId = `query-${o.org_id}-released-${Date.now()}`;
+    const c = await insertClaim(o.org_id, { workflowId });
+    await client.workflow.start('queryWorkflow', { taskQueue: `${pair.taskQueue}-nobody`, workflowId, args: [{ requestId: c.id }] });
+    await client.workflow.getHandle(workflowId).terminate('test: operator stopped the run');
+    expect(await reserve(db(), o.org_id, c.id, 1)).toEqual({ ok: true, reserved: 1 });
+    // An API's interruptClosed released, then died before moving the row.
+    await release(db(), o.org_id, c.id);
+    await ageRequest(c.id);
+    const e = await reportedFor(c.id, 'interrupted');
+    expect(e).toMatchObject({ workflow: 'TERMINATED', released_credits: 0 });
+    expect((await row(c.id)).status).toBe('interrupted');
+    expect(await ledgerOf(o.org_id)).toEqual([
+      { request_id: c.id, kind: 'reserve', amount: 1 },
+      { request_id: c.id, kind: 'release', amount: 1 },
+    ]);
     expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
   });
 
