@@ -21,7 +21,8 @@ import { pruneRunEvents } from '../shared/db/catalog.ts';
 /**
  * What the reconciler did with one request:
  * - `running`: its workflow still runs; left alone (looked at again in a later run).
- * - `finalized`: its workflow completed with a terminal envelope the row had missed; written.
+ * - `finalized`: its workflow completed with a terminal envelope the row had missed; written (a
+ *   reservation a failed run left open is released first).
  * - `interrupted`: its workflow closed without an envelope (failed, terminated, timed out,
  *   cancelled) or never started; the reservation was released and the row is `interrupted`.
  * - `resolved_meanwhile`: the row got its outcome while we looked; nothing changed.
@@ -125,15 +126,21 @@ export function createMaintenanceActivities(deps: { db: Db; temporal: { address:
       return { ...base, workflow: fate.workflow, outcome: 'running', overdue };
     }
     if (fate.finalized) {
-      // The workflow finished its saga (the ledger is settled or released); only the row missed it.
+      // The workflow finished its saga; only the row missed it. A completed run never touches the
+      // ledger again, so a reservation it left open goes back first: runs from before
+      // patched('late-start-releases') answered not_started over a reservation their lost first
+      // task had made, and writing that envelope alone closed the row with the credits still held.
+      let released = 0;
+      if (fate.finalized.status !== 'succeeded' && (await ledgerClosure(db, row.id)) === null) ({ released } = await release(db, row.orgId, row.id));
       const written = await finalizeUnresolved(db, { requestId: row.id, ...fate.finalized, retentionMs: a.retentionMs });
-      return { ...base, workflow: fate.workflow, outcome: written ? 'finalized' : 'resolved_meanwhile' };
+      return { ...base, workflow: fate.workflow, outcome: written ? 'finalized' : 'resolved_meanwhile', released_credits: released };
     }
     // Closed without an envelope, or never started: nothing will finish this request any more.
-    // A reservation goes back unless the charge was already settled (stopped between settle and
-    // finalize: the work was done and billed, only its result was lost).
+    // A reservation still open goes back; one already closed stays as it is: settled (stopped
+    // between settle and finalize: the work was done and billed, only its result was lost), or
+    // released (a release whose interruption was lost), which is not reported as released again.
     let released = 0;
-    if ((await ledgerClosure(db, row.id)) !== 'settle') ({ released } = await release(db, row.orgId, row.id));
+    if ((await ledgerClosure(db, row.id)) === null) ({ released } = await release(db, row.orgId, row.id));
     const interrupted = await interruptUnresolved(db, row.id);
     return { ...base, workflow: fate.workflow, outcome: interrupted ? 'interrupted' : 'resolved_meanwhile', released_credits: released };
   }

@@ -128,6 +128,8 @@ function branches(stubQueue: string): Branch[] {
   };
   return [
     { name: 'query-deadline-passed', input: () => ({ deadlineAt: Date.now() - 1_000 }), scenario: {}, outcome: 'execution_timeout' },
+    // The first task retried past the deadline after its lost attempt reserved (patched('late-start-releases')).
+    { name: 'query-late-start-released', input: () => ({ deadlineAt: Date.now() - 1_000 }), scenario: { finalize: lostReservation }, outcome: 'execution_timeout' },
     { name: 'query-billing-unavailable', scenario: { reserve: unreachable }, outcome: 'billing_unavailable' },
     { name: 'query-billing-unavailable-released', scenario: { reserve: unreachable, finalize: lostReservation }, outcome: 'billing_unavailable' },
     { name: 'query-request-closed', scenario: { reserve: closed }, outcome: 'request_interrupted' },

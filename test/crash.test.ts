@@ -111,6 +111,37 @@ describe('crash safety', () => {
     expect((await balanceOf(org.org_id)).charged).toBe(1);
   });
 
+  it('a worker killed after reserving and replaced only after the deadline: the reservation goes back, the request is failed, never left processing', async () => {
+    // The first workflow task reserved (inside the fused local step) and its worker died mid-site;
+    // the task's retry starts past the deadline, where the run takes the "never started" branch.
+    // That branch wrote `rejected` only from `reserving`: the row stayed `processing` with its
+    // credit reserved for ever (the reconciler then wrote the run's not_started envelope, releasing nothing).
+    const short = { ...pool.pair, taskQueue: `${pool.pair.taskQueue}-late`, env: { ...pool.pair.env, QUERY_DEADLINE_MS: '4000' } };
+    const [api, worker] = await Promise.all([pool.spawn('api', short), pool.spawn('worker', short)]);
+    const org = await newOrg(5);
+    await demo('/__demo/faults', { host: 'weather.example.test', path_prefix: '/api/v1/current', latency_ms: 10_000, times: 1 });
+    const pending = query(org.api_key, london, {}, String(api.started.url));
+    const row = await waitProcessing(org.org_id);
+    await until(async () => (await demo('/__demo/state')).requests?.['weather.example.test'] >= 1);
+    await worker.kill('SIGKILL');
+    const created = (await db().query('SELECT created_at FROM requests WHERE id = $1', [row.id])).rows[0].created_at as Date;
+    await until(async () => Date.now() > created.getTime() + 4_000 + 500, 10_000, 100);
+    await pool.spawn('worker', short);
+    const res = await pending;
+    expect(res.status, res.text).toBe(504);
+    expect(res.body.error.code).toBe('execution_timeout');
+    const final = await until(async () => {
+      const r = (await db().query('SELECT status, billing_status, error_code FROM requests WHERE id = $1', [row.id])).rows[0];
+      return r.status === 'processing' ? undefined : r;
+    }, 30_000).catch(async () => (await db().query('SELECT status, billing_status, error_code FROM requests WHERE id = $1', [row.id])).rows[0]);
+    expect(final).toEqual({ status: 'failed', billing_status: 'released', error_code: 'execution_timeout' });
+    expect(await ledgerOf(org.org_id)).toEqual([
+      { request_id: row.id, kind: 'reserve', amount: 1 },
+      { request_id: row.id, kind: 'release', amount: 1 },
+    ]);
+    expect(await balanceOf(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+  });
+
   it('a query that outlives its deadline is execution_timeout and released', async () => {
     const short = { ...pool.pair, taskQueue: `${pool.pair.taskQueue}-short`, env: { ...pool.pair.env, QUERY_DEADLINE_MS: '3000' } };
     const [api] = await Promise.all([pool.spawn('api', short), pool.spawn('worker', short)]);

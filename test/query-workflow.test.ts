@@ -122,6 +122,18 @@ describe('query workflow saga (stub activities on the real server)', () => {
     expect(r.scheduled).toEqual([]);
   });
 
+  it('deadline passed when a first task lost mid-run is retried (row found processing: its lost attempt reserved): released, execution_timeout with a released receipt', async () => {
+    const q = input({ deadlineAt: Date.now() - 1_000 });
+    const r = await run(q, { finalize: (f) => (f.status === 'rejected' ? { moved: false, status: 'processing' } : { moved: true, status: f.status }) });
+    expectError(r.result, q, 'execution_timeout', 504, receipt(q, 'released', COST, 0));
+    expect(r.steps).toEqual(['finalizeRequest', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+    expect(r.calls[2]!.args).toEqual({ orgId: ORG, requestId: q.requestId });
+    expect(r.calls[3]!.args).toMatchObject({ status: 'failed', errorCode: 'execution_timeout', envelope: r.result });
+    expect(r.calls[3]!.args.freeKey).toBeUndefined();
+    expect(r.patches).toEqual(['late-start-releases']);
+    expect(r.scheduled).toEqual([]);
+  });
+
   it('too few credits: 402 insufficient_credits with required/available, nothing executed', async () => {
     const q = input();
     const r = await run(q, { reserve: async () => ({ ok: false, reason: 'insufficient_credits', available: 1 }) });

@@ -10,7 +10,7 @@ import { maintenanceScheduleId } from '../apps/worker/maintenance-schedule.ts';
 import { envelopeOf, type ReconciledRequest } from '../activities/maintenance.ts';
 import type { MaintenanceSummary, maintenanceWorkflow } from '../workflows/maintenance-workflow.ts';
 import type { MaintenanceActivities } from '../activities/maintenance.ts';
-import { reserve } from '../shared/db/credits.ts';
+import { grantCredits, release, reserve } from '../shared/db/credits.ts';
 import { listStaleUnresolved } from '../shared/db/requests.ts';
 import { newRequestId, queryWorkflowId, sha256Hex } from '../shared/ids.ts';
 import { balanceOf, call, closeDb, dataConverter, db, demo, ledgerOf, newOrg, ownPair, query, until } from './helpers/stack.ts';
@@ -229,6 +229,26 @@ describe('reconciler', () => {
     expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
   });
 
+  it('a stopped run whose reservation was already released (a release whose interruption was lost): interrupted, and no credits reported released again', async () => {
+    const o = await org();
+    const workflowId = `query-${o.org_id}-released-${Date.now()}`;
+    const c = await insertClaim(o.org_id, { workflowId });
+    await client.workflow.start('queryWorkflow', { taskQueue: `${pair.taskQueue}-nobody`, workflowId, args: [{ requestId: c.id }] });
+    await client.workflow.getHandle(workflowId).terminate('test: operator stopped the run');
+    expect(await reserve(db(), o.org_id, c.id, 1)).toEqual({ ok: true, reserved: 1 });
+    // An API's interruptClosed released, then died before moving the row.
+    await release(db(), o.org_id, c.id);
+    await ageRequest(c.id);
+    const e = await reportedFor(c.id, 'interrupted');
+    expect(e).toMatchObject({ workflow: 'TERMINATED', released_credits: 0 });
+    expect((await row(c.id)).status).toBe('interrupted');
+    expect(await ledgerOf(o.org_id)).toEqual([
+      { request_id: c.id, kind: 'reserve', amount: 1 },
+      { request_id: c.id, kind: 'release', amount: 1 },
+    ]);
+    expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+  });
+
   it('a completed workflow whose envelope never reached the row: the envelope is written, the ledger untouched', async () => {
     const o = await org();
     const k = key();
@@ -254,6 +274,31 @@ describe('reconciler', () => {
       { request_id: id, kind: 'reserve', amount: 1 },
       { request_id: id, kind: 'settle', amount: 1 },
     ]);
+  });
+
+  it('a completed workflow that left its reservation open (a run from before late-start-releases): released, then its envelope written', async () => {
+    const o = await org(0);
+    const first = await query(o.api_key, london, {}, String(api.started.url));
+    expect(first.status, first.text).toBe(402);
+    const id = first.body.error.request_id as string;
+    // As such a run left it: its lost first task had reserved, the retry answered not_started
+    // (written only from `reserving`, so never written) and completed.
+    await grantCredits(db(), o.org_id, 5, 'test');
+    await db().query(
+      `UPDATE requests SET status = 'reserving', result = NULL, response_status = NULL, result_expires_at = NULL, completed_at = NULL, error_code = NULL WHERE id = $1`,
+      [id],
+    );
+    expect(await reserve(db(), o.org_id, id, 1)).toEqual({ ok: true, reserved: 1 });
+    await ageRequest(id);
+    const e = await reportedFor(id, 'finalized');
+    expect(e).toMatchObject({ workflow: 'COMPLETED', released_credits: 1 });
+    const r = await row(id);
+    expect([r.status, r.error_code, r.billing_status, r.response_status]).toEqual(['rejected', 'insufficient_credits', 'released', 402]);
+    expect(await ledgerOf(o.org_id)).toEqual([
+      { request_id: id, kind: 'reserve', amount: 1 },
+      { request_id: id, kind: 'release', amount: 1 },
+    ]);
+    expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
   });
 
   it('one organization\'s backlog cannot fill a batch: at most perOrg rows of each, least recently checked and oldest first', async () => {

@@ -60,6 +60,8 @@ export const HTTP_EXECUTE_LOCAL = 'http-execute-local';
 export const HTTP_READ_FUSED = 'http-read-fused';
 /** patched() id of the pause before the ordinary execute step takes over a failed fused attempt. */
 export const HTTP_READ_FUSED_RETRY_WAIT = 'http-read-fused-retry-wait';
+/** patched() id of the release when a retried first workflow task finds the deadline passed after its lost attempt reserved. */
+export const LATE_START_RELEASES = 'late-start-releases';
 /** The local execute step's own first retry interval: the site sees the same spacing either way. */
 const FIRST_RETRY_MS = 500;
 
@@ -170,8 +172,22 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     return finish(errorOf(f, 'released'), 'failed', f.code, 'released', freeKey);
   };
 
-  // A query that waited past its deadline before any worker picked it up never reserves.
-  if (Date.now() >= q.deadlineAt) return reject({ code: 'execution_timeout', message: 'The query could not start within its deadline' });
+  // A query that waited past its deadline before any worker picked it up never reserves. This runs
+  // again whenever the first workflow task does: a worker lost mid-task (its local steps may have
+  // reserved, even run the site) is retried on another, whose clock may now be past the deadline.
+  if (Date.now() >= q.deadlineAt) {
+    const f: Failure = { code: 'execution_timeout', message: 'The query could not start within its deadline' };
+    const fin: Finalize = { requestId: q.requestId, status: 'rejected', envelope: errorOf(f, 'not_started'), errorCode: f.code, retentionMs: q.retentionMs };
+    const w = await billing.finalizeRequest(fin);
+    // The lost attempt had reserved (the row is past `reserving`, unfinished): the rejection cannot
+    // be written, so give the reservation back and fail, as a timeout after reserving does. Runs
+    // from before this patch kept the row `processing` with its credits reserved.
+    if ((w.status === 'processing' || w.status === 'refund_pending') && patched(LATE_START_RELEASES)) {
+      reserved = q.costCredits;
+      return compensate({ code: 'execution_timeout', message: 'The workflow did not finish within its time limit' });
+    }
+    return settled(w, fin, 'not_started');
+  }
 
   /** A refused reservation: the run stops unpaid. */
   const refused = (r: Extract<ReserveOutcome, { ok: false }>) => {

@@ -220,6 +220,18 @@ export interface Finalization {
 }
 
 /**
+ * The envelope as JSON text jsonb can store. jsonb refuses NUL (\u0000) and a lone UTF-16
+ * surrogate, both of which a site's JSON or an input echoed into an output or a message can carry;
+ * refused, the write failed on every retry and the run never ended (credits reserved, slot held).
+ * Each becomes U+FFFD, the replacement character. JSON.stringify writes a well-formed surrogate
+ * pair as itself and only a lone one as an escape, so every such escape it writes is lone.
+ */
+export function storableJson(value: unknown): string {
+  // An escape starts after an even run of backslashes (`\\u0000` is the text "\u0000", not NUL).
+  return JSON.stringify(value).replace(/(?<!\\)((?:\\\\)*)\\u(?:0000|d[89a-f][0-9a-f]{2})/gi, '$1\\ufffd');
+}
+
+/**
  * Write the terminal envelope, once, with the terminal status (a conditional transition).
  * A re-run after a crash finds the envelope already there and does nothing; an interrupted
  * request is never finalized over.
@@ -236,7 +248,7 @@ export async function finalize(c: Q, f: Finalization): Promise<Moved> {
               idempotency_key_hash = CASE WHEN $8 THEN NULL ELSE idempotency_key_hash END
         WHERE id = $1 AND result IS NULL AND status = ANY($7) RETURNING *)
      SELECT u.*, pg_notify('${REQUEST_FINAL_CHANNEL}', u.id)::text AS notified FROM u`,
-    [f.requestId, f.status, f.envelope.status, JSON.stringify(f.envelope.body), f.errorCode, f.retentionMs, TRANSITIONS[f.status], f.freeKey === true],
+    [f.requestId, f.status, f.envelope.status, storableJson(f.envelope.body), f.errorCode, f.retentionMs, TRANSITIONS[f.status], f.freeKey === true],
   );
   if (r.rowCount) {
     const { notified: _n, ...row } = r.rows[0] as RequestRow & { notified: string };
@@ -313,7 +325,7 @@ export async function finalizeUnresolved(
             completed_at = now(), updated_at = now()
       WHERE id = $1 AND result IS NULL AND status IN ${UNRESOLVED_SQL}
       RETURNING pg_notify('${REQUEST_FINAL_CHANNEL}', id)::text`,
-    [a.requestId, a.status, a.envelope.status, JSON.stringify(a.envelope.body), a.errorCode, a.retentionMs],
+    [a.requestId, a.status, a.envelope.status, storableJson(a.envelope.body), a.errorCode, a.retentionMs],
   );
   return (r.rowCount ?? 0) > 0;
 }

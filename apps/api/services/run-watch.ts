@@ -14,6 +14,9 @@ import type { queryWorkflow } from '../../../workflows/query-workflow.ts';
 
 export type RunState = 'running' | 'closed' | 'missing';
 
+/** Temporal statuses of a run that has ended for good. */
+const CLOSED_STATUSES: ReadonlySet<string> = new Set(['COMPLETED', 'FAILED', 'CANCELLED', 'TERMINATED', 'TIMED_OUT', 'CONTINUED_AS_NEW']);
+
 export class RunWatch {
   private resultListener: ResultListener | undefined;
 
@@ -21,12 +24,17 @@ export class RunWatch {
     private readonly deps: { db: Db; temporal: () => Promise<Client>; baseUrl: () => string; config: Pick<Config, 'RESULT_WAIT' | 'RESULT_NOTIFY_FALLBACK_MS' | 'DATABASE_URL'> },
   ) {}
 
-  /** The state of exactly this run (workflow ids name one claim each); throws engine_unavailable. */
+  /**
+   * The state of exactly this run (workflow ids name one claim each); throws engine_unavailable.
+   * `closed` only for a status no run comes back from: a run an operator PAUSED (or a status this
+   * SDK cannot name) can still reserve, run the site and settle, so it is never treated as stopped
+   * (its reservation released and its request interrupted under it), as the reconciler does.
+   */
   async state(workflowId: string): Promise<RunState> {
     try {
       const client = await this.deps.temporal();
       const d = await client.workflow.getHandle(workflowId).describe();
-      return d.status.name === 'RUNNING' ? 'running' : 'closed';
+      return CLOSED_STATUSES.has(d.status.name) ? 'closed' : 'running';
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return 'missing';
       throw engineUnavailable(undefined, 'The state of the original request cannot be checked right now');
