@@ -439,13 +439,35 @@ describe('billing and sharing', () => {
     const org = await newOrg(1000);
     const h = handle('race');
     const def = workflowTemplate(h);
+    const other = withoutAuthors(def);
     expect((await testRun(deps(), org.org_id, def)).passed).toBe(true);
-    const results = await Promise.all([publish(db(), org.org_id, def), publish(db(), org.org_id, def)]);
+    expect((await testRun(deps(), org.org_id, other)).passed).toBe(true);
+    const results = await Promise.all([publish(db(), org.org_id, def), publish(db(), org.org_id, other)]);
     expect(results.map((r) => r.version).sort()).toEqual([1, 2]);
-    expect(results.every((r) => r.charged_credits === 100)).toBe(true);
+    expect(results.every((r) => r.charged_credits === 100 && !r.unchanged)).toBe(true);
     expect((await buildLedger(org.org_id)).map((l) => l.note).sort()).toEqual([`build ${h} v1`, `build ${h} v2`]);
     await expectIdentity(org.org_id, { granted: 1000, available: 800, charged: 200 });
     const defaults = await db().query(`SELECT o.default_version FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = $1`, [h]);
     expect(defaults.rows).toEqual([{ default_version: 2 }]);
   });
+
+  it('the same definition published twice at once (a form sent twice): one version, charged once; the other answer is that version, unchanged', async () => {
+    const org = await newOrg(1000);
+    const h = handle('twice');
+    const def = workflowTemplate(h);
+    expect((await testRun(deps(), org.org_id, def)).passed).toBe(true);
+    const results = await Promise.all([publish(db(), org.org_id, def), publish(db(), org.org_id, def)]);
+    expect(results.map((r) => [r.version, r.charged_credits, r.unchanged]).sort()).toEqual([
+      [1, 0, true],
+      [1, 100, false],
+    ]);
+    expect((await buildLedger(org.org_id)).map((l) => l.note)).toEqual([`build ${h} v1`]);
+    await expectIdentity(org.org_id, { granted: 1000, available: 900, charged: 100 });
+    // Restoring the version that is already the latest is that version again, free.
+    expect(await restore(db(), org.org_id, h, 1)).toMatchObject({ version: 1, charged_credits: 0, unchanged: true });
+    // Sharing the same definition is a change (a new, public version).
+    expect(await publish(db(), org.org_id, def, { share: true })).toMatchObject({ version: 2, visibility: 'public', charged_credits: 0, unchanged: false });
+    expect((await db().query('SELECT count(*)::int AS n FROM builder_versions v JOIN apis a ON a.id = v.api_id WHERE a.handle = $1', [h])).rows[0].n).toBe(2);
+  });
+
 });

@@ -57,7 +57,7 @@ async function build(db: Db, config: Config, orgId: string, file: string, share:
     const published = await publish(db, orgId, definition, { share });
     return {
       code: 0,
-      out: { api: published.api, version: published.version, visibility: published.visibility, charged_credits: published.charged_credits, test_run_id: run.test_run_id, results: run.results },
+      out: { api: published.api, version: published.version, visibility: published.visibility, charged_credits: published.charged_credits, unchanged: published.unchanged, test_run_id: run.test_run_id, results: run.results },
     };
   } finally {
     await connection.close().catch(() => {});

@@ -26,6 +26,8 @@ export interface PublishResult {
   charged_credits: number;
   definition_hash: string;
   restored_from: number | null;
+  /** True when the definition was already the workflow's latest version (same hash and sharing): nothing was written or charged. */
+  unchanged: boolean;
 }
 
 type RefusalReason = 'test_run_required' | 'handle_taken' | 'already_shared' | 'connections_leave_site';
@@ -114,7 +116,8 @@ async function writeCatalog(c: DbClient, apiId: number, def: BuilderDefinition, 
 /**
  * Publish `def` as the organization's next version in one transaction: lock the handle, check the
  * handle rules, charge a private build, write the catalog rows and the version row. Any refusal or
- * failure rolls everything back, the charge included.
+ * failure rolls everything back, the charge included. A definition that is already the latest
+ * version, shared alike, answers that version (`unchanged`) and charges nothing.
  */
 async function publishIn(
   db: Db,
@@ -137,6 +140,21 @@ async function publishIn(
       if (leaks.length) throw refused('connections_leave_site', `Cannot share ${def.handle}: ${leaks[0]!.message}`, 'share', { issues: leaks });
       const other = await c.query(`SELECT 1 FROM apis WHERE handle = $1 AND visibility = 'public' AND owner_org_id <> $2`, [def.handle, orgId]);
       if (other.rowCount) throw refused('handle_taken', `The public handle ${def.handle} belongs to another workflow; choose another handle to share`, 'handle');
+    }
+    // Publishing what is already the latest version (a form sent twice, a CLI retried after a lost
+    // answer, restoring the current version) is that version again: no new number, no charge.
+    if (existing) {
+      const latest = await c.query(
+        `SELECT b.version, b.restored_from FROM builder_versions b
+          WHERE b.api_id = $1 AND b.definition_hash = $2 AND b.visibility = $3
+            AND b.version = (SELECT max(version) FROM builder_versions WHERE api_id = $1)
+            AND NOT EXISTS (SELECT 1 FROM operation_versions v JOIN operations o ON o.id = v.operation_id WHERE o.api_id = $1 AND v.version > b.version)`,
+        [existing.id, hash, visibility],
+      );
+      const same = latest.rows[0] as { version: number; restored_from: number | null } | undefined;
+      if (same) {
+        return { api: def.handle, api_id: Number(existing.id), version: same.version, visibility, charged_credits: 0, definition_hash: hash, restored_from: same.restored_from, unchanged: true };
+      }
     }
     let apiId: number;
     const fields = [def.name, def.description, def.category, def.website_url ?? null];
@@ -173,7 +191,7 @@ async function publishIn(
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
       [apiId, version, orgId, JSON.stringify(def), hash, visibility, charge, ledgerId, opts.testRunId, opts.restoredFrom],
     );
-    return { api: def.handle, api_id: apiId, version, visibility, charged_credits: charge, definition_hash: hash, restored_from: opts.restoredFrom };
+    return { api: def.handle, api_id: apiId, version, visibility, charged_credits: charge, definition_hash: hash, restored_from: opts.restoredFrom, unchanged: false };
   });
 }
 
