@@ -147,7 +147,7 @@ export default fp(
         let terminal: TerminalEnvelope | null | undefined;
         const result = svc
           .awaitResult(sub.workflowId, requestId, svc.remainingMs(sub.request.created_at) + 5_000, sub.request.created_at, gone.signal)
-          .then((env) => env ?? deadlineEnvelope(requestId, app.baseUrl()))
+          .then((env) => env ?? deadlineEnvelope(requestId, app.baseUrl(), svc.deadlineSeconds))
           // Temporal unreachable while waiting: the run may still finish; its request status will say.
           .catch(() => engineUnavailable(requestId, app.baseUrl()))
           .then((env) => {

@@ -60,11 +60,11 @@ function sendLeft(reply: FastifyReply) {
 }
 
 /** The query deadline passed while waiting: the run may still finish; its status says how. */
-export function deadlineEnvelope(requestId: string, baseUrl: string): TerminalEnvelope {
+export function deadlineEnvelope(requestId: string, baseUrl: string, deadlineSeconds: number): TerminalEnvelope {
   const body = errorEnvelope('execution_timeout', {
     requestId,
     baseUrl,
-    message: 'The query did not finish within 170 seconds; check GET /v1/query/requests/{request_id} before retrying',
+    message: `The query did not finish within ${deadlineSeconds} seconds; check GET /v1/query/requests/{request_id} before retrying`,
   });
   return { status: ERRORS.execution_timeout.status, body };
 }
@@ -159,7 +159,7 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       try {
         const env = await svc.awaitResult(sub.workflowId, sub.request.id, svc.remainingMs(sub.request.created_at) + 5_000, sub.request.created_at, left.signal);
         if (left.signal.aborted) return sendLeft(reply);
-        return sendEnvelope(reply, sub, env ?? deadlineEnvelope(sub.request.id, app.baseUrl()), false);
+        return sendEnvelope(reply, sub, env ?? deadlineEnvelope(sub.request.id, app.baseUrl(), svc.deadlineSeconds), false);
       } finally {
         left.dispose();
       }

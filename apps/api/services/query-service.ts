@@ -288,6 +288,11 @@ export class QueryService {
   /** SSE progress from PostgreSQL notices instead of workflow queries (see RunWatch.watchProgress). */
   watchProgress: RunWatch['watchProgress'] = (requestId, hear) => this.watch.watchProgress(requestId, hear);
 
+  /** The overall deadline of one query, in whole seconds (170 unless configured otherwise). */
+  get deadlineSeconds(): number {
+    return Math.round(this.deps.config.QUERY_DEADLINE_MS / 1000);
+  }
+
   /** The overall deadline left for a request accepted at `createdAt`. */
   remainingMs(createdAt: Date): number {
     return createdAt.getTime() + this.deps.config.QUERY_DEADLINE_MS - Date.now();
