@@ -206,3 +206,42 @@ describe('codec endpoint', () => {
     expect(res.body.error.code).toBe('route_not_found');
   });
 });
+
+describe('failures at rest', () => {
+  // A failure's message and stack trace are not payloads: without the failure converter's
+  // encodeCommonAttributes they sit in the history as plain text, and a website failure's message
+  // names the page it asked for (host and path), where a query's input often is.
+  it('a failed step leaves neither its message (which names the input) nor its stack trace in the history in plain text', async () => {
+    const [api] = await Promise.all([
+      pool.spawn('api', { ...pair, env: { ...pair.env, ...rotated } }),
+      pool.spawn('worker', { ...pair, env: { ...pair.env, ...rotated } }),
+    ]);
+    // A job id nobody else uses: it must not show up anywhere in the history.
+    const jobId = `J${100000 + (randomBytes(3).readUIntBE(0, 3) % 900000)}`;
+    // The first attempt gets a 500 and fails with "The website returned 500 for
+    // jobs.example.test/jobs/<id>" (kept in the history as the retried step's last failure); the
+    // retry gets the site's own 404 (not_found).
+    await demo('/__demo/faults', { host: 'jobs.example.test', path_prefix: '/jobs/', status: 500, times: 1 });
+    try {
+      const res = await query((await newOrg(10)).api_key, { api: '@jobs', operation: 'get_job', input: { job_id: jobId } }, { 'idempotency-key': `enc-fail-${jobId}` }, String(api.started.url));
+      expect(res.status, JSON.stringify(res.body)).toBe(404);
+      expect(res.body.error.code).toBe('not_found');
+      // The workflow decoded the step's failure: the caller gets the recipe's own message.
+      expect(res.body.error.message).toBe('No job with that id');
+      const row = await db().query(`SELECT workflow_id FROM requests WHERE id = $1`, [res.body.error.receipt.request_id]);
+      const handle = (await clientWith(rotated)).workflow.getHandle(row.rows[0].workflow_id as string);
+      await handle.result();
+      const history = await handle.fetchHistory();
+      // The retried step's last failure and its final one are both in the history, encoded.
+      const failures = (history.events ?? []).flatMap((e) => [e.activityTaskStartedEventAttributes?.lastFailure, e.activityTaskFailedEventAttributes?.failure].filter((f) => f));
+      expect(failures.length, 'the run recorded its failed attempts').toBe(2);
+      for (const f of failures) expect(meta(f!.encodedAttributes!, 'encoding')).toBe('binary/encrypted');
+      const text = rawText(history);
+      expect(text.includes(jobId), 'history reveals the input in a failure message').toBe(false);
+      expect(text.includes('The website returned'), 'history holds a failure message in plain text').toBe(false);
+      expect(/activities\/\S+\.ts/.test(text), 'history holds a stack trace with source paths').toBe(false);
+    } finally {
+      await demo('/__demo/reset');
+    }
+  }, 180_000);
+});

@@ -9,7 +9,7 @@ import { loadKeyring } from '../../shared/db/connections.ts';
 import { createRecipeRunner } from '../../activities/engines/index.ts';
 import { browserTaskQueue, type Config } from '../../shared/config.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
-import { createDataConverter } from '../../shared/temporal/data-converter.ts';
+import { FAILURE_CONVERTER_PATH, createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { ensureHealthScheduleAtStart } from './health-schedule.ts';
 import { createMaintenanceActivities } from '../../activities/maintenance.ts';
 import { ensureMaintenanceScheduleAtStart } from './maintenance-schedule.ts';
@@ -19,11 +19,13 @@ const WORKFLOWS_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url))
 
 const bundles = new Map<string, Promise<WorkflowBundleWithSourceMap>>();
 /** Bundling the workflows is part of start-up, so a non-deterministic import fails here, not in production.
- *  With tracing on, the bundle also holds the OpenTelemetry workflow interceptors. */
+ *  With tracing on, the bundle also holds the OpenTelemetry workflow interceptors. The failure
+ *  converter is bundled too: failures the workflow code itself sends keep their message and stack
+ *  trace in an encrypted payload, as the worker's own do (shared/temporal/failure-converter.cjs). */
 export function workflowBundle(workflowInterceptorModules: string[] = []): Promise<WorkflowBundleWithSourceMap> {
   const key = workflowInterceptorModules.join('\n');
   let bundle = bundles.get(key);
-  if (!bundle) bundles.set(key, (bundle = bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules, logger: quietLogger })));
+  if (!bundle) bundles.set(key, (bundle = bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules, failureConverterPath: FAILURE_CONVERTER_PATH, logger: quietLogger })));
   return bundle;
 }
 
