@@ -25,6 +25,10 @@ def pinned(where: str, image: str) -> None:
         problems.append(f"{where}: image {image!r} uses latest")
 
 
+PUBLIC_SERVICES = {"api"}
+LOOPBACK = {"127.0.0.1", "::1"}
+
+
 def check_compose(path: str) -> None:
     model = json.load(open(path))
     services = model.get("services", {})
@@ -34,6 +38,12 @@ def check_compose(path: str) -> None:
         for dep in svc.get("depends_on", {}) or {}:
             if dep not in services:
                 problems.append(f"{where}: depends_on unknown service {dep!r}")
+        # Only the API is for outsiders. Temporal's frontend, its UI, PostgreSQL and the workers'
+        # metrics have no authentication of their own: published at all, then on loopback only.
+        if name not in PUBLIC_SERVICES:
+            for port in svc.get("ports") or []:
+                if port.get("host_ip") not in LOOPBACK:
+                    problems.append(f"{where}: publishes port {port.get('published')} on every interface; bind it to 127.0.0.1")
         if "build" in svc:  # the service's own image: the hardening this repo controls
             if svc.get("read_only") is not True:
                 problems.append(f"{where}: read_only is not true")
