@@ -26,6 +26,9 @@ interface Span {
   kind: number; // OTLP: 1 internal, 2 server, 3 client
   attributes: Record<string, unknown>;
   service: string;
+  /** OTLP as sent: 2 is an error. */
+  status?: { code?: number; message?: string };
+  events?: Array<{ name: string; attributes: Array<{ key: string; value: Record<string, unknown> }> }>;
 }
 
 /** A minimal OTLP/HTTP trace receiver: keeps every body it was sent, answers as a collector does. */
@@ -203,6 +206,37 @@ describe('tracing on (OTEL_TRACES_EXPORTER=otlp)', () => {
     for (const forbidden of [org.api_key, secret, CITY, 'Bearer', ...outputStrings]) {
       expect(sent.includes(forbidden), `exported spans contain ${forbidden}`).toBe(false);
     }
+
+    // A failing step: its failure's message names the page it asked for, with the input in its path
+    // ("The website returned 500 for jobs.example.test/jobs/<id>"), and its stack trace the worker's
+    // files. The span says that the step failed and with what kind of error, not the message.
+    const jobId = `J${100000 + Math.floor(Math.random() * 900000)}`;
+    await demo('/__demo/faults', { host: 'jobs.example.test', path_prefix: '/jobs/', status: 500, times: 1 });
+    try {
+      const failing = await query(org.api_key, { api: '@jobs', operation: 'get_job', input: { job_id: jobId } }, { 'idempotency-key': `tracing-fail-${jobId}` }, base);
+      expect(failing.status, failing.text).toBe(404);
+    } finally {
+      await demo('/__demo/reset');
+    }
+    const failedSpans = await until(
+      async () => {
+        const failed = traced.spans().filter((s) => s.name.startsWith('RunActivity:') && s.status?.code === 2);
+        // Both attempts: the 500 (a retryable failure) and the site's 404 (not_found).
+        return failed.length >= 2 && failed;
+      },
+      90_000,
+      300,
+    );
+    for (const s of failedSpans) {
+      const events = s.events ?? [];
+      const exception = events.find((e) => e.name === 'exception');
+      expect(exception, `${s.name} records its failure`).toBeDefined();
+      expect(exception!.attributes.map((a) => a.key)).toContain('exception.type');
+    }
+    const sentAfter = traced.bodies.join('\n');
+    expect(sentAfter.includes(jobId), 'exported spans contain the input of a failed step').toBe(false);
+    expect(sentAfter.includes('The website returned'), 'exported spans contain a failure message').toBe(false);
+    expect(/activities\/\S+\.ts/.test(sentAfter), 'exported spans contain a stack trace').toBe(false);
 
     // Positive control for the "off" test below: tracing on loads the SDK in both processes.
     expect((await stopAndListModules(api, 'on-api.json')).some((m) => SDK_MODULES.test(m))).toBe(true);

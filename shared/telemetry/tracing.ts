@@ -5,11 +5,11 @@
 import { createRequire } from 'node:module';
 import type { IncomingMessage } from 'node:http';
 import type { Resource } from '@opentelemetry/resources';
-import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
 import type { WorkerOptions } from '@temporalio/worker';
 import type { WorkflowInfo } from '@temporalio/workflow';
-import { isUntracedPath, originOnly, pathOnly } from './redact.ts';
+import { isUntracedPath, originOnly, pathOnly, withoutErrorText } from './redact.ts';
 import { tracingSettings, type TraceExporterName } from './settings.ts';
 
 export interface Tracing {
@@ -37,6 +37,16 @@ export function workflowTracingModules(env: NodeJS.ProcessEnv = process.env): st
 }
 
 let started: Promise<Tracing | undefined> | undefined;
+
+/** The exporter, sent each span without its error's message and stack trace. */
+function errorTextless(exporter: SpanExporter): SpanExporter {
+  const out: SpanExporter = {
+    export: (spans, done) => exporter.export(spans.map(withoutErrorText), done),
+    shutdown: () => exporter.shutdown(),
+  };
+  if (exporter.forceFlush) out.forceFlush = () => exporter.forceFlush!();
+  return out;
+}
 
 /**
  * Sets up tracing once per process (the API and the worker share it under `npm start`); undefined
@@ -66,8 +76,11 @@ async function setUp(serviceName: string, exporters: TraceExporterName[]): Promi
     .merge(resources.detectResourcesSync({ detectors: [resources.envDetectorSync] }));
   // The exporter reads OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, _HEADERS and _TIMEOUT itself; the batch
   // processor OTEL_BSP_*; the provider OTEL_TRACES_SAMPLER[_ARG] and the propagators OTEL_PROPAGATORS.
+  // Every span leaves without its errors' text (redact.ts, withoutErrorText).
   const spanProcessors = exporters.map((name) =>
-    name === 'otlp' ? new node.BatchSpanProcessor(new otlp.OTLPTraceExporter()) : new node.SimpleSpanProcessor(new node.ConsoleSpanExporter()),
+    name === 'otlp'
+      ? new node.BatchSpanProcessor(errorTextless(new otlp.OTLPTraceExporter()))
+      : new node.SimpleSpanProcessor(errorTextless(new node.ConsoleSpanExporter())),
   );
   const provider = new node.NodeTracerProvider({ resource, spanProcessors });
   provider.register(); // global provider, AsyncLocalStorage context manager, W3C propagators
