@@ -212,7 +212,7 @@ describe('failures at rest', () => {
   // encodeCommonAttributes they sit in the history as plain text, and a website failure's message
   // names the page it asked for (host and path), where a query's input often is.
   it('a failed step leaves neither its message (which names the input) nor its stack trace in the history in plain text', async () => {
-    const [api] = await Promise.all([
+    const [api, worker] = await Promise.all([
       pool.spawn('api', { ...pair, env: { ...pair.env, ...rotated } }),
       pool.spawn('worker', { ...pair, env: { ...pair.env, ...rotated } }),
     ]);
@@ -240,6 +240,12 @@ describe('failures at rest', () => {
       expect(text.includes(jobId), 'history reveals the input in a failure message').toBe(false);
       expect(text.includes('The website returned'), 'history holds a failure message in plain text').toBe(false);
       expect(/activities\/\S+\.ts/.test(text), 'history holds a stack trace with source paths').toBe(false);
+      // Nor does the worker's log hold a plain-text copy: the SDK logs each failed attempt at WARN
+      // with the error, and the log names its code and the run, not its message or details.
+      const log = worker.output();
+      expect(log).toContain('Activity failed');
+      expect(log).toContain('upstream_http_error');
+      expect(log.includes(jobId), 'the worker log reveals the input of a failed step').toBe(false);
     } finally {
       await demo('/__demo/reset');
     }
