@@ -3,6 +3,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { balanceOf, call, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
 import { createFile } from '../shared/db/files.ts';
+import { CONTEXT_TEXT_BYTES, PromptRouting } from '../apps/api/services/prompt-routing.ts';
+import type { PromptAttachment, PromptRouter } from '../shared/router/types.ts';
 
 const DAY = 86_400_000;
 const fileId = (n: number) => `file_${n.toString(16).padStart(32, '0')}`;
@@ -113,6 +115,55 @@ describe('attachments must be the organization\'s own, unexpired files', () => {
       expect(res.body.error.retryable).toBe(false);
       break;
     }
+  });
+});
+
+describe('an attachment is read only as far as routing can use it', () => {
+  // A router that records what it was handed, and abstains.
+  const recording = () => {
+    const seen: PromptAttachment[][] = [];
+    const router: PromptRouter = {
+      rank: async (_prompt, _scope, attachments) => (seen.push(attachments ?? []), { chosen: null, candidates: [], router: 'offline' }),
+      fill: async () => ({ input: {}, missing: [] }),
+    };
+    return { seen, routing: new PromptRouting({ db: db(), router: async () => router, maxInputBytes: 100_000 }) };
+  };
+
+  it('a 10 MB file attached four times: the start of its text as context, as input no more than a query can carry', async () => {
+    const text = 'London weather. '.repeat(655_360); // 10 MB of text
+    const big = await createFile(db(), { orgId: org.org_id, name: 'big.txt', contentType: 'text/plain', bytes: Buffer.from(text) });
+    const { seen, routing } = recording();
+    const attachments = [
+      { id: big.id, purpose: 'context' as const },
+      { id: big.id, purpose: 'input' as const },
+      { id: big.id, purpose: 'input' as const },
+      { id: big.id, purpose: 'context' as const },
+    ];
+    await expect(routing.plan(org.org_id, { prompt: 'weather', attachments })).rejects.toMatchObject({ code: 'prompt_unroutable' });
+    const [ctx, input] = seen[0]!;
+    // Ranking reads 500 characters of a context file; 2,000 bytes hold them.
+    expect(ctx!.text!.length).toBeGreaterThanOrEqual(500);
+    expect(Buffer.byteLength(ctx!.text!)).toBeLessThanOrEqual(CONTEXT_TEXT_BYTES);
+    expect(text.startsWith(ctx!.text!)).toBe(true);
+    // An input text past the query's limit is still past it (payload_too_large as before), never more.
+    expect(Buffer.byteLength(input!.text!)).toBeGreaterThan(100_000);
+    expect(Buffer.byteLength(input!.text!)).toBeLessThanOrEqual(100_000 + 1_024);
+    expect(text.startsWith(input!.text!)).toBe(true);
+    expect(seen[0]!.map((a) => [a.id, a.name, a.content_type])).toEqual(attachments.map((a) => [a.id, 'big.txt', 'text/plain']));
+  });
+
+  it('a character cut at the end of what is read is left out, not taken for binary', async () => {
+    const euros = await createFile(db(), { orgId: org.org_id, name: 'euros.txt', contentType: 'text/plain', bytes: Buffer.from('€'.repeat(1_000)) });
+    const { seen, routing } = recording();
+    await expect(routing.plan(org.org_id, { prompt: 'weather', attachments: [{ id: euros.id, purpose: 'context' }] })).rejects.toMatchObject({ code: 'prompt_unroutable' });
+    expect(seen[0]![0]!.text).toBe('€'.repeat(Math.floor(CONTEXT_TEXT_BYTES / 3)));
+  });
+
+  it('a file that fits is read whole', async () => {
+    const small = await createFile(db(), { orgId: org.org_id, name: 'notes.txt', contentType: 'text/plain', bytes: Buffer.from('Oslo €') });
+    const { seen, routing } = recording();
+    await expect(routing.plan(org.org_id, { prompt: 'weather', attachments: [{ id: small.id, purpose: 'input' }] })).rejects.toMatchObject({ code: 'prompt_unroutable' });
+    expect(seen[0]![0]!.text).toBe('Oslo €');
   });
 });
 

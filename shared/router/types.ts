@@ -25,7 +25,11 @@ export interface PromptAttachment {
   purpose: 'input' | 'context';
   name: string;
   content_type: string;
-  /** The file's text when it is text (UTF-8), else null; bytes are never handed to the router. */
+  /**
+   * The file's text when it is text (UTF-8), else null; bytes are never handed to the router. Only
+   * as much as can be used is read (apps/api/services/prompt-routing.ts): the start of a context
+   * file's text; an input file's text up to just past what a query can carry.
+   */
   text: string | null;
 }
 

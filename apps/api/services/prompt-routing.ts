@@ -5,7 +5,7 @@
 // the filled input with the operation's schema and runs it exactly like direct mode.
 import { z } from 'zod';
 import { ServiceError } from '../../../shared/errors.ts';
-import { getFile } from '../../../shared/db/files.ts';
+import { getFileHead } from '../../../shared/db/files.ts';
 import { resolveOperation, type ResolvedOperation } from '../../../shared/db/catalog.ts';
 import type { RoutingAudit } from '../../../shared/db/requests.ts';
 import type { Db } from '../../../shared/db/pool.ts';
@@ -29,15 +29,29 @@ export interface PromptPlan {
 export type RouterSource = () => Promise<PromptRouter>;
 
 const TEXT_TYPES = /^(text\/|application\/(json|xml|csv|x-ndjson)\b)/;
-/** A file's text, when it is UTF-8 text; bytes are never handed to the router. */
-function textOf(contentType: string, bytes: Buffer): string | null {
+/**
+ * A file's text, when it is UTF-8 text; bytes are never handed to the router. `bytes` may be the
+ * start of the file only: a character cut at its end is left out (streamed decoding), not an error.
+ */
+function textOf(contentType: string, bytes: Buffer, cut: boolean): string | null {
   if (!TEXT_TYPES.test(contentType)) return null;
   try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes, { stream: cut });
   } catch {
     return null;
   }
 }
+
+/**
+ * How much of an attachment is read (a file may be 10 MB, and four may be attached, the same one
+ * four times even). A `context` file informs ranking with the start of its text only (500
+ * characters, shared/router/index.ts): 2,000 bytes hold them. An `input` file's text may fill a
+ * text field of the input, which a query can carry only up to MAX_WORKFLOW_INPUT_BYTES: a text
+ * read up to that and a little beyond is either all of it or already too large to run (413
+ * payload_too_large, as the whole text would be), so the rest is never loaded.
+ */
+export const CONTEXT_TEXT_BYTES = 2_000;
+const INPUT_TEXT_MARGIN_BYTES = 1_024;
 
 const publicCandidate = (c: Candidate) => ({ api: c.api, operation: c.operation, label: c.label, score: round(c.score) });
 const round = (n: number) => Math.round(n * 1000) / 1000;
@@ -45,7 +59,7 @@ const round = (n: number) => Math.round(n * 1000) / 1000;
 export class PromptRouting {
   private router?: Promise<PromptRouter>;
 
-  constructor(private readonly deps: { db: Db; router?: RouterSource; llm?: LlmRouter }) {}
+  constructor(private readonly deps: { db: Db; router?: RouterSource; llm?: LlmRouter; maxInputBytes: number }) {}
 
   private async getRouter(): Promise<PromptRouter> {
     if (!this.deps.router)
@@ -156,7 +170,8 @@ export class PromptRouting {
       let file;
       try {
         // The epoch as "now" finds the organization's file whatever its expiry; expiry is decided here.
-        file = await getFile(this.deps.db, orgId, a.id, new Date(0));
+        const maxBytes = a.purpose === 'context' ? CONTEXT_TEXT_BYTES : this.deps.maxInputBytes + INPUT_TEXT_MARGIN_BYTES;
+        file = await getFileHead(this.deps.db, orgId, a.id, maxBytes, new Date(0));
       } catch {
         throw new ServiceError('catalog_unavailable', 'Files cannot be read right now', { headers: { 'retry-after': '5' } });
       }
@@ -164,7 +179,7 @@ export class PromptRouting {
       if (!file) throw new ServiceError('file_not_found', `No file ${a.id} for this organization`, { param, details: { issues: [{ path: param, message: 'no such file for this organization' }] } });
       if (new Date(file.expires_at).getTime() <= Date.now())
         throw new ServiceError('file_expired', `File ${a.id} expired at ${file.expires_at}; upload it again`, { param, details: { issues: [{ path: param, message: 'the file has expired' }] } });
-      out.push({ id: file.id, purpose: a.purpose, name: file.name, content_type: file.content_type, text: textOf(file.content_type, file.bytes) });
+      out.push({ id: file.id, purpose: a.purpose, name: file.name, content_type: file.content_type, text: textOf(file.content_type, file.bytes, file.bytes.length < file.size_bytes) });
     }
     return out;
   }

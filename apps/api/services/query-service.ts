@@ -50,7 +50,7 @@ export class QueryService {
   constructor(
     private readonly deps: { db: Db; temporal: () => Promise<Client>; config: Config; baseUrl: () => string; router?: RouterSource; llm?: LlmRouter; eagerStart?: boolean },
   ) {
-    this.prompts = new PromptRouting({ db: deps.db, router: deps.router, llm: deps.llm });
+    this.prompts = new PromptRouting({ db: deps.db, router: deps.router, llm: deps.llm, maxInputBytes: deps.config.MAX_WORKFLOW_INPUT_BYTES });
     this.admission = new Admission({ db: deps.db, config: deps.config });
     this.watch = new RunWatch(deps);
     this.idempotency = new Idempotency({ db: deps.db, watch: this.watch, staleClaimMs: deps.config.STALE_CLAIM_MS });
