@@ -132,6 +132,19 @@ const ConfigSchema = z.object({
    * the call fails at once with organization_concurrency_limit (retry after 1 s).
    */
   MCP_GET_RUN_WAITS_PER_ORG: int(64),
+  /**
+   * Each organization's request rate in one API process (a token bucket per organization, in
+   * memory; N API processes take N times as much). Every request with an organization's credential
+   * takes a token: request status, feedback, /v1/auth, uploads, tool listings, each JSON-RPC
+   * message of an MCP exchange, and POST /v1/query (a query the plan's per-minute quota counts gets
+   * its token back: it is limited there). An empty bucket answers 429 organization_rate_limit with
+   * Retry-After, before any other work. The defaults are far above any client that behaves (an
+   * agent polling a run every 150 ms takes 6.7 a second; the test suite's biggest burst from one
+   * organization is 30) and keep one organization to a small share of a process. Fractions allowed.
+   */
+  ORG_REQUESTS_PER_SECOND: z.coerce.number().positive().max(1_000_000).default(100),
+  /** The bucket's size: requests one organization may send at once after a quiet while. */
+  ORG_REQUEST_BURST: int(300),
   /** JSON object host -> "127.0.0.1:port": routes real-looking recipe hosts to local sites (dev, tests). */
   SITE_HOST_MAP: z.string().optional(),
   /** Debian's Chromium: the headless shell when installed, else the full browser (defaultChromiumPath). */

@@ -65,6 +65,7 @@ export const ERRORS = {
   organization_concurrency_limit: { status: 429, type: 'rate_limit_error', retryable: true, title: 'Too many requests running at once' },
   unresolved_query_limit: { status: 429, type: 'rate_limit_error', retryable: false, title: 'Too many keyed requests unresolved; check them first' },
   rate_limited: { status: 429, type: 'rate_limit_error', retryable: true, title: 'Too many requests in the current minute' },
+  organization_rate_limit: { status: 429, type: 'rate_limit_error', retryable: true, title: "The organization's requests to this API process came too fast (every keyed request and MCP message counts); wait Retry-After" },
   file_storage_limit: { status: 429, type: 'rate_limit_error', retryable: false, title: "The organization's stored files reached its limit (bytes or count); room frees as files expire" },
   admission_unavailable: { status: 503, type: 'service_error', retryable: true, title: 'Requests cannot be admitted now' },
 

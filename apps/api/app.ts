@@ -103,7 +103,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(metricsPlugin);
   await app.register(swagger, openApiSwaggerOptions());
   await app.register(jsonBodyPlugin);
-  await app.register(authPlugin);
+  await app.register(authPlugin, { orgRate: { perSecond: deps.config.ORG_REQUESTS_PER_SECOND, burst: deps.config.ORG_REQUEST_BURST } });
   const startedAt = Date.now();
   await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt, temporalHealthy: deps.temporalHealthy });
   // Draining: set by server.ts before close, so /readyz turns 503 while requests are still served.

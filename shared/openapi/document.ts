@@ -248,9 +248,11 @@ export function openApiSwaggerOptions(): FastifyDynamicSwaggerOptions {
           responses,
           headers: {
             'Retry-After': { description: 'seconds to wait before retrying', schema: { type: 'integer' } },
-            'X-RateLimit-Limit': { description: 'requests per minute', schema: { type: 'integer' } },
-            'X-RateLimit-Remaining': { description: 'left in the current minute', schema: { type: 'integer' } },
-            'X-RateLimit-Reset': { description: 'Unix time (seconds) when the oldest request leaves the window', schema: { type: 'integer' } },
+            // They describe the limit error.code names: the plan's minute (rate_limited and the other
+            // query admission codes) or the organization's request bucket (organization_rate_limit).
+            'X-RateLimit-Limit': { description: "requests per minute of the plan; with `organization_rate_limit`, the organization's request burst in this API process", schema: { type: 'integer' } },
+            'X-RateLimit-Remaining': { description: 'left in the current minute; with `organization_rate_limit`, requests left in the burst', schema: { type: 'integer' } },
+            'X-RateLimit-Reset': { description: 'Unix time (seconds) when the oldest request leaves the window; with `organization_rate_limit`, when the refused request would pass', schema: { type: 'integer' } },
           },
         },
       } as never;

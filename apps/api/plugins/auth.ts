@@ -1,10 +1,12 @@
 // Bearer API keys: svc_sk_… keys, checked by hash on every request (revocation is immediate).
+// An authenticated request then takes a token of its organization's request bucket (org-rate.ts).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { API_KEY_PATTERN } from '../../../shared/ids.ts';
 import { checkApiKey } from '../../../shared/db/orgs.ts';
 import { ServiceError } from '../../../shared/errors.ts';
 import type { Db } from '../../../shared/db/pool.ts';
+import { OrgRate, type BucketLimits } from '../services/org-rate.ts';
 
 export interface AuthContext {
   orgId: string;
@@ -19,6 +21,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void>;
     db: Db;
+    /** Each organization's request bucket in this process; `authenticate` takes one token. */
+    orgRate: OrgRate;
   }
 }
 
@@ -64,10 +68,16 @@ export async function authenticateHeader(db: Db, header: string | undefined, ext
 }
 
 export default fp(
-  async function authPlugin(app: FastifyInstance) {
+  async function authPlugin(app: FastifyInstance, opts: { orgRate: BucketLimits }) {
+    const orgRate = new OrgRate(opts.orgRate);
+    app.decorate('orgRate', orgRate);
     app.decorateRequest('auth', null);
     app.decorate('authenticate', async function authenticate(request: FastifyRequest) {
-      request.auth = await authenticateHeader(app.db, request.headers.authorization);
+      const auth = await authenticateHeader(app.db, request.headers.authorization);
+      request.auth = auth;
+      // After the credential, never before: only a caller who already holds the organization's key
+      // can meet its bucket, so a 429 tells nobody else anything.
+      orgRate.admit(auth.orgId);
     });
   },
   { name: 'auth' },

@@ -1,10 +1,12 @@
 // The MCP endpoint: /mcp and /mcp/workflows/{workflow_name}, optionally ?read_only=true.
 // Stateless Streamable HTTP: every POST gets a fresh server and transport for its organization.
-// Authentication and the workflow lookup happen before the hijack, so their failures are the
-// service's ordinary JSON error envelopes (401 with the Bearer challenge naming resource_metadata).
+// Authentication, the organization's request bucket and the workflow lookup happen before the
+// hijack, so their failures are the service's ordinary JSON error envelopes (401 with the Bearer
+// challenge naming resource_metadata; 429 organization_rate_limit with Retry-After).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { MAX_BATCH_SIZE } from '@modelcontextprotocol/sdk/server/requestBody.js';
 import { ServiceError } from '../../../shared/errors.ts';
 import { BEARER, errors } from '../../../shared/openapi/document.ts';
 import { JsonRpcMessage } from '../../../shared/openapi/schemas.ts';
@@ -34,6 +36,16 @@ const McpParams = z.strictObject({
 const FORBIDDEN_ORIGIN = {
   403: { description: 'JSON-RPC error -32000: the Origin header names a page that may not call this server (MCP_ALLOWED_ORIGINS)', content: { 'application/json': { schema: JsonRpcMessage } } },
 };
+
+/**
+ * Tokens an exchange takes from the organization's request bucket: one per JSON-RPC message, as
+ * each is handled on its own (a batch of 100 tool calls is 100 calls' work, not one). A batch
+ * over the SDK's limit is refused whole by the transport before any is handled: it costs that
+ * limit. A GET or DELETE (405, nothing handled) and an empty batch cost one, like any request.
+ */
+export function messagesIn(body: unknown): number {
+  return Array.isArray(body) ? Math.min(Math.max(1, body.length), MAX_BATCH_SIZE) : 1;
+}
 
 export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOrigins: string[]; getRunWaitsPerOrg: number }) {
   // svc_get_run waits of each organization in this process (apps/api/mcp/runs.ts).
@@ -128,9 +140,11 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
       .type('application/json')
       .send({ jsonrpc: '2.0', error: { code: -32000, message: 'Forbidden: this Origin may not call the MCP server (see MCP_ALLOWED_ORIGINS)' }, id: null });
   };
-  // The key first (401 with the resource_metadata challenge), then the parameters.
+  // The key first (401 with the resource_metadata challenge), then the organization's request
+  // bucket, then the parameters.
   const preValidation = async (request: FastifyRequest) => {
     request.auth = await authenticate(request);
+    app.orgRate.admit(request.auth.orgId, messagesIn(request.body));
   };
   for (const url of ['/mcp', '/mcp/workflows/:workflow_name']) {
     const variant = url === '/mcp' ? '' : 'Workflow';
