@@ -24,6 +24,8 @@ const config = loadConfig({
   // The benchmark measures the engine, not the plan's limits.
   PLAN_REQUESTS_PER_MINUTE: '100000000',
   PLAN_CONCURRENCY: '100000',
+  ORG_REQUESTS_PER_SECOND: '1000000',
+  ORG_REQUEST_BURST: '1000000',
   // No background health checks competing with the measurement.
   HEALTH_CHECKS_ENABLED: 'false',
 });

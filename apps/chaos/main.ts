@@ -53,6 +53,8 @@ try {
       HEALTH_CHECKS_ENABLED: 'false',
       // Retries during an outage add requests; the plan's per-minute limit is not what is tested.
       PLAN_REQUESTS_PER_MINUTE: '100000',
+      ORG_REQUESTS_PER_SECOND: '100000',
+      ORG_REQUEST_BURST: '100000',
     },
   });
   const c = cluster;
