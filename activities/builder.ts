@@ -4,8 +4,6 @@
 // (a wrong output, an off-schema output, a site's failure) is a result to show, not a failure.
 import { isDeepStrictEqual } from 'node:util';
 import { Context } from '@temporalio/activity';
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
 import type { Db } from '../shared/db/pool.ts';
 import { loadSecrets, type Keyring } from '../shared/db/connections.ts';
 import { ServiceError } from '../shared/errors.ts';
@@ -14,16 +12,12 @@ import type { RecipeRunner } from './engines/index.ts';
 import { redact } from './engines/errors.ts';
 import { accessFailure } from './execute.ts';
 import { failedExample, type BuilderActivities, type DraftExampleResult } from './types.ts';
-import { linearRegExp } from '../shared/regex.ts';
-
-const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+import { compileOrgSchema } from '../shared/org-schemas.ts';
 
 /** JSON's view of a value: what a caller would receive. */
 const asJson = (v: unknown): unknown => (v === undefined ? null : JSON.parse(JSON.stringify(v)));
 
 export function createBuilderActivities(deps: { db: Db; runner: RecipeRunner; keyring: () => Promise<Keyring> }): BuilderActivities {
-  const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false, code: { regExp: linearRegExp } }));
-
   return {
     async runDraftExample({ orgId, testRunId, example }) {
       const ctx = Context.current();
@@ -51,7 +45,7 @@ export function createBuilderActivities(deps: { db: Db; runner: RecipeRunner; ke
           party: orgId,
         });
         const output = asJson(redact(raw, secretValues));
-        const validate = ajv.compile(example.outputSchema);
+        const validate = compileOrgSchema(example.outputSchema);
         const schemaOk = validate(output);
         const schemaErrors = (validate.errors ?? []).map((e) => ({ path: e.instancePath || '/', message: e.message ?? 'is invalid' }));
         const equal = isDeepStrictEqual(output, asJson(example.expected));

@@ -235,6 +235,22 @@ describe('MCP tools', () => {
     expect(await ledgerOf(org.org_id)).toEqual([]);
   });
 
+  it('include with exclude is refused as POST /v1/query refuses it: invalid_input naming response.exclude, nothing run or charged', async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const both = { ...london, include: ['city'], exclude: ['city'] };
+    const r = await callTool(client, 'svc_run_workflow', both);
+    expect(r.isError).toBe(true);
+    expect(r.sc, r.text).toMatchObject({ status: 'failed', request_id: null, error: { code: 'invalid_input', status: 400, param: 'response.exclude' } });
+    expect(r.sc.error.details.issues).toMatchObject([{ path: 'response.exclude', message: 'cannot be combined with response.include' }]);
+    // The same failure over REST.
+    const rest = await query(org.api_key, { api: london.api, operation: london.operation, input: london.input, response: { include: ['city'], exclude: ['city'] } });
+    expect(rest.status).toBe(400);
+    expect(rest.body.error).toMatchObject({ code: r.sc.error.code, param: r.sc.error.param, details: r.sc.error.details });
+    expect(await requestCount(org.org_id)).toBe(0);
+    expect(await ledgerOf(org.org_id)).toEqual([]);
+  });
+
   it('read_only=true refuses actions and cannot call the action tool', async () => {
     const org = await newOrg(5);
     const client = await connect(org.api_key, '/mcp?read_only=true');

@@ -11,6 +11,7 @@ import { RecipeValidationError, safeParseRecipe } from '../recipes/schema.ts';
 import { ServiceError, type ValidationIssue } from '../errors.ts';
 import { canonicalHash } from './canonical.ts';
 import { linearRegExp, patternProblem } from '../regex.ts';
+import { compileOrgSchema } from '../org-schemas.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
@@ -139,7 +140,8 @@ function recipePointer(base: string, path: string): string {
 /** Compile a user's JSON Schema; undefined with an issue when it is not one. */
 function compileSchema(schema: JsonSchema, at: string, issues: ValidationIssue[]) {
   try {
-    return ajv.compile(schema);
+    // Not the definition format's ajv: an organization's `$id` must not stay registered (shared/org-schemas.ts).
+    return compileOrgSchema(schema);
   } catch (err) {
     issues.push({ path: at, message: `is not a valid JSON Schema: ${err instanceof Error ? err.message : 'unknown error'}` });
     return undefined;

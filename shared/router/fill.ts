@@ -7,6 +7,7 @@ import type { JsonSchema } from '../catalog/types.ts';
 import type { FillResult, MissingField, PromptAttachment } from './types.ts';
 import { readPrompt, type PromptFacts, type Token } from './prompt-facts.ts';
 import { sameWord, stem, STOP_WORDS, words } from './text.ts';
+import { compileLinear } from '../regex.ts';
 
 type Prop = Record<string, unknown>;
 
@@ -103,9 +104,14 @@ function fillEnum(ctx: FillContext, values: unknown[]): string | number | undefi
 }
 
 function fillPattern(ctx: FillContext, pattern: string): string | undefined {
-  let re: RegExp;
+  // The pattern is the publisher's (any organization can build and share a workflow) and the
+  // tokens are the caller's: on V8's backtracking engine `^(\d|\d)*$` against a 40-digit token
+  // holds the API's event loop for hours. RE2's linear-time engine, as everywhere else a
+  // publisher's pattern runs (shared/regex.ts).
+  let re: { test(s: string): boolean };
   try {
-    re = new RegExp(pattern);
+    const compiled = compileLinear(pattern);
+    re = { test: (s) => compiled.matcher(s).find() };
   } catch {
     return undefined;
   }

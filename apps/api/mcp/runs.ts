@@ -64,7 +64,9 @@ async function runUnbounded(ctx: McpContext, args: RunArgs, kind: RunKind, onSta
   const svc = ctx.queries;
   const none = { request_id: null, api: args.api, operation: args.operation, truncated: false };
   try {
-    const response = args.include ? { include: args.include } : args.exclude ? { exclude: args.exclude } : undefined;
+    // Both go to the query's rules as sent: include with exclude is refused there (invalid_input,
+    // as POST /v1/query answers), never run with one of them silently dropped.
+    const response = args.include || args.exclude ? { ...(args.include ? { include: args.include } : {}), ...(args.exclude ? { exclude: args.exclude } : {}) } : undefined;
     const q = svc.parseBody({
       api: args.api,
       operation: args.operation,

@@ -1,8 +1,7 @@
 // The facade of one query's path: validation, resolution and input checks live here; admission,
 // idempotency, dispatch and run watching are modules of their own beside it.
 // REST (POST /v1/query), SSE and MCP all go through here, so they bill and replay alike.
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
+import type { ValidateFunction } from 'ajv/dist/2020.js';
 import type { Client } from '@temporalio/client';
 import { canonicalJson, newRequestId, queryWorkflowId, sha256Hex, IDEMPOTENCY_KEY_PATTERN } from '../../../shared/ids.ts';
 import { ERRORS, ServiceError } from '../../../shared/errors.ts';
@@ -21,11 +20,9 @@ import { Idempotency } from './idempotency.ts';
 import { RunWatch } from './run-watch.ts';
 import { PROMPT_SEARCH_CREDITS, PromptRouting, type PromptPlan, type RouterSource } from './prompt-routing.ts';
 import type { LlmRouter } from '../../../shared/router/llm.ts';
-import { linearRegExp } from '../../../shared/regex.ts';
+import { compileOrgSchema } from '../../../shared/org-schemas.ts';
 
 export { rateHeaders, type RateInfo, type RequestRow };
-
-const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
 /**
  * What a query runs: in prompt mode, the routed operation with the plan routing made for it and
@@ -38,8 +35,8 @@ export type Submission =
   | { kind: 'started'; request: RequestRow; workflowId: string; stream: boolean; op: ResolvedOperation; rate: RateInfo };
 
 export class QueryService {
-  private readonly ajv = addFormats(new Ajv2020({ allErrors: true, strict: false, code: { regExp: linearRegExp } }));
-  private readonly inputValidators = new Map<string, ReturnType<Ajv2020['compile']>>();
+  /** Per operation version (immutable): compiled once; an organization's `$id` is never registered (shared/org-schemas.ts). */
+  private readonly inputValidators = new Map<string, ValidateFunction>();
 
   private readonly admission: Admission;
   private readonly watch: RunWatch;
@@ -170,7 +167,7 @@ export class QueryService {
     const key = `${op.operationId}@${op.version}`;
     let validate = this.inputValidators.get(key);
     if (!validate) {
-      validate = this.ajv.compile(op.inputSchema);
+      validate = compileOrgSchema(op.inputSchema);
       this.inputValidators.set(key, validate);
     }
     if (validate(input)) return;
