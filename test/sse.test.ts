@@ -1,8 +1,9 @@
 // Streamed queries (stream: true) on the real stack, read with a real SSE parser.
+import net from 'node:net';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { startApiProcess } from './helpers/processes.ts';
-import { balanceOf, call, closeDb, demo, newOrg, query, stack, until } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, db, demo, newOrg, query, sleep, stack, until } from './helpers/stack.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 const key = () => `sse-${Date.now()}-${Math.random().toString(36).slice(2)}`;
@@ -192,6 +193,53 @@ describe('SSE streams', () => {
     }, 30_000);
     expect(done.body.data.receipt.billing).toMatchObject({ status: 'settled', charged_credits: 1 });
     expect((await balanceOf(org.org_id)).charged).toBe(1);
+  });
+
+  it('a client that leaves while its query is submitted holds no stream open for the rest of the run', async () => {
+    const s0 = stack();
+    // An API process of its own: its open-streams gauge counts this test's stream alone.
+    const api = await startApiProcess({ databaseUrl: s0.databaseUrl, temporalAddress: s0.temporalAddress, hostMap: s0.hostMap, taskQueue: s0.taskQueue });
+    try {
+      const org = await newOrg(5);
+      await demo('/__demo/faults', { host: 'weather.example.test', latency_ms: 5000, times: 1 });
+      const url = new URL(String(api.started.url));
+      const body = JSON.stringify({ ...london, stream: true });
+      // The organization's admission lock held here, so the API is still admitting the query when
+      // the caller leaves: the socket closes before the stream exists.
+      const holder = await db().connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT pg_advisory_xact_lock(600, hashtext($1))', [org.org_id]);
+        const socket = net.connect(Number(url.port), url.hostname);
+        socket.on('error', () => undefined);
+        socket.write(
+          `POST /v1/query HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${org.api_key}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        );
+        await until(async () => (await db().query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)).rowCount! > 0, 10_000, 20);
+        socket.destroy();
+        await sleep(200);
+        await holder.query('COMMIT');
+      } finally {
+        holder.release();
+      }
+      // The run starts all the same and waits on the site.
+      const row = await until(async () => {
+        const r = await db().query(`SELECT id, status FROM requests WHERE org_id = $1`, [org.org_id]);
+        return r.rows[0]?.status === 'processing' ? r.rows[0] : undefined;
+      }, 10_000, 50);
+      await sleep(500);
+      const open = async () => {
+        const m = await call('GET', '/metrics', { baseUrl: String(api.started.url) });
+        return Number(/^wqs_sse_streams_open (\S+)$/m.exec(m.text)?.[1]);
+      };
+      expect(await open()).toBe(0);
+      expect((await db().query(`SELECT status FROM requests WHERE id = $1`, [row.id])).rows[0].status).toBe('processing');
+      // Leaving does not stop the run: it succeeds and is charged once.
+      await until(async () => (await db().query(`SELECT status FROM requests WHERE id = $1`, [row.id])).rows[0].status === 'succeeded', 30_000);
+      expect((await balanceOf(org.org_id)).charged).toBe(1);
+    } finally {
+      await api.kill('SIGTERM');
+    }
   });
 
   it('sends `: keep-alive` comments during long work (interval lowered for the test)', async () => {

@@ -135,6 +135,9 @@ export default fp(
       app.metrics.openStreams.inc();
       res.on('close', stop);
       res.on('error', stop);
+      // A caller who left while the query was submitted closed the socket before these listeners
+      // existed: without this the stream would hold its long-poll and subscription to the run's end.
+      if (res.destroyed || res.socket?.destroyed !== false) stop();
       const keepAlive = setInterval(() => {
         if (!closed) res.write(': keep-alive\n\n');
       }, keepAliveMs);
