@@ -5,13 +5,12 @@
 import { Context } from '@temporalio/activity';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
-import { ledgerClosure, release } from '../shared/db/credits.ts';
+import { ledgerClosure, release, releaseAndInterrupt } from '../shared/db/credits.ts';
 import { purgeExpiredFiles } from '../shared/db/files.ts';
 import type { Db } from '../shared/db/pool.ts';
 import {
   deleteExpiredResults,
   finalizeUnresolved,
-  interruptUnresolved,
   listStaleUnresolved,
   markReconcileChecked,
   type StaleRequest,
@@ -139,9 +138,7 @@ export function createMaintenanceActivities(deps: { db: Db; temporal: { address:
     // A reservation still open goes back; one already closed stays as it is: settled (stopped
     // between settle and finalize: the work was done and billed, only its result was lost), or
     // released (a release whose interruption was lost), which is not reported as released again.
-    let released = 0;
-    if ((await ledgerClosure(db, row.id)) === null) ({ released } = await release(db, row.orgId, row.id));
-    const interrupted = await interruptUnresolved(db, row.id);
+    const { released, interrupted } = await releaseAndInterrupt(db, row.orgId, row.id);
     return { ...base, workflow: fate.workflow, outcome: interrupted ? 'interrupted' : 'resolved_meanwhile', released_credits: released };
   }
 

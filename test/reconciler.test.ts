@@ -10,7 +10,7 @@ import { maintenanceScheduleId } from '../apps/worker/maintenance-schedule.ts';
 import { envelopeOf, type ReconciledRequest } from '../activities/maintenance.ts';
 import type { MaintenanceSummary, maintenanceWorkflow } from '../workflows/maintenance-workflow.ts';
 import type { MaintenanceActivities } from '../activities/maintenance.ts';
-import { grantCredits, release, reserve } from '../shared/db/credits.ts';
+import { grantCredits, release, releaseAndInterrupt, reserve } from '../shared/db/credits.ts';
 import { listStaleUnresolved } from '../shared/db/requests.ts';
 import { newRequestId, queryWorkflowId, sha256Hex } from '../shared/ids.ts';
 import { balanceOf, call, closeDb, dataConverter, db, demo, ledgerOf, newOrg, ownPair, query, until } from './helpers/stack.ts';
@@ -423,6 +423,36 @@ describe('ledger after maintenance', () => {
     }
     const unresolved = await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = ANY($1) AND status IN ('reserving', 'processing', 'refund_pending')`, [orgs]);
     expect(unresolved.rows[0].n).toBe(0);
+  });
+});
+
+describe('closing a request nothing will finish', () => {
+  it('a late first attempt that reserves while the reconciler closes the request: released with it, never left open', async () => {
+    const o = await org(5);
+    const c = await insertClaim(o.org_id);
+    // A workflow start arriving very late reserves, as reserving does: the request row locked,
+    // credits moved, the reservation written, the request `processing`. Not committed yet.
+    const late = await db().connect();
+    try {
+      await late.query('BEGIN');
+      await late.query('SELECT 1 FROM requests WHERE id = $1 FOR UPDATE', [c.id]);
+      await late.query('UPDATE credit_balances SET available = available - 1, reserved = reserved + 1 WHERE org_id = $1', [o.org_id]);
+      await late.query(`INSERT INTO credit_ledger (org_id, request_id, kind, amount) VALUES ($1, $2, 'reserve', 1)`, [o.org_id, c.id]);
+      await late.query(`UPDATE requests SET status = 'processing', billing_status = 'pending', reserved_credits = 1 WHERE id = $1`, [c.id]);
+      // The reconciler found no workflow and closes the request meanwhile.
+      const closing = releaseAndInterrupt(db(), o.org_id, c.id);
+      await until(async () => (await db().query(`SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted`)).rowCount! > 0, 10_000, 20);
+      await late.query('COMMIT');
+      expect(await closing).toEqual({ released: 1, interrupted: true });
+    } finally {
+      late.release();
+    }
+    expect((await row(c.id)).status).toBe('interrupted');
+    expect(await balanceOf(o.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
+    expect((await ledgerOf(o.org_id)).filter((l) => l.request_id === c.id).map((l) => [l.kind, l.amount])).toEqual([
+      ['reserve', 1],
+      ['release', 1],
+    ]);
   });
 });
 

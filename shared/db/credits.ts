@@ -2,7 +2,7 @@
 // the balance row is updated in the same transaction and its CHECKs keep
 // granted = available + reserved + charged, never negative.
 import { tx, type Db, type DbClient } from './pool.ts';
-import { finalize, recordBilling, type Finalization, type Moved, type RequestStatus } from './requests.ts';
+import { finalize, interruptUnresolved, recordBilling, type Finalization, type Moved, type RequestStatus } from './requests.ts';
 
 export async function grantCredits(c: Db | DbClient, orgId: string, amount: number, note: string): Promise<void> {
   await c.query(`INSERT INTO credit_ledger (org_id, kind, amount, note) VALUES ($1, 'grant', $2, $3)`, [orgId, amount, note]);
@@ -154,23 +154,41 @@ export async function settleAndFinalize(
 
 /** Compensation: give the whole reservation back; once per request; a no-op when nothing was reserved. */
 export async function release(db: Db, orgId: string, requestId: string): Promise<{ released: number }> {
-  return tx(db, async (c) => {
-    const res = await c.query(`SELECT amount FROM credit_ledger WHERE request_id = $1 AND kind = 'reserve' FOR UPDATE`, [requestId]);
-    if (res.rowCount === 0) return { released: 0 };
-    const reserved = res.rows[0].amount as number;
-    const ins = await c.query(
-      `INSERT INTO credit_ledger (org_id, request_id, kind, amount) VALUES ($1, $2, 'release', $3)
-       ON CONFLICT DO NOTHING RETURNING id`,
-      [orgId, requestId, reserved],
-    );
-    if (ins.rowCount === 0) {
-      const prev = await c.query(`SELECT kind FROM credit_ledger WHERE request_id = $1 AND kind IN ('settle', 'release')`, [requestId]);
-      if (prev.rows[0].kind !== 'release') throw new LedgerStateError('already_settled', `request ${requestId} was already settled`);
-      return { released: reserved };
-    }
-    await c.query('UPDATE credit_balances SET reserved = reserved - $2, available = available + $2 WHERE org_id = $1', [orgId, reserved]);
-    await recordBilling(c, requestId, 'released', 0);
+  return tx(db, (c) => releaseIn(c, orgId, requestId));
+}
+
+async function releaseIn(c: DbClient, orgId: string, requestId: string): Promise<{ released: number }> {
+  const res = await c.query(`SELECT amount FROM credit_ledger WHERE request_id = $1 AND kind = 'reserve' FOR UPDATE`, [requestId]);
+  if (res.rowCount === 0) return { released: 0 };
+  const reserved = res.rows[0].amount as number;
+  const ins = await c.query(
+    `INSERT INTO credit_ledger (org_id, request_id, kind, amount) VALUES ($1, $2, 'release', $3)
+     ON CONFLICT DO NOTHING RETURNING id`,
+    [orgId, requestId, reserved],
+  );
+  if (ins.rowCount === 0) {
+    const prev = await c.query(`SELECT kind FROM credit_ledger WHERE request_id = $1 AND kind IN ('settle', 'release')`, [requestId]);
+    if (prev.rows[0].kind !== 'release') throw new LedgerStateError('already_settled', `request ${requestId} was already settled`);
     return { released: reserved };
+  }
+  await c.query('UPDATE credit_balances SET reserved = reserved - $2, available = available + $2 WHERE org_id = $1', [orgId, reserved]);
+  await recordBilling(c, requestId, 'released', 0);
+  return { released: reserved };
+}
+
+/**
+ * The reconciler's end of a request nothing will finish (its workflow closed without an envelope,
+ * or was never found): a reservation still open goes back and the request becomes `interrupted`,
+ * in one transaction under the request row's lock. Reserving takes the same lock and only from
+ * `reserving`, so a workflow start arriving late either reserved before (released here) or finds
+ * the request closed; never a reservation made between the release and the interruption.
+ * A reservation already closed stays as it is and is not reported as released.
+ */
+export async function releaseAndInterrupt(db: Db, orgId: string, requestId: string): Promise<{ released: number; interrupted: boolean }> {
+  return tx(db, async (c) => {
+    await c.query('SELECT 1 FROM requests WHERE id = $1 FOR UPDATE', [requestId]);
+    const { released } = (await ledgerClosure(c, requestId)) === null ? await releaseIn(c, orgId, requestId) : { released: 0 };
+    return { released, interrupted: await interruptUnresolved(c, requestId) };
   });
 }
 
