@@ -6,7 +6,8 @@
 //
 // It creates two small organizations of its own and RESETS THE DEMO SITES' STATE (bookings,
 // faults) first, so the action books a free slot and the injected fault is the only one.
-// `npm run record-histories -- builder-test-run health-check-browser` records only those files (no other run is made).
+// `npm run record-histories -- builder-test-run health-check-browser` records only those files (no other run is made);
+// the saga's branches below can be named the same way (`-- query-deadline-passed`).
 //
 // The saga's branches a real stack cannot produce on demand (deadline passed, ledger unreachable,
 // an action timing out, a request closed or released under the run) are recorded from the same
@@ -163,7 +164,7 @@ async function recordBranches() {
     const browserRun = browser.run();
     await worker.runUntil(async () => {
       // Read-only HTTP operations (the API sends the engine): the local execute path.
-      for (const b of branches(stubQueue)) {
+      for (const b of branches(stubQueue).filter((x) => want(x.name))) {
         const q = sagaInput({ engine: 'http', ...(b.input?.() ?? {}) });
         scenarios.set(q.requestId, b.scenario);
         const workflowId = `record-${b.name}-${q.requestId}`;
@@ -234,9 +235,9 @@ try {
     if (!run) throw new Error('the maintenance Schedule did not start a run within 60 s');
     await save('maintenance', run.workflowId, run.firstExecutionRunId);
     await demo('/__demo/reset');
-
-    await recordBranches();
   }
+  // The saga's branches (all of them, or those named on the command line).
+  if (only.length === 0 || branches('').some((b) => only.includes(b.name))) await recordBranches();
 } finally {
   await connection.close();
   await db.end();
