@@ -143,6 +143,14 @@ function branches(stubQueue: string): Branch[] {
     },
     // A browser operation: its execute step on the browser task queue (a stub worker polls it).
     { name: 'query-browser-queue', input: () => ({ api: '@shop', operation: 'order_history', engine: 'browser', browserTaskQueue: `${stubQueue}-browser` }), scenario: {}, outcome: null },
+    // An action no worker takes (its task queue unpolled) times out SCHEDULE_TO_START on its first
+    // attempt: certainly never run, so execution_timeout and released (patched('action-never-started')).
+    {
+      name: 'query-action-never-started',
+      input: () => ({ api: '@shop', operation: 'place_order', performsActions: true, engine: 'browser', browserTaskQueue: `${stubQueue}-unpolled`, deadlineAt: Date.now() + 8_000 }),
+      scenario: {},
+      outcome: 'execution_timeout',
+    },
     // The execute activity outlives the deadline (its start-to-close).
     {
       name: 'query-action-unconfirmed',
