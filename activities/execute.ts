@@ -13,6 +13,7 @@ import { isFinalRefusal, redact } from './engines/errors.ts';
 import type { ExecuteActivities } from './types.ts';
 import { loadConfig } from '../shared/config.ts';
 import { linearRegExp } from '../shared/regex.ts';
+import { ACTION_NOT_STARTED_MESSAGE } from '../shared/workflow-contract.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
@@ -57,6 +58,21 @@ function outputTooLarge(bytes: number, limit: number): ApplicationFailure {
   );
 }
 
+/**
+ * An action step that gave up before reaching the website. On its first attempt the action
+ * certainly did not happen. A later attempt follows one that was lost mid-run (only a lost attempt
+ * of an action runs again), whose outcome nobody knows: that stays action_unconfirmed.
+ */
+function actionNotStarted(attempt: number): ApplicationFailure {
+  if (attempt <= 1) return toApplicationFailure('execution_timeout', ACTION_NOT_STARTED_MESSAGE, undefined, true);
+  return toApplicationFailure(
+    'action_unconfirmed',
+    'An earlier attempt of the action was lost before its outcome was known, and the deadline came before it could run again; check the website before trying again',
+    undefined,
+    true,
+  );
+}
+
 export function createExecuteActivities(deps: {
   db: Db;
   runner: RecipeRunner;
@@ -86,7 +102,7 @@ export function createExecuteActivities(deps: {
   }
 
   return {
-    async executeOperation({ operationId, version, input, requestId, orgId, deadlineAt }) {
+    async executeOperation({ operationId, version, input, requestId, orgId, deadlineAt, startBy }) {
       const ctx = Context.current();
       const { key, v } = await load(operationId, version);
       const recipe = v.parsed;
@@ -117,9 +133,25 @@ export function createExecuteActivities(deps: {
       // The query's deadline bounds the run on the worker's own clock too: a local activity's
       // timeout counts from its (re)dispatch, so a workflow task retried after a crash would
       // otherwise let a late site answer through after the caller was told execution_timeout.
-      // (Normal activities keep the server's timeout alone: an action cut off there is action_unconfirmed.)
+      // (Normal activities keep the server's timeout: an action cut off there, once begun, is action_unconfirmed.)
       const pastDeadline = local ? AbortSignal.timeout(Math.max(0, deadlineAt - Date.now())) : undefined;
       const signal = pastDeadline ? AbortSignal.any([ctx.cancellationSignal, pastDeadline]) : ctx.cancellationSignal;
+      // An action begins its work on the website by `startBy` (on this worker's clock) or never: its
+      // wait for a browser page gives up then, and a page got later is not used. Such a refusal is
+      // certain that nothing happened, and it reaches the server before the server's timeout at the
+      // deadline would report the attempt as one whose outcome is unknown. An attempt the server has
+      // already given up on (its cancellation arrives through the heartbeats) does not begin either.
+      const gated = !local && startBy !== undefined;
+      let begun = !gated;
+      const gate = gated
+        ? {
+            startSignal: AbortSignal.timeout(Math.max(0, startBy - Date.now())),
+            beforeSite: () => {
+              if (Date.now() >= startBy || ctx.cancellationSignal.aborted) throw new ServiceError('execution_timeout', ACTION_NOT_STARTED_MESSAGE);
+              begun = true;
+            },
+          }
+        : {};
       try {
         const output = await deps.runner.run(recipe, input, {
           signal,
@@ -129,6 +161,7 @@ export function createExecuteActivities(deps: {
           secrets,
           requestRef: requestId,
           party: orgId,
+          ...gate,
         });
         if (pastDeadline?.aborted) throw new Error('answered after the deadline'); // reported as execution_timeout below
         let validate = validators.get(key);
@@ -151,6 +184,8 @@ export function createExecuteActivities(deps: {
         return result;
       } catch (err) {
         if (pastDeadline?.aborted) throw toApplicationFailure('execution_timeout', 'The workflow did not finish within its time limit', undefined, true);
+        // Timed out (the start bound, the recipe's own timeout, a cancellation) before reaching the site.
+        if (!begun && err instanceof ServiceError && err.code === 'execution_timeout') throw actionNotStarted(ctx.info.attempt);
         if (err instanceof ApplicationFailure) throw err;
         if (err instanceof ServiceError) throw toApplicationFailure(err.code, redact(err.message, secretValues), redact(err.details, secretValues), isFinalRefusal(err) || undefined);
         if (ctx.cancellationSignal.aborted) throw toApplicationFailure('execution_timeout', 'The workflow did not finish within its time limit');

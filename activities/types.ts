@@ -53,6 +53,12 @@ export interface ExecuteActivities {
     version: number;
     input: Record<string, unknown>;
     deadlineAt: number;
+    /**
+     * Actions only (a normal activity): epoch ms after which the step must not begin its work on the
+     * website (ACTION_START_MARGIN_MS before the deadline). Absent for read-only steps and in runs
+     * started before it was sent: no such bound then.
+     */
+    startBy?: number;
   }): Promise<unknown>;
 }
 

@@ -6,7 +6,8 @@
 //
 // It creates two small organizations of its own and RESETS THE DEMO SITES' STATE (bookings,
 // faults) first, so the action books a free slot and the injected fault is the only one.
-// `npm run record-histories -- builder-test-run health-check-browser` records only those files (no other run is made).
+// `npm run record-histories -- builder-test-run health-check-browser` records only those files (no other run is made);
+// the saga's branches below can be named the same way (`-- query-deadline-passed`).
 //
 // The saga's branches a real stack cannot produce on demand (deadline passed, ledger unreachable,
 // an action timing out, a request closed or released under the run) are recorded from the same
@@ -142,6 +143,14 @@ function branches(stubQueue: string): Branch[] {
     },
     // A browser operation: its execute step on the browser task queue (a stub worker polls it).
     { name: 'query-browser-queue', input: () => ({ api: '@shop', operation: 'order_history', engine: 'browser', browserTaskQueue: `${stubQueue}-browser` }), scenario: {}, outcome: null },
+    // An action no worker takes (its task queue unpolled) times out SCHEDULE_TO_START on its first
+    // attempt: certainly never run, so execution_timeout and released (patched('action-never-started')).
+    {
+      name: 'query-action-never-started',
+      input: () => ({ api: '@shop', operation: 'place_order', performsActions: true, engine: 'browser', browserTaskQueue: `${stubQueue}-unpolled`, deadlineAt: Date.now() + 8_000 }),
+      scenario: {},
+      outcome: 'execution_timeout',
+    },
     // The execute activity outlives the deadline (its start-to-close).
     {
       name: 'query-action-unconfirmed',
@@ -163,7 +172,7 @@ async function recordBranches() {
     const browserRun = browser.run();
     await worker.runUntil(async () => {
       // Read-only HTTP operations (the API sends the engine): the local execute path.
-      for (const b of branches(stubQueue)) {
+      for (const b of branches(stubQueue).filter((x) => want(x.name))) {
         const q = sagaInput({ engine: 'http', ...(b.input?.() ?? {}) });
         scenarios.set(q.requestId, b.scenario);
         const workflowId = `record-${b.name}-${q.requestId}`;
@@ -234,9 +243,9 @@ try {
     if (!run) throw new Error('the maintenance Schedule did not start a run within 60 s');
     await save('maintenance', run.workflowId, run.firstExecutionRunId);
     await demo('/__demo/reset');
-
-    await recordBranches();
   }
+  // The saga's branches (all of them, or those named on the command line).
+  if (only.length === 0 || branches('').some((b) => only.includes(b.name))) await recordBranches();
 } finally {
   await connection.close();
   await db.end();

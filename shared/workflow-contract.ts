@@ -40,6 +40,19 @@ export interface QueryWorkflowInput {
   browserTaskQueue?: string;
 }
 
+/**
+ * An action's execute step begins its work on the website at least this long before the query's
+ * deadline, or never: a task no worker took by then times out on the server (SCHEDULE_TO_START),
+ * and a worker refuses to begin later (its wait for a browser page gives up then). Either way the
+ * action certainly did not happen, and the answer is execution_timeout, not action_unconfirmed. The
+ * margin is what lets the worker's refusal reach the server before the server's own timeout at the
+ * deadline, which could only report an attempt whose outcome is unknown.
+ */
+export const ACTION_START_MARGIN_MS = 3_000;
+
+/** The message of an action that never began (the server's timeout and the worker's refusal say the same). */
+export const ACTION_NOT_STARTED_MESSAGE = "The action did not start within the query's deadline; nothing was done on the website";
+
 export type Stage = 'accepted' | 'preparing' | 'executing' | 'formatting' | 'settling' | 'done';
 
 export interface Progress {

@@ -329,6 +329,40 @@ describe.skipIf(!existsSync(CHROMIUM))('browser pool', () => {
     expect((await state()).requests['shop.example.test'] ?? 0).toBe(before);
   });
 
+  it("a run's start bound ends its wait for a page, and a run refused once it has its page reaches no website; the page goes to the next run", async () => {
+    const state = async () => (await fetch(`${sites.origin}/__demo/state`).then((r) => r.json())) as { requests: Record<string, number> };
+    const books: Recipe = { engine: 'browser', hosts: ['books.example.test'], steps: [{ type: 'navigate', url: 'http://books.example.test/' }], output: null };
+    // Both pages held by slow reads.
+    await fetch(`${sites.origin}/__demo/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ host: 'news.example.test', path_prefix: '/', latency_ms: 2500, times: 2 }) });
+    const newsBefore = (await state()).requests['news.example.test'] ?? 0;
+    const holders = [run(headline), run(headline)];
+    await expect.poll(async () => (await state()).requests['news.example.test'] ?? 0, { timeout: 10_000 }).toBeGreaterThanOrEqual(newsBefore + 2);
+    const before = (await state()).requests['books.example.test'] ?? 0;
+    const never = new AbortController().signal;
+    // Waiting for a page when its start bound passes: gives up at once, never asked to begin.
+    let asked = 0;
+    const bound = new AbortController();
+    setTimeout(() => bound.abort(), 300);
+    const t0 = Date.now();
+    const gaveUp = (await pool.run(parseRecipe(books), {}, ctx({ signal: never, startSignal: bound.signal, beforeSite: () => void asked++ }), never).catch((x: unknown) => x)) as ServiceError;
+    expect(gaveUp).toBeInstanceOf(ServiceError);
+    expect(gaveUp.code).toBe('execution_timeout');
+    expect(Date.now() - t0).toBeLessThan(1_500);
+    expect(asked).toBe(0);
+    // Gets a page once a holder is done, and is then refused (its bound passed meanwhile, say).
+    const tooLate = new ServiceError('execution_timeout', 'too late to begin');
+    const refused = await pool.run(parseRecipe(books), {}, ctx({ signal: never, beforeSite: () => { asked++; throw tooLate; } }), never).catch((x: unknown) => x);
+    expect(refused).toBe(tooLate);
+    expect(asked).toBe(1);
+    expect((await state()).requests['books.example.test'] ?? 0).toBe(before);
+    await Promise.all(holders);
+    // The refused run's page went back: the next run gets one and reaches the site.
+    expect(await run(headline)).toBe('Coastal towns vote to share flood defence costs');
+    await pool.run(parseRecipe(books), {}, ctx({ signal: never, beforeSite: () => void asked++ }), never);
+    expect(asked).toBe(2);
+    expect((await state()).requests['books.example.test'] ?? 0).toBeGreaterThan(before);
+  });
+
   it('bounds concurrency', async () => {
     await fetch(`${sites.origin}/__demo/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ host: 'news.example.test', path_prefix: '/', latency_ms: 600, times: 4 }) });
     const started = Date.now();

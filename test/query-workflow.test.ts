@@ -6,7 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { ApplicationFailure, decodeTimeoutType } from '@temporalio/common';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { QueryWorkflowInput, TerminalEnvelope } from '../shared/workflow-contract.ts';
+import { ACTION_NOT_STARTED_MESSAGE, ACTION_START_MARGIN_MS, type QueryWorkflowInput, type TerminalEnvelope } from '../shared/workflow-contract.ts';
 import type { queryWorkflow } from '../workflows/query-workflow.ts';
 import { BASE_URL, COST, ORG, OUTPUT, calls, sagaInput as input, scenarios, stubs, type Scenario } from './helpers/saga-stubs.ts';
 import { sleep, stack } from './helpers/stack.ts';
@@ -201,6 +201,56 @@ describe('query workflow saga (stub activities on the real server)', () => {
     expect(r.calls[4]!.args).toMatchObject({ status: 'failed', errorCode: 'action_unconfirmed' });
     expect(timedOut(r)).toHaveLength(1);
     expect(timedOut(r)[0]).not.toBe('HEARTBEAT');
+    // It was taken and began: told by when at the latest it could begin, it did, and was cut off.
+    expect(r.calls[1]!.args).toEqual({ ...executeArgs(q), startBy: deadlineAt - ACTION_START_MARGIN_MS });
+    expect(timedOut(r)[0]).not.toBe('SCHEDULE_TO_START');
+    expect(r.patches).toEqual([]);
+  });
+
+  it('an action no worker takes before its start bound (its task queue unpolled): execution_timeout before the deadline, released, never run', async () => {
+    const deadlineAt = Date.now() + 10_000;
+    const unpolled = `${taskQueue}-unpolled`;
+    const q = input({ api: '@shop', operation: 'place_order', performsActions: true, engine: 'browser', browserTaskQueue: unpolled, deadlineAt });
+    const r = await run(q);
+    // Certainly not done on the site: the ordinary timeout (retryable), the reservation given back,
+    // answered before the deadline.
+    expectError(r.result, q, 'execution_timeout', 504, receipt(q, 'released', COST, 0));
+    expect(Date.now()).toBeLessThan(deadlineAt);
+    expect(r.result.body).toMatchObject({ error: { retryable: true, message: ACTION_NOT_STARTED_MESSAGE } });
+    expect(r.steps).toEqual(['reserveCredits', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+    expect(r.calls[1]!.args).toEqual({ requestId: q.requestId });
+    expect(r.calls[2]!.args).toEqual({ orgId: ORG, requestId: q.requestId });
+    expect(r.calls[3]!.args).toMatchObject({ status: 'failed', errorCode: 'execution_timeout', envelope: r.result });
+    // As any execution_timeout after reserving, the key keeps its answer.
+    expect(r.calls[3]!.args).not.toHaveProperty('freeKey');
+    expect(r.scheduled).toEqual(['executeOperation']);
+    expect(r.queues).toEqual([unpolled]);
+    expect(r.events.filter((e) => e.activityTaskStartedEventAttributes)).toHaveLength(0);
+    expect(timedOut(r)).toEqual(['SCHEDULE_TO_START']);
+    expect(r.patches).toEqual(['action-never-started']);
+  });
+
+  it('a replay-safe action whose first attempt was lost, its retry taken by no worker: action_unconfirmed (the lost attempt may have acted)', async () => {
+    // A worker of one slot, held by a first attempt that never heartbeats and outlives the deadline
+    // (a stuck worker): the server retries it, and nobody takes the retry, which then times out
+    // SCHEDULE_TO_START with the lost attempt as its cause.
+    const oneSlot = `${taskQueue}-one-slot`;
+    const stuck = await Worker.create({ connection: nc, taskQueue: oneSlot, activities: stubs, maxConcurrentActivityTaskExecutions: 1, shutdownGraceTime: '1 second' });
+    const stuckRunning = stuck.run();
+    try {
+      const deadlineAt = Date.now() + 10_000;
+      const q = input({ api: '@shop', operation: 'place_order', performsActions: true, actionsReplaySafe: true, engine: 'browser', browserTaskQueue: oneSlot, heartbeatTimeoutMs: 300, deadlineAt });
+      const r = await run(q, { execute: outlive(deadlineAt, { order_id: 'ORD-100101' }) });
+      expectError(r.result, q, 'action_unconfirmed', 422, receipt(q, 'released', COST, 0));
+      expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+      expect(timedOut(r)).toEqual(['SCHEDULE_TO_START']);
+      const failure = r.events.find((e) => e.activityTaskTimedOutEventAttributes)!.activityTaskTimedOutEventAttributes!.failure;
+      expect(decodeTimeoutType(failure?.cause?.timeoutFailureInfo?.timeoutType)).toBe('HEARTBEAT');
+      expect(r.patches).toEqual([]);
+    } finally {
+      stuck.shutdown();
+      await stuckRunning;
+    }
   });
 
   it('an action whose worker stops heartbeating (lost mid-action): action_unconfirmed, not run again', async () => {

@@ -28,6 +28,8 @@ import { receiptOf, successFinalize } from '../shared/query-envelope.ts';
 import { shapeOutput } from '../shared/format/shape.ts';
 import { ERRORS, errorEnvelope, isErrorCode, type ErrorCode } from '../shared/errors.ts';
 import {
+  ACTION_NOT_STARTED_MESSAGE,
+  ACTION_START_MARGIN_MS,
   progressQuery,
   type Progress,
   type QueryWorkflowInput,
@@ -62,6 +64,8 @@ export const HTTP_READ_FUSED = 'http-read-fused';
 export const HTTP_READ_FUSED_RETRY_WAIT = 'http-read-fused-retry-wait';
 /** patched() id of the release when a retried first workflow task finds the deadline passed after its lost attempt reserved. */
 export const LATE_START_RELEASES = 'late-start-releases';
+/** patched() id of the answer for an action whose execute step provably never started: execution_timeout, not action_unconfirmed. */
+export const ACTION_NEVER_STARTED = 'action-never-started';
 /** The local execute step's own first retry interval: the site sees the same spacing either way. */
 const FIRST_RETRY_MS = 500;
 
@@ -91,12 +95,26 @@ function toFailure(err: unknown, performsActions: boolean): Failure {
   let cause: unknown = err;
   if (err instanceof ActivityFailure) cause = err.cause;
   if (cause instanceof TimeoutFailure) {
-    // An action cut off mid-way may have happened: say so rather than inviting a blind retry.
+    // An action cut off mid-way may have happened: say so rather than inviting a blind retry. (One
+    // that provably never started is told apart before this: neverStarted().)
     if (performsActions) return { code: 'action_unconfirmed', message: 'The action did not finish in time and its outcome is unknown; check the website before trying again' };
     return { code: 'execution_timeout', message: 'The workflow did not finish within its time limit' };
   }
   if (cause instanceof ApplicationFailure) return catalogFailure(cause.type, cause.message, cause.details ?? []);
   return { code: 'internal_error' };
+}
+
+/**
+ * The execute activity timed out before any worker took it, on its first attempt: so it never ran.
+ * SCHEDULE_TO_START means no worker took this attempt (the server records a task as started when a
+ * worker takes it, and never hands out one it timed out). A later attempt's SCHEDULE_TO_START follows
+ * an attempt lost mid-run (only those are retried for actions), whose failure the server gives as the
+ * timeout's cause (the raw failure's `cause`; the SDK's TimeoutFailure drops it): no cause, no
+ * earlier attempt.
+ */
+function neverStarted(err: unknown): boolean {
+  const cause = err instanceof ActivityFailure ? err.cause : undefined;
+  return cause instanceof TimeoutFailure && cause.timeoutType === 'SCHEDULE_TO_START' && !cause.failure?.cause;
 }
 
 /** The ApplicationFailure type of a failed ledger step, when it is one of the explicit ledger states. */
@@ -345,11 +363,16 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     // browser work stay normal activities with heartbeats. Inputs from before the `engine` field
     // never reach patched(), so their histories replay on the old path.
     const local = q.engine === 'http' && !q.performsActions && patched(HTTP_EXECUTE_LOCAL);
+    // An action begins on the website ACTION_START_MARGIN_MS before the deadline or never: a task no
+    // worker took by then times out SCHEDULE_TO_START, and the worker refuses to begin after `startBy`.
+    // (Neither adds a command: runs from before replay as they were.)
+    const action = q.performsActions; // never local
     const site = local
       ? localSite()
       : proxyActivities<ExecuteActivities>({
           scheduleToCloseTimeout: remainingMs,
           startToCloseTimeout: remainingMs,
+          ...(action ? { scheduleToStartTimeout: Math.max(1, remainingMs - ACTION_START_MARGIN_MS) } : {}),
           heartbeatTimeout: q.heartbeatTimeoutMs,
           // Browser work goes to its own task queue (its workers scale apart); unset means this one.
           taskQueue: q.engine === 'browser' ? q.browserTaskQueue : undefined,
@@ -360,8 +383,14 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
             : { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
         });
     advance('executing', `Running ${q.api} ${q.operation}`, true);
-    output = await site.executeOperation(executeArgs());
+    output = await site.executeOperation(action ? { ...executeArgs(), startBy: q.deadlineAt - ACTION_START_MARGIN_MS } : executeArgs());
   } catch (err) {
+    // An action no worker ever took certainly did not happen: the ordinary timeout, not "check the
+    // website". (A worker that refused to begin it says execution_timeout itself.) Runs that met this
+    // before the patch answered action_unconfirmed.
+    if (q.performsActions && neverStarted(err) && patched(ACTION_NEVER_STARTED)) {
+      return compensate({ code: 'execution_timeout', message: ACTION_NOT_STARTED_MESSAGE });
+    }
     return compensate(toFailure(err, q.performsActions));
   }
   return settleOutput(output);

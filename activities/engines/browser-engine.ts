@@ -261,9 +261,11 @@ export class BrowserPool {
   }
 
   async run(recipe: Recipe, input: Record<string, unknown>, ctx: RunContext, signal: AbortSignal): Promise<unknown> {
+    // Waiting for a page and making its context touch no website: `ctx.startSignal` may end them too.
+    const setup = ctx.startSignal ? AbortSignal.any([signal, ctx.startSignal]) : signal;
     let release: () => void;
     try {
-      release = await this.semaphore.acquire(signal, ctx.party);
+      release = await this.semaphore.acquire(setup, ctx.party);
     } catch {
       throw new ServiceError('execution_timeout', 'The website task did not start within its time limit (all browsers busy)');
     }
@@ -280,14 +282,14 @@ export class BrowserPool {
       // Setting up is bounded by the signal too, so a stuck browser cannot hold the run.
       let driver: BrowserDriver;
       try {
-        driver = await untilAborted(signal, async () => {
+        driver = await untilAborted(setup, async () => {
           const p = (await this.takeSpare()) ?? (await this.prepare());
           prepared = p;
           this.prepareSpare();
           // Claimed: from here the proxy lets this recipe's hosts through, and only them.
           p.sink.refusals = refusals;
           for (const h of recipe.hosts) p.hosts.add(h.toLowerCase());
-          if (signal.aborted) void closeContext();
+          if (setup.aborted) void closeContext();
           p.context.setDefaultTimeout(ACTION_TIMEOUT_MS);
           p.context.setDefaultNavigationTimeout(NAVIGATION_TIMEOUT_MS);
           const checkUrl = makeUrlCheck(recipe.hosts);
@@ -295,9 +297,11 @@ export class BrowserPool {
         });
       } catch (e) {
         if (e instanceof ServiceError) throw e;
-        if (signal.aborted) throw new ServiceError('execution_timeout', 'The website task did not finish within its time limit');
+        if (setup.aborted) throw new ServiceError('execution_timeout', 'The website task did not finish within its time limit');
         throw new ServiceError('workflow_execution_failed', `The browser could not open a page: ${String((e as Error)?.message ?? e).split('\n')[0]}`, { details: { reason: 'browser_unavailable' } });
       }
+      // The page is this run's, and nothing has reached the website: the caller's last word on starting.
+      ctx.beforeSite?.();
       signal.addEventListener('abort', onAbort, { once: true });
       if (signal.aborted) onAbort();
       const output = await new Interpreter(recipe, driver, input, ctx, signal).run();

@@ -76,6 +76,7 @@ export function createRecipeRunner(opts: RecipeRunnerOptions = {}): RecipeRunner
       const secrets = Object.values(ctx.secrets ?? {}).filter((s) => typeof s === 'string' && s.length >= 3);
       if (recipe.engine === 'http') {
         const driver = new HttpDriver(dispatcher, makeUrlCheck(recipe.hosts));
+        ctx.beforeSite?.();
         return new Interpreter(recipe, driver, input, ctx, signal).run();
       }
       try {

@@ -28,6 +28,16 @@ export interface RunContext {
   requestRef?: string;
   /** Whose run it is (the organization; `health` for health checks): browser slots are shared out fairly between them. */
   party?: string;
+  /**
+   * Also ends the run's waits before it reaches the website (a browser page and its context), and
+   * only those: once the run has begun, `signal` alone bounds it.
+   */
+  startSignal?: AbortSignal;
+  /**
+   * Called once, synchronously, right before the first step (a browser run holds its page by then):
+   * nothing has reached the website yet. Throwing there stops the run before it touches the site.
+   */
+  beforeSite?: () => void;
 }
 
 export interface HttpRequestSpec {
