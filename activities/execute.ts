@@ -1,8 +1,7 @@
 // The execute activity: runs an operation version's declarative recipe on its website.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
+import type { ValidateFunction } from 'ajv/dist/2020.js';
 import type { Db } from '../shared/db/pool.ts';
 import { loadOperationVersion } from '../shared/db/catalog.ts';
 import { ERRORS, ServiceError, type ErrorCode } from '../shared/errors.ts';
@@ -12,10 +11,8 @@ import type { RecipeRunner } from './engines/index.ts';
 import { isFinalRefusal, redact } from './engines/errors.ts';
 import type { ExecuteActivities } from './types.ts';
 import { loadConfig } from '../shared/config.ts';
-import { linearRegExp } from '../shared/regex.ts';
+import { compileOrgSchema } from '../shared/org-schemas.ts';
 import { ACTION_NOT_STARTED_MESSAGE } from '../shared/workflow-contract.ts';
-
-const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
 /** `final`: a retry would fail the same way (our own fault, not the site's), whatever the catalog says to clients. */
 function toApplicationFailure(code: ErrorCode, message: string, details?: unknown, final = !ERRORS[code].retryable): ApplicationFailure {
@@ -83,8 +80,9 @@ export function createExecuteActivities(deps: {
   const maxOutputBytes = deps.maxOutputBytes ?? loadConfig().EXECUTE_MAX_OUTPUT_BYTES;
   // Connection secrets are decrypted with the configured key (CONNECTIONS_ENCRYPTION_KEY or the dev key in DATA_DIR).
   const keyring = deps.keyring;
-  const ajv = addFormats(new Ajv2020({ allErrors: true, strict: false, code: { regExp: linearRegExp } }));
-  const validators = new Map<string, ReturnType<Ajv2020['compile']>>();
+  // Output schemas are organizations' (built workflows): compiled without registering their `$id`
+  // in a process every organization shares (shared/org-schemas.ts).
+  const validators = new Map<string, ValidateFunction>();
   type Loaded = NonNullable<Awaited<ReturnType<typeof loadOperationVersion>>> & { parsed: Recipe };
   const versionCache = new Map<string, Loaded>();
 
@@ -166,7 +164,7 @@ export function createExecuteActivities(deps: {
         if (pastDeadline?.aborted) throw new Error('answered after the deadline'); // reported as execution_timeout below
         let validate = validators.get(key);
         if (!validate) {
-          validate = ajv.compile(v.output_schema);
+          validate = compileOrgSchema(v.output_schema);
           validators.set(key, validate);
         }
         if (!validate(output)) {

@@ -59,6 +59,16 @@ describe('schemas with $id', () => {
     expect(await publish(db(), org.org_id, v2)).toMatchObject({ version: 2 });
     const second = await query(org.api_key, { api: handle, operation: 'book_price', version: 2, input });
     expect(second.status, second.text).toBe(200);
+    // Version 3: the output schema changes, its $id stays; every version answers, in any order, on
+    // the worker that already compiled the others' output schemas.
+    const v3 = withIds(handle, 'version 3');
+    v3.operations[0]!.output_schema = { ...v3.operations[0]!.output_schema, description: 'version 3 output' };
+    expect((await testRun(deps(), org.org_id, v3)).passed).toBe(true);
+    expect(await publish(db(), org.org_id, v3)).toMatchObject({ version: 3 });
+    for (const version of [3, 1, 2, 3]) {
+      const again = await query(org.api_key, { api: handle, operation: 'book_price', version, input });
+      expect(again.status, `version ${version}: ${again.text}`).toBe(200);
+    }
     // And input that breaks it is the caller's 422, not the service's 500.
     const bad = await query(org.api_key, { api: handle, operation: 'book_price', version: 2, input: { isbn13: 'nope' } });
     expect(bad.status, bad.text).toBe(422);
