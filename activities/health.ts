@@ -10,6 +10,7 @@ import type { Db } from '../shared/db/pool.ts';
 import { ERRORS, ServiceError } from '../shared/errors.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import type { RecipeRunner } from './engines/index.ts';
+import { HEALTH_PARTY } from './engines/interpreter.ts';
 import type { HealthActivities, HealthTarget } from './types.ts';
 
 const DETAIL_MAX = 500;
@@ -117,7 +118,7 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
           signal,
           heartbeat: (d) => ctx.heartbeat(d),
           requestRef: `health_${operationId}_${version}_${index}`,
-          party: 'health',
+          party: HEALTH_PARTY,
         });
         const got = asJson(output);
         const want = asJson(example.output);

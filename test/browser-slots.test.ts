@@ -54,4 +54,65 @@ describe('browser slots between organizations', () => {
     (await staying)();
     expect(s.inUse).toBe(0);
   }, 10_000);
+
+  it('a capped party (health checks) never holds every slot: a query arriving during a sweep starts at once', async () => {
+    const s = new Semaphore(2, { health: 1 });
+    const order: string[] = [];
+    const take = (party: string, name: string) =>
+      s.acquire(never(), party).then((release) => {
+        order.push(name);
+        return release;
+      });
+    const h1 = await take('health', 'h1');
+    // The second example waits though a slot is free: health may hold one of two.
+    const h2 = take('health', 'h2');
+    await Promise.resolve();
+    expect(order).toEqual(['h1']);
+    expect(s.inUse).toBe(1);
+    // A query takes the free slot at once, ahead of the waiting example.
+    const q1 = await take('org_a', 'q1');
+    expect(order).toEqual(['h1', 'q1']);
+    // The first example ends: the second takes its slot.
+    h1();
+    const h2Release = await h2;
+    expect(order).toEqual(['h1', 'q1', 'h2']);
+    q1();
+    h2Release();
+    expect(s.inUse).toBe(0);
+  }, 10_000);
+
+  it('a capped party waiting at its cap does not hold back others; freed slots go to whoever may take them', async () => {
+    const s = new Semaphore(3, { health: 1 });
+    const order: string[] = [];
+    const take = (party: string, name: string) =>
+      s.acquire(never(), party).then((release) => {
+        order.push(name);
+        return release;
+      });
+    const a1 = await take('org_a', 'a1');
+    const a2 = await take('org_a', 'a2');
+    const h1 = await take('health', 'h1');
+    const h2 = take('health', 'h2');
+    const b1 = take('org_b', 'b1');
+    await Promise.resolve();
+    // A slot of A's frees: B (holding none) gets it; health stays at its cap.
+    a1();
+    const b1Release = await b1;
+    expect(order).toEqual(['a1', 'a2', 'h1', 'b1']);
+    a2();
+    // A free slot with only a capped waiter: it stays free, and a new party takes it at once.
+    const c1 = await take('org_c', 'c1');
+    expect(order.at(-1)).toBe('c1');
+    h1();
+    (await h2)();
+    b1Release();
+    c1();
+    expect(s.inUse).toBe(0);
+  }, 10_000);
+
+  it('with one slot, health checks may still take it', async () => {
+    const s = new Semaphore(1, { health: 1 });
+    (await s.acquire(never(), 'health'))();
+    expect(s.inUse).toBe(0);
+  }, 10_000);
 });

@@ -17,7 +17,7 @@ import { ServiceError } from '../../shared/errors.ts';
 import type { ClickStep, LoadState, Recipe, WaitStep } from '../../shared/recipes/schema.ts';
 import { afterSending, notSent } from './errors.ts';
 import { HttpDriver, createHttpDispatcher } from './http-engine.ts';
-import { Interpreter, makeUrlCheck, type Driver, type HttpRequestSpec, type HttpResponseData, type PageSnapshot, type RunContext, type UrlCheck } from './interpreter.ts';
+import { HEALTH_PARTY, Interpreter, makeUrlCheck, type Driver, type HttpRequestSpec, type HttpResponseData, type PageSnapshot, type RunContext, type UrlCheck } from './interpreter.ts';
 import { startGuardedProxy, type GuardedProxy, type ProxyRefusal } from './guarded-proxy.ts';
 import { mappedTarget } from './net-guard.ts';
 
@@ -43,6 +43,8 @@ export interface BrowserPoolOptions {
  * the one served longest ago, then first come first served within a party. So one organization's
  * runs queued in this worker never keep another's waiting run behind all of them (Temporal's
  * fairness keys order the task queue; this orders what a worker has already taken from it).
+ * A party may be capped below the limit (`caps`): health checks never hold every page, so a
+ * query never waits behind a sweep of examples.
  */
 export class Semaphore {
   private active = 0;
@@ -50,11 +52,14 @@ export class Semaphore {
   private readonly lastServed = new Map<string, number>();
   private served = 0;
   private readonly waiters: Array<{ party: string; wake: () => void }> = [];
-  constructor(private readonly limit: number) {}
+  constructor(
+    private readonly limit: number,
+    private readonly caps: Readonly<Record<string, number>> = {},
+  ) {}
 
   async acquire(signal: AbortSignal, party = ''): Promise<() => void> {
     if (signal.aborted) throw signal.reason ?? new Error('aborted');
-    if (this.active < this.limit && this.waiters.length === 0) {
+    if (this.active < this.limit && !this.atCap(party) && this.next() < 0) {
       this.grant(party);
       return this.releaser(party);
     }
@@ -77,21 +82,27 @@ export class Semaphore {
     return this.releaser(party);
   }
 
+  private atCap(party: string): boolean {
+    const cap = this.caps[party];
+    return cap !== undefined && (this.held.get(party) ?? 0) >= cap;
+  }
+
   private grant(party: string): void {
     this.active++;
     this.held.set(party, (this.held.get(party) ?? 0) + 1);
     this.lastServed.set(party, ++this.served);
   }
 
-  /** The waiter a freed slot goes to: fewest slots held, then served longest ago, then the earliest. */
+  /** The waiter a freed slot goes to: not at its cap; fewest slots held, then served longest ago, then the earliest. */
   private next(): number {
     let best = -1;
     for (let i = 0; i < this.waiters.length; i++) {
+      const a = this.waiters[i]!.party;
+      if (this.atCap(a)) continue;
       if (best < 0) {
         best = i;
         continue;
       }
-      const a = this.waiters[i]!.party;
       const b = this.waiters[best]!.party;
       if (a === b) continue;
       const ha = this.held.get(a) ?? 0;
@@ -110,15 +121,16 @@ export class Semaphore {
       const left = (this.held.get(party) ?? 1) - 1;
       if (left > 0) this.held.set(party, left);
       else this.held.delete(party);
-      const i = this.next();
-      if (i < 0) {
+      // Usually one grant; more when slots stayed free while every waiter was at its cap.
+      for (let i = this.next(); i >= 0 && this.active < this.limit; i = this.next()) {
+        const [w] = this.waiters.splice(i, 1);
+        this.grant(w!.party);
+        w!.wake();
+      }
+      if (this.waiters.length === 0) {
         // Nobody waits: what is remembered of parties holding nothing is not needed any more.
         for (const p of this.lastServed.keys()) if (!this.held.has(p)) this.lastServed.delete(p);
-        return;
       }
-      const [w] = this.waiters.splice(i, 1);
-      this.grant(w!.party);
-      w!.wake();
     };
   }
 
@@ -164,7 +176,9 @@ export class BrowserPool {
   launches = 0;
 
   constructor(readonly opts: BrowserPoolOptions) {
-    this.semaphore = new Semaphore(Math.max(1, opts.concurrency));
+    const pages = Math.max(1, opts.concurrency);
+    // Health checks leave a page for queries whenever there is more than one.
+    this.semaphore = new Semaphore(pages, { [HEALTH_PARTY]: Math.max(1, pages - 1) });
     this.dispatcher = createHttpDispatcher({ hostMap: opts.hostMap, allowPrivateNetwork: opts.allowPrivateNetwork });
   }
 

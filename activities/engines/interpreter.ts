@@ -19,6 +19,9 @@ import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secr
 import { DEFINITE_REFUSALS, isAbortError, notSent, redactError, statusError, timeoutError } from './errors.ts';
 import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, type CheerioDoc, type ExtractOptions } from './extract.ts';
 
+/** The party health checks run as (organizations' runs use their organization id, `org_…`). */
+export const HEALTH_PARTY = 'health';
+
 export interface RunContext {
   signal: AbortSignal;
   heartbeat(details?: unknown): void;
