@@ -6,15 +6,21 @@ import { Semaphore } from '../activities/engines/browser-engine.ts';
 
 const never = () => new AbortController().signal;
 
+/** `take(party, name)` acquires a slot for `party`; `order` lists the names in the order they got one. */
+function taker(s: Semaphore) {
+  const order: string[] = [];
+  const take = (party: string, name: string) =>
+    s.acquire(never(), party).then((release) => {
+      order.push(name);
+      return release;
+    });
+  return { order, take };
+}
+
 describe('browser slots between organizations', () => {
   it("a freed slot goes to the organization holding the fewest, not to the next of the busy one's queue", async () => {
     const s = new Semaphore(2);
-    const order: string[] = [];
-    const take = (party: string, name: string) =>
-      s.acquire(never(), party).then((release) => {
-        order.push(name);
-        return release;
-      });
+    const { order, take } = taker(s);
     const a1 = await take('org_a', 'a1');
     const a2 = await take('org_a', 'a2');
     // Queued in this order: three more of A, then one of B, then one of C.
@@ -57,12 +63,7 @@ describe('browser slots between organizations', () => {
 
   it('a capped party (health checks) never holds every slot: a query arriving during a sweep starts at once', async () => {
     const s = new Semaphore(2, { health: 1 });
-    const order: string[] = [];
-    const take = (party: string, name: string) =>
-      s.acquire(never(), party).then((release) => {
-        order.push(name);
-        return release;
-      });
+    const { order, take } = taker(s);
     const h1 = await take('health', 'h1');
     // The second example waits though a slot is free: health may hold one of two.
     const h2 = take('health', 'h2');
@@ -83,12 +84,7 @@ describe('browser slots between organizations', () => {
 
   it('a capped party waiting at its cap does not hold back others; freed slots go to whoever may take them', async () => {
     const s = new Semaphore(3, { health: 1 });
-    const order: string[] = [];
-    const take = (party: string, name: string) =>
-      s.acquire(never(), party).then((release) => {
-        order.push(name);
-        return release;
-      });
+    const { order, take } = taker(s);
     const a1 = await take('org_a', 'a1');
     const a2 = await take('org_a', 'a2');
     const h1 = await take('health', 'h1');
