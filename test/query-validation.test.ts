@@ -180,6 +180,26 @@ describe('resolution and input schema', () => {
     expect(await ledgerOf(owner.org_id)).toEqual([]);
   });
 
+  it('string limits count characters (code points), not UTF-16 units: an emoji is one character', async () => {
+    const e = '\u{1F600}'; // one character, two UTF-16 units
+    const issuesOf = (res: { body: any }) => res.body.error.details.issues.map((i: { path: string }) => i.path);
+    // 10000 characters is a valid prompt: only the forbidden version is named.
+    let res = await query(org.api_key, { prompt: e.repeat(10_000), version: 1 });
+    expectError(res, 400, 'invalid_input', 'version');
+    expect(issuesOf(res)).toEqual(['version']);
+    expectError(await query(org.api_key, { prompt: e.repeat(10_001) }), 400, 'invalid_input', 'prompt');
+    // include items and mapping pointers: up to 1000 characters.
+    res = await query(org.api_key, { ...weather, response: { include: [e.repeat(1000)] } });
+    expectError(res, 400, 'invalid_input', 'response.include.0');
+    expect(res.body.error.details.issues[0].message).toMatch(/not a selectable field/);
+    expectError(await query(org.api_key, { ...weather, response: { include: [e.repeat(1001)] } }), 400, 'invalid_input', 'response.include.0');
+    res = await query(org.api_key, { ...weather, version: 0, response: { schema: {}, mapping: [{ target: `/${e.repeat(999)}`, source: '/city' }] } });
+    expectError(res, 400, 'invalid_input', 'version');
+    expect(issuesOf(res)).toEqual(['version']);
+    res = await query(org.api_key, { ...weather, response: { schema: {}, mapping: [{ target: `/${e.repeat(1000)}`, source: '/city' }] } });
+    expectError(res, 400, 'invalid_input', 'response.mapping.0.target');
+  });
+
   it('unknown handle, unknown operation', async () => {
     expectError(await query(org.api_key, { ...weather, api: '@nope' }), 404, 'unknown_api_slug', 'api');
     expectError(await query(org.api_key, { ...weather, operation: 'nope' }), 404, 'unknown_operation', 'operation');
