@@ -114,6 +114,13 @@ describe('GET /openapi.json', () => {
     expect(valid({ prompt: 'weather', blocked_apis: ['@a', '@a'] })).toBe(false);
   });
 
+  it("types POST /v1/query's headers as the spec does: Idempotency-Replayed boolean, the cost a number, the billing status an enum", () => {
+    const h = doc.paths['/v1/query'].post.responses['200'].headers;
+    expect(h['Idempotency-Replayed'].schema.type).toBe('boolean');
+    expect(h['X-Svc-Cost-Credits'].schema.type).toBe('number');
+    expect(h['X-Svc-Billing-Status'].schema.enum).toEqual(['settled', 'pending']);
+  });
+
   it('describes the event stream frames of POST /v1/query and the 501 of prompt mode', () => {
     const post = doc.paths['/v1/query'].post;
     expect(post.responses['200'].content['text/event-stream'].schema).toEqual({ $ref: '#/components/schemas/StreamEvent' });
