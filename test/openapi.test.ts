@@ -1,6 +1,7 @@
 // The OpenAPI document (generated from the zod schemas), the reference page and the RFC 9727
 // api-catalog. The document is checked with a standard OpenAPI 3.1 validator.
 import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVICE_VERSION } from '../apps/api/app.ts';
 import { ERRORS } from '../shared/errors.ts';
@@ -85,6 +86,39 @@ describe('GET /openapi.json', () => {
     const examples = doc.paths['/v1/query'].post.requestBody.content['application/json'].examples;
     expect(Object.keys(examples)).toEqual(expect.arrayContaining(['direct', 'prompt', 'direct_exclude', 'direct_schema']));
     expect(Object.keys(doc.paths['/v1/query'].post.responses['200'].content)).toEqual(['application/json', 'text/event-stream']);
+  });
+
+  it("QueryRequest states the rules the server enforces: unique lists and response's combinations", () => {
+    // Validate bodies with the document's own schema (its $refs resolved within the document).
+    const ajv = new Ajv2020({ strict: false, allErrors: true });
+    ajv.addSchema({ $id: 'doc', components: doc.components });
+    const ref = (name: string) => ajv.compile({ $ref: `doc#/components/schemas/${name}` });
+    const valid = ref('QueryRequest');
+    const direct = { api: '@books', operation: 'search_books', input: { query: 'dune' } };
+    expect(valid(direct)).toBe(true);
+    expect(valid({ ...direct, response: { include: ['a', 'b'] } })).toBe(true);
+    expect(valid({ ...direct, response: { schema: { type: 'object' }, mapping: [{ target: '/a', source: '/b' }] } })).toBe(true);
+    // Each of these is 400 invalid_input from the server (test/query-validation.test.ts).
+    for (const response of [
+      { include: ['a', 'a'] },
+      { exclude: ['a', 'a'] },
+      { include: ['a'], exclude: ['b'] },
+      { include: ['a'], schema: {} },
+      { include: ['a'], schema: {}, mapping: [{ target: '/a', source: '/b' }] },
+      { exclude: ['a'], schema: {} },
+      { mapping: [{ target: '/a', source: '/b' }] },
+    ]) {
+      expect(valid({ ...direct, response }), JSON.stringify(response)).toBe(false);
+    }
+    expect(valid({ prompt: 'weather', allowed_apis: ['@a', '@a'] })).toBe(false);
+    expect(valid({ prompt: 'weather', blocked_apis: ['@a', '@a'] })).toBe(false);
+  });
+
+  it("types POST /v1/query's headers as the spec does: Idempotency-Replayed boolean, the cost a number, the billing status an enum", () => {
+    const h = doc.paths['/v1/query'].post.responses['200'].headers;
+    expect(h['Idempotency-Replayed'].schema.type).toBe('boolean');
+    expect(h['X-Svc-Cost-Credits'].schema.type).toBe('number');
+    expect(h['X-Svc-Billing-Status'].schema.enum).toEqual(['settled', 'pending']);
   });
 
   it('describes the event stream frames of POST /v1/query and the 501 of prompt mode', () => {

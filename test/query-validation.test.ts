@@ -124,6 +124,82 @@ describe('resolution and input schema', () => {
     expectError(await query(org.api_key, { ...weather, input: { city: 42 } }), 422, 'invalid_provider_input', 'input.city');
   });
 
+  it('invalid_provider_input names the offending field: keys unescaped, the property a keyword is about', async () => {
+    const owner = await newOrg(5);
+    await publishApi(
+      db(),
+      {
+        handle: '@paths',
+        name: 'Paths',
+        description: '',
+        category: 'other',
+        website_url: null,
+        sites: [],
+        operations: [
+          {
+            name: 'op',
+            label: 'Op',
+            description: '',
+            cost_credits: 1,
+            default_version: 1,
+            versions: [
+              {
+                version: 1,
+                input_schema: {
+                  type: 'object',
+                  properties: {
+                    'a/b': { type: 'string' },
+                    'x~y': { type: 'string' },
+                    items: { type: 'array', items: { type: 'object', required: ['n'], properties: { n: { type: 'integer' } } } },
+                    both: { type: 'object', dependentRequired: { from: ['to'] } },
+                    closed: { type: 'object', properties: { p: { type: 'string' } }, unevaluatedProperties: false },
+                    named: { type: 'object', propertyNames: { pattern: '^x' } },
+                  },
+                },
+                output_schema: {},
+                examples: [],
+                recipe: {},
+              },
+            ],
+          },
+        ],
+      },
+      { ownerOrgId: owner.org_id },
+    );
+    const res = await query(owner.api_key, {
+      api: '@paths',
+      operation: 'op',
+      input: { 'a/b': 1, 'x~y': 2, items: [{ n: 1 }, { n: 'x' }, {}], both: { from: 1 }, closed: { extra: 1 }, named: { yy: 1 } },
+    });
+    expectError(res, 422, 'invalid_provider_input', 'input.a/b');
+    const paths = res.body.error.details.issues.map((i: { path: string }) => i.path);
+    expect(paths).toEqual(
+      expect.arrayContaining(['input.a/b', 'input.x~y', 'input.items.1.n', 'input.items.2.n', 'input.both.to', 'input.closed.extra', 'input.named.yy']),
+    );
+    expect(paths.filter((p: string) => /~[01]/.test(p) || ['input.both', 'input.closed', 'input.named'].includes(p))).toEqual([]);
+    expect(await ledgerOf(owner.org_id)).toEqual([]);
+  });
+
+  it('string limits count characters (code points), not UTF-16 units: an emoji is one character', async () => {
+    const e = '\u{1F600}'; // one character, two UTF-16 units
+    const issuesOf = (res: { body: any }) => res.body.error.details.issues.map((i: { path: string }) => i.path);
+    // 10000 characters is a valid prompt: only the forbidden version is named.
+    let res = await query(org.api_key, { prompt: e.repeat(10_000), version: 1 });
+    expectError(res, 400, 'invalid_input', 'version');
+    expect(issuesOf(res)).toEqual(['version']);
+    expectError(await query(org.api_key, { prompt: e.repeat(10_001) }), 400, 'invalid_input', 'prompt');
+    // include items and mapping pointers: up to 1000 characters.
+    res = await query(org.api_key, { ...weather, response: { include: [e.repeat(1000)] } });
+    expectError(res, 400, 'invalid_input', 'response.include.0');
+    expect(res.body.error.details.issues[0].message).toMatch(/not a selectable field/);
+    expectError(await query(org.api_key, { ...weather, response: { include: [e.repeat(1001)] } }), 400, 'invalid_input', 'response.include.0');
+    res = await query(org.api_key, { ...weather, version: 0, response: { schema: {}, mapping: [{ target: `/${e.repeat(999)}`, source: '/city' }] } });
+    expectError(res, 400, 'invalid_input', 'version');
+    expect(issuesOf(res)).toEqual(['version']);
+    res = await query(org.api_key, { ...weather, response: { schema: {}, mapping: [{ target: `/${e.repeat(1000)}`, source: '/city' }] } });
+    expectError(res, 400, 'invalid_input', 'response.mapping.0.target');
+  });
+
   it('unknown handle, unknown operation', async () => {
     expectError(await query(org.api_key, { ...weather, api: '@nope' }), 404, 'unknown_api_slug', 'api');
     expectError(await query(org.api_key, { ...weather, operation: 'nope' }), 404, 'unknown_operation', 'operation');

@@ -72,15 +72,22 @@ describe('POST /v1/query', () => {
     expect(brackets.body.error.code).toBe('prompt_unroutable');
   });
 
-  it('prototype keys anywhere are a 400 envelope naming the key', async () => {
-    for (const [raw, key] of [
-      ['{"api":"@weather","operation":"current_weather","input":{"__proto__":{"city":"x"}}}', '__proto__'],
-      ['{"api":"@weather","operation":"current_weather","input":{"constructor":{"prototype":{"city":"x"}}}}', 'constructor.prototype'],
+  it('prototype keys anywhere are a 400 envelope naming the key, param and details.issues pointing at it', async () => {
+    for (const [raw, key, paths] of [
+      ['{"api":"@weather","operation":"current_weather","input":{"__proto__":{"city":"x"}}}', '__proto__', ['input.__proto__']],
+      ['{"api":"@weather","operation":"current_weather","input":{"constructor":{"prototype":{"city":"x"}}}}', 'constructor.prototype', ['input.constructor.prototype']],
+      [
+        '{"api":"@weather","operation":"current_weather","input":{"city":"x"},"response":{"schema":{"properties":{"__proto__":{}}},"mapping":[{"target":"/a","source":"/city","__proto__":1}]}}',
+        '__proto__',
+        ['response.schema.properties.__proto__', 'response.mapping.0.__proto__'],
+      ],
     ] as const) {
       const res = await post('/v1/query', raw);
       expect(res.status, res.text).toBe(400);
       expect(res.body.error.code).toBe('invalid_input');
       expect(res.body.error.message).toContain(key);
+      expect(res.body.error.param).toBe(paths[0]);
+      expect(res.body.error.details.issues.map((i: { path: string }) => i.path)).toEqual(paths);
     }
   });
 });

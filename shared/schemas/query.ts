@@ -40,7 +40,8 @@ const FieldPaths = z
   .array(FieldPath)
   .min(1)
   .max(1000)
-  .refine(uniqueItems, { message: 'items must be unique' });
+  .refine(uniqueItems, { message: 'items must be unique' })
+  .meta({ uniqueItems: true });
 
 export const ResponseSpec = z
   .strictObject({
@@ -74,6 +75,19 @@ export const ResponseSpec = z
       .optional()
       .describe(`explicit field mapping; requires schema; targets total at most ${MAX_TARGETS_CHARS} characters, and so do sources`),
   })
+  // The combination rules, for the document (the superRefine below names each offending field).
+  .meta({
+    not: {
+      anyOf: [
+        { required: ['include', 'exclude'] },
+        { required: ['include', 'schema'] },
+        { required: ['include', 'mapping'] },
+        { required: ['exclude', 'schema'] },
+        { required: ['exclude', 'mapping'] },
+      ],
+    },
+    dependentRequired: { mapping: ['schema'] },
+  })
   .superRefine((r, ctx) => {
     const clash = (a: keyof typeof r, b: keyof typeof r) => {
       if (r[a] !== undefined && r[b] !== undefined)
@@ -96,7 +110,7 @@ export const ResponseSpec = z
   });
 export type ResponseSpec = z.infer<typeof ResponseSpec>;
 
-const HandleList = z.array(Handle).min(1).max(100).refine(uniqueItems, { message: 'items must be unique' });
+const HandleList = z.array(Handle).min(1).max(100).refine(uniqueItems, { message: 'items must be unique' }).meta({ uniqueItems: true });
 
 export const QueryRequest = z
   .strictObject({

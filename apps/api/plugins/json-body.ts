@@ -39,6 +39,9 @@ function invalid(message: string, issue: string): ServiceError {
 
 class PrototypeKey extends Error {}
 
+/** A hostile body may hold a refused key in every object: the first ones make the point. */
+const MAX_KEY_ISSUES = 100;
+
 /** secure-json-parse's `protoAction: 'error'` and `constructorAction: 'error'`, as a reviver (depth is bounded first). */
 function refusePrototypeKeys(key: string, value: unknown): unknown {
   if (key === '__proto__') throw new PrototypeKey('__proto__');
@@ -53,10 +56,37 @@ export function parseJsonBody(text: string): unknown {
   try {
     return JSON.parse(text, refusePrototypeKeys);
   } catch (err) {
-    if (err instanceof PrototypeKey)
-      throw invalid(`The body must not contain the key ${err.message}`, `the key ${err.message} is not allowed anywhere in the body`);
+    if (err instanceof PrototypeKey) {
+      const paths = prototypeKeyPaths(text, MAX_KEY_ISSUES);
+      const issues = paths.map((path) => ({ path, message: `the key ${path.endsWith('constructor.prototype') ? 'constructor.prototype' : '__proto__'} is not allowed anywhere in the body` }));
+      const where = paths.length > 3 ? `${paths.slice(0, 3).join(', ')}, …` : paths.join(', ');
+      throw new ServiceError('invalid_input', `The body must not contain the key ${err.message} (${where})`, { param: paths[0] ?? '', details: { issues } });
+    }
     throw invalid('The body is not valid JSON', 'The body is not valid JSON');
   }
+}
+
+/**
+ * Where the refused keys are, as the dotted paths `param` and `details.issues` use
+ * (`input.__proto__`, `response.schema.constructor.prototype`), in document order. Only after a
+ * refusal, on a plain parse: JSON.parse makes `__proto__` an own property, never the prototype,
+ * and the depth is bounded already, so the walk is short (and iterative all the same).
+ */
+function prototypeKeyPaths(text: string, max: number): string[] {
+  const out: string[] = [];
+  const stack: Array<{ value: unknown; path: string[] }> = [{ value: JSON.parse(text), path: [] }];
+  while (stack.length > 0 && out.length < max) {
+    const { value, path } = stack.pop()!;
+    if (typeof value !== 'object' || value === null) continue;
+    const children: Array<{ value: unknown; path: string[] }> = [];
+    for (const [key, child] of Object.entries(value)) {
+      if (key === '__proto__') out.push([...path, key].join('.'));
+      else if (key === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype')) out.push([...path, key, 'prototype'].join('.'));
+      children.push({ value: child, path: [...path, key] });
+    }
+    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
+  }
+  return out.slice(0, max);
 }
 
 export default fp(

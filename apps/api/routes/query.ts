@@ -72,10 +72,10 @@ export function deadlineEnvelope(requestId: string, baseUrl: string, deadlineSec
 const header = (description: string) => ({ type: 'string', description });
 const QUERY_HEADERS = {
   'X-Request-Id': header('request id'),
-  'Idempotency-Replayed': header('true for a replayed retained result'),
+  'Idempotency-Replayed': { type: 'boolean', description: 'true for a replayed retained result' },
   Location: header('/v1/query/requests/{request_id}'),
-  'X-Svc-Billing-Status': header('`settled` or `pending`'),
-  'X-Svc-Cost-Credits': header('credits charged'),
+  'X-Svc-Billing-Status': { type: 'string', enum: ['settled', 'pending'], description: 'sent when the receipt is `settled` or `pending`' },
+  'X-Svc-Cost-Credits': { type: 'number', description: 'credits charged (0 when nothing was)' },
   'X-Svc-API': header('handle that ran'),
   'X-RateLimit-Limit': { type: 'integer', description: 'requests per minute' },
   'X-RateLimit-Remaining': { type: 'integer', description: 'left in the current minute' },

@@ -1,7 +1,7 @@
 // The facade of one query's path: validation, resolution and input checks live here; admission,
 // idempotency, dispatch and run watching are modules of their own beside it.
 // REST (POST /v1/query), SSE and MCP all go through here, so they bill and replay alike.
-import type { ValidateFunction } from 'ajv/dist/2020.js';
+import type { ErrorObject, ValidateFunction } from 'ajv/dist/2020.js';
 import type { Client } from '@temporalio/client';
 import { canonicalJson, newRequestId, queryWorkflowId, sha256Hex, IDEMPOTENCY_KEY_PATTERN } from '../../../shared/ids.ts';
 import { ERRORS, ServiceError } from '../../../shared/errors.ts';
@@ -11,6 +11,7 @@ import { resolveOperation, type ResolvedOperation } from '../../../shared/db/cat
 import { findByKey, type RequestRow } from '../../../shared/db/requests.ts';
 import { accessFailureCode, checkAccess, type AccessItem } from '../../../shared/db/connections.ts';
 import { unknownFieldPaths } from '../../../shared/format/shape.ts';
+import { parsePointer } from '../../../shared/format/pointer.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { Config } from '../../../shared/config.ts';
 import type { Progress, TerminalEnvelope } from '../../../shared/workflow-contract.ts';
@@ -171,12 +172,7 @@ export class QueryService {
       this.inputValidators.set(key, validate);
     }
     if (validate(input)) return;
-    const issues = (validate.errors ?? []).map((e) => {
-      const base = ['input', ...e.instancePath.split('/').filter(Boolean)];
-      if (e.keyword === 'additionalProperties') base.push(String((e.params as { additionalProperty: string }).additionalProperty));
-      if (e.keyword === 'required') base.push(String((e.params as { missingProperty: string }).missingProperty));
-      return { path: base.join('.'), message: e.message ?? 'invalid', code: e.keyword };
-    });
+    const issues = (validate.errors ?? []).map((e) => ({ path: inputIssuePath(e), message: e.message ?? 'invalid', code: e.keyword }));
     throw new ServiceError('invalid_provider_input', `The input does not satisfy ${op.handle} ${op.operation} v${op.version}: ${issues.map((i) => `${i.path} ${i.message}`).join('; ')}`, {
       param: issues[0]?.path ?? 'input',
       details: { issues },
@@ -294,6 +290,24 @@ export class QueryService {
   remainingMs(createdAt: Date): number {
     return createdAt.getTime() + this.deps.config.QUERY_DEADLINE_MS - Date.now();
   }
+}
+
+/**
+ * The dotted path of the input field an ajv error is about: `input`, then the instance pointer's
+ * segments unescaped (a key `a/b` is `input.a/b`, never `input.a~1b`), then the property the
+ * keyword names when the error is about one property of an object rather than the object
+ * (unknown, missing, unevaluated, or a property name that breaks `propertyNames`).
+ */
+function inputIssuePath(e: ErrorObject): string {
+  const segs = parsePointer(e.instancePath) ?? e.instancePath.split('/').filter(Boolean);
+  const params = e.params as Record<string, unknown>;
+  const named =
+    e.keyword === 'additionalProperties' ? params.additionalProperty
+    : e.keyword === 'unevaluatedProperties' ? params.unevaluatedProperty
+    : e.keyword === 'required' || e.keyword === 'dependentRequired' || e.keyword === 'dependencies' ? params.missingProperty
+    : e.keyword === 'propertyNames' ? params.propertyName
+    : (e as ErrorObject & { propertyName?: string }).propertyName;
+  return ['input', ...segs, ...(named === undefined ? [] : [String(named)])].join('.');
 }
 
 /**
