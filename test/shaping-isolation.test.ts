@@ -48,13 +48,13 @@ describe('prototype pollution through response.mapping', () => {
     );
     expectRefused(await query(orgA.api_key, { ...weather, response: { include: ['constructor.prototype'] } }), 'response.include.0');
     expectRefused(await query(orgA.api_key, { ...weather, response: { schema: { properties: { constructor: { properties: { prototype: {} } } } } } }), 'response.schema.properties.constructor');
-    // A literal __proto__ key never gets past the body parser.
+    // A literal __proto__ key never gets past the body parser; the refusal names where it was.
     const raw = await call('POST', '/v1/query', {
       key: orgA.api_key,
       rawBody: '{"api":"@weather","operation":"current_weather","input":{"city":"London"},"response":{"schema":{},"mapping":[{"target":"/x","source":"/city"}],"__proto__":{"include":["city"]}}}',
       headers: { 'content-type': 'application/json' },
     });
-    expectRefused(raw, '');
+    expectRefused(raw, 'response.__proto__');
     expect(raw.body.error.message).toMatch(/__proto__/);
 
     // Nothing of A's reached the worker, the ledger or the requests table.
