@@ -420,10 +420,20 @@ export class Interpreter {
   private parsed(doc: PageSnapshot): CheerioDoc {
     let $ = this.parsedDocs.get(doc);
     if (!$) {
-      $ = loadHtml(doc.html);
+      $ = this.loadHtml(doc.html);
       this.parsedDocs.set(doc, $);
     }
     return $;
+  }
+
+  /** A page too complex to parse within the bounds (extract.ts) names the step that read it. */
+  private loadHtml(html: string): CheerioDoc {
+    try {
+      return loadHtml(html);
+    } catch (e) {
+      if (!(e instanceof ServiceError)) throw e;
+      throw new ServiceError(e.code, e.message, { details: { step: this.state.currentStep, ...(e.details as object) } });
+    }
   }
 
   private async currentDoc(): Promise<PageSnapshot> {
@@ -455,7 +465,7 @@ export class Interpreter {
     if (from === 'page' || typeof this.state.scope.vars[from.var] === 'string') {
       const doc = from === 'page' ? await this.currentDoc() : null;
       opts.baseUrl = doc?.url ?? this.state.lastUrl ?? undefined;
-      const $ = doc ? this.parsed(doc) : loadHtml(this.state.scope.vars[(from as { var: string }).var] as string);
+      const $ = doc ? this.parsed(doc) : this.loadHtml(this.state.scope.vars[(from as { var: string }).var] as string);
       let scope = null;
       if (step.scope) {
         scope = $(step.scope).first();
