@@ -19,6 +19,8 @@ const pages: Record<string, () => string> = {
   '/nested': () => `<html><body>${'<div>'.repeat(30_000)}<p class="x">deep</p></body></html>`,
   // one tag with 40,000 attributes (270 KB)
   '/attributes': () => `<html><body><p class="x" ${Array.from({ length: 40_000 }, (_, i) => `a${i}`).join(' ')}>wide</p></body></html>`,
+  // a 200 KB title repeating a challenge word, never closed
+  '/title': () => `<html><body><p class="x">words</p><title>${'captcha '.repeat(25_000)}`,
   // a real page near the bounds: 400 levels deep, an element with 200 attributes
   '/busy': () =>
     `<html><body>${'<div>'.repeat(400)}<p class="x" ${Array.from({ length: 200 }, (_, i) => `data-a${i}="v${i}"`).join(' ')}>fine</p>${'</div>'.repeat(400)}</body></html>`,
@@ -87,6 +89,13 @@ describe('pathological HTML never blocks the worker', () => {
     expect(error?.code).toBe('upstream_http_error');
     expect(error?.details).toMatchObject({ reason: 'document_too_complex', step: '1' });
     expect(error?.message).toMatch(/more than 256 attributes/);
+    expect(stallMs).toBeLessThan(1_000);
+  });
+
+  it('a huge unclosed title of challenge words is read at once (and is not a challenge)', async () => {
+    const { result, error, stallMs } = await timed(page('/title'));
+    expect(error).toBeUndefined();
+    expect(result).toEqual({ text: 'words' });
     expect(stallMs).toBeLessThan(1_000);
   });
 

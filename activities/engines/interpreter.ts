@@ -593,10 +593,20 @@ export function headerValue(v: string | string[] | undefined): string | null {
   return Array.isArray(v) ? (v[0] ?? null) : v;
 }
 
-const CHALLENGE_RE = /<title>[^<]*(captcha|are you a robot|attention required|just a moment|access denied)[^<]*<\/title>|class="[^"]*\b(g-recaptcha|h-captcha|cf-turnstile)\b/i;
+// A title is read whole and its words looked for apart: one pattern with a phrase between two
+// `[^<]*` backtracked over every occurrence of the phrase, 11 s of the worker's thread for a
+// 200 KB title repeating "captcha" with no end tag.
+const TITLE_RE = /<title>([^<]*)<\/title>/gi;
+const CHALLENGE_TITLE_RE = /captcha|are you a robot|attention required|just a moment|access denied/i;
+const CHALLENGE_CLASS_RE = /class="[^"]*\b(g-recaptcha|h-captcha|cf-turnstile)\b/i;
+
+function looksLikeChallenge(html: string): boolean {
+  for (const m of html.matchAll(TITLE_RE)) if (CHALLENGE_TITLE_RE.test(m[1]!)) return true;
+  return CHALLENGE_CLASS_RE.test(html);
+}
 
 /** Pages that are a bot challenge instead of content. */
 export function detectChallenge(html: string, host: string, step: string): void {
-  if (CHALLENGE_RE.test(html.slice(0, 200_000)))
+  if (looksLikeChallenge(html.slice(0, 200_000)))
     throw new ServiceError('source_blocked', `The website ${host} answered with a bot challenge instead of the page`, { details: { step, host, reason: 'challenge' } });
 }
