@@ -7,11 +7,17 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
 import { ServiceError } from '../shared/errors.ts';
+import { isFinalRefusal } from '../activities/engines/errors.ts';
 import type { Recipe } from '../shared/recipes/schema.ts';
 
 const HOST = 'hostile.example.test';
+/** Two sites a caller has connected, both served by the same server. */
+const SITE_A = 'site-a.example.test';
+const SITE_B = 'site-b.example.test';
 let server: http.Server;
 let runner: RecipeRunner;
+/** Every request the server received: host, URL, headers and body as they arrived. */
+const received: Array<{ host: string; text: string }> = [];
 
 /** Documents the server answers with, by path. */
 const pages: Record<string, () => string> = {
@@ -62,13 +68,19 @@ async function timed(recipe: Recipe): Promise<{ result?: unknown; error?: Servic
 }
 
 beforeAll(async () => {
-  server = http.createServer((req, res) => {
+  server = http.createServer(async (req, res) => {
+    let body = '';
+    for await (const chunk of req) body += chunk;
+    received.push({ host: String(req.headers.host), text: `${req.url} ${JSON.stringify(req.headers)} ${body}` });
+    if (req.url === '/form') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><form action="/sent" method="post"><input name="q" id="q"></form>');
+    if (req.headers.host !== HOST) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
     const make = pages[req.url ?? ''];
     if (!make) return void res.writeHead(404).end();
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(make());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  runner = createRecipeRunner({ hostMap: { [HOST]: `127.0.0.1:${(server.address() as AddressInfo).port}` } });
+  const to = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  runner = createRecipeRunner({ hostMap: { [HOST]: to, [SITE_A]: to, [SITE_B]: to } });
 });
 afterAll(async () => {
   await runner?.close();
@@ -104,4 +116,93 @@ describe('pathological HTML never blocks the worker', () => {
     expect(error).toBeUndefined();
     expect(result).toEqual({ text: 'fine' });
   });
+});
+
+describe("a connection's secret goes only to its site", () => {
+  // The caller's connections: an access key for site A and one for site B. A shared workflow may
+  // need both (its hosts are then both sites); its author must still not be able to send A's key to B.
+  const A_KEY = 'key-for-site-a "é&/+ 1';
+  const B_KEY = 'key_for_site_b_2';
+  const secrets = { A_KEY, B_KEY };
+  const secretSites = { A_KEY: SITE_A, B_KEY: SITE_B };
+  const run = (steps: Recipe['steps']) =>
+    runner.run({ engine: 'http', hosts: [SITE_A, SITE_B], secrets: ['A_KEY', 'B_KEY'], steps, output: { ok: true } }, {}, { ...ctx(), secrets, secretSites }).then(
+      () => null,
+      (e: ServiceError) => e,
+    );
+  const leakedToB = () => received.filter((r) => r.host === SITE_B && [A_KEY, encodeURIComponent(A_KEY), JSON.stringify(A_KEY).slice(1, -1), new URLSearchParams({ v: A_KEY }).toString().slice(2)].some((f) => r.text.includes(f)));
+
+  it('each key reaches its own site', async () => {
+    received.length = 0;
+    const e = await run([
+      { type: 'request', url: `http://${SITE_A}/a`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'a' },
+      { type: 'request', url: `http://${SITE_B}/b`, query: { key: '{{secrets.B_KEY}}' }, parse: 'json', save_as: 'b' },
+    ]);
+    expect(e).toBeNull();
+    expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+  });
+
+  const attempts: Array<[string, Recipe['steps']]> = [
+    ['in a header', [{ type: 'request', url: `http://${SITE_B}/b`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'b' }]],
+    ['in the query', [{ type: 'request', url: `http://${SITE_B}/b`, query: { k: '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'b' }]],
+    ['in the path', [{ type: 'request', url: `http://${SITE_B}/b/{{secrets.A_KEY}}`, parse: 'json', save_as: 'b' }]],
+    ['in a JSON body', [{ type: 'request', method: 'POST', url: `http://${SITE_B}/b`, json: { k: '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'b' }]],
+    ['in a form', [{ type: 'request', method: 'POST', url: `http://${SITE_B}/b`, form: { k: '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'b' }]],
+    [
+      'through a variable',
+      [
+        { type: 'set', var: 'v', value: { wrapped: 'x{{secrets.A_KEY}}x' } },
+        { type: 'request', method: 'POST', url: `http://${SITE_B}/b`, json: { k: '{{vars.v}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'as a URL built in a variable',
+      [
+        { type: 'set', var: 'u', value: `http://${SITE_B}/b?k={{secrets.A_KEY}}` },
+        { type: 'request', url: '{{vars.u}}', parse: 'json', save_as: 'b' },
+      ],
+    ],
+  ];
+  it("the browser never types a key for site A into site B's page", async () => {
+    received.length = 0;
+    const e = await runner
+      .run(
+        {
+          engine: 'browser',
+          hosts: [SITE_A, SITE_B],
+          secrets: ['A_KEY', 'B_KEY'],
+          steps: [
+            { type: 'navigate', url: `http://${SITE_A}/form` },
+            { type: 'fill', selector: '#q', value: '{{secrets.A_KEY}}' },
+            { type: 'navigate', url: `http://${SITE_B}/form` },
+            { type: 'fill', selector: '#q', value: '{{secrets.A_KEY}}' },
+          ],
+          output: { ok: true },
+        },
+        {},
+        { ...ctx(), secrets, secretSites },
+      )
+      .then(
+        () => null,
+        (err: ServiceError) => err,
+      );
+    expect(e).toBeInstanceOf(ServiceError);
+    expect(e!.code).toBe('workflow_execution_failed');
+    expect(e!.details).toMatchObject({ step: '3', host: SITE_B, reason: 'secret_not_for_host' });
+    expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+  });
+
+  for (const [how, steps] of attempts) {
+    it(`a key for site A is never sent to site B ${how}: refused before sending, final`, async () => {
+      received.length = 0;
+      const e = await run(steps);
+      expect(e).toBeInstanceOf(ServiceError);
+      expect(e!.code).toBe('workflow_execution_failed');
+      expect(e!.details).toMatchObject({ host: SITE_B, reason: 'secret_not_for_host' });
+      expect(isFinalRefusal(e!)).toBe(true);
+      expect(JSON.stringify({ m: e!.message, d: e!.details })).not.toContain(A_KEY);
+      expect(leakedToB()).toEqual([]);
+      expect(received.filter((r) => r.host === SITE_B)).toEqual([]);
+    });
+  }
 });

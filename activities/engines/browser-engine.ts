@@ -474,6 +474,10 @@ export class BrowserDriver implements Driver {
     return { url, status: this.lastStatus, html: await this.pw(this.currentStep, 'reading the page', () => this.page.content()) };
   }
 
+  pageUrl(): string {
+    return this.page.url();
+  }
+
   async fill(selector: string, value: string, step: string): Promise<void> {
     await this.pw(step, `filling ${selector}`, () => this.page.locator(selector).first().fill(value));
   }
