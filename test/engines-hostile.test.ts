@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
 import { ServiceError } from '../shared/errors.ts';
-import { isFinalRefusal } from '../activities/engines/errors.ts';
+import { isFinalRefusal, redact } from '../activities/engines/errors.ts';
 import type { Recipe } from '../shared/recipes/schema.ts';
 
 const HOST = 'hostile.example.test';
@@ -73,6 +73,19 @@ beforeAll(async () => {
     for await (const chunk of req) body += chunk;
     received.push({ host: String(req.headers.host), text: `${req.url} ${JSON.stringify(req.headers)} ${body}` });
     if (req.url === '/form') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><form action="/sent" method="post"><input name="q" id="q"></form>');
+    if (req.url === '/echo') {
+      // A site that echoes the key it was sent, the ways sites do: in a next link, in a form field, in JSON text, base64.
+      const key = String(req.headers['x-api-key']);
+      const html = key.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          next: `http://${SITE_A}/items?page=2&${new URLSearchParams({ api_key: key })}`,
+          form: `<input name="key" value="${html}">`,
+          text: JSON.stringify({ key }),
+          token: Buffer.from(key).toString('base64'),
+        }),
+      );
+    }
     if (req.headers.host !== HOST) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
     const make = pages[req.url ?? ''];
     if (!make) return void res.writeHead(404).end();
@@ -205,4 +218,28 @@ describe("a connection's secret goes only to its site", () => {
       expect(received.filter((r) => r.host === SITE_B)).toEqual([]);
     });
   }
+});
+
+describe('a secret a website echoes back never reaches the caller', () => {
+  it('is redacted from the output however the site spelled it (query string, HTML, JSON text, base64)', async () => {
+    const KEY = `p@ss'word!(1) "<x>"`;
+    const out = await runner.run(
+      {
+        engine: 'http',
+        hosts: [SITE_A],
+        secrets: ['KEY'],
+        steps: [{ type: 'request', url: `http://${SITE_A}/echo`, headers: { 'x-api-key': '{{secrets.KEY}}' }, parse: 'json', save_as: 'a' }],
+        output: { next: '{{vars.a.next}}', form: '{{vars.a.form}}', text: '{{vars.a.text}}', token: '{{vars.a.token}}' },
+      },
+      {},
+      { ...ctx(), secrets: { KEY }, secretSites: { KEY: SITE_A } },
+    );
+    // What the execute activity (and a builder test run) returns: the output through redact.
+    expect(redact(out, [KEY])).toEqual({
+      next: `http://${SITE_A}/items?page=2&api_key=[redacted]`,
+      form: '<input name="key" value="[redacted]">',
+      text: '{"key":"[redacted]"}',
+      token: '[redacted]',
+    });
+  });
 });

@@ -108,14 +108,37 @@ export function timeoutError(step: string | undefined): ServiceError {
   return new ServiceError('execution_timeout', 'The website task did not finish within its time limit', { details: step === undefined ? undefined : { step } });
 }
 
-/** Replaces every secret value (raw and URL-encoded) in strings of a value. */
+const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+/**
+ * The spellings in which a website may echo a secret back: as is, percent-encoded (as by
+ * encodeURIComponent, or as a form or query string: URLSearchParams also escapes !'()~ and writes a
+ * space as '+'; either case of hex digits), inside a JSON string, HTML-escaped, and base64.
+ */
+export function secretSpellings(sec: string): string[] {
+  const forms = new Set<string>();
+  for (const f of [sec, encodeURIComponent(sec), encodeURIComponent(sec).replace(/%20/g, '+'), new URLSearchParams({ v: sec }).toString().slice(2)]) {
+    forms.add(f);
+    forms.add(f.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()));
+  }
+  forms.add(JSON.stringify(sec).slice(1, -1));
+  forms.add(sec.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!));
+  forms.add(sec.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!.replace('&#39;', '&#x27;')));
+  const b64 = Buffer.from(sec, 'utf8').toString('base64');
+  forms.add(b64);
+  forms.add(b64.replace(/=+$/, ''));
+  forms.add(Buffer.from(sec, 'utf8').toString('base64url'));
+  return [...forms].filter((f) => f.length >= 3);
+}
+
+/** Replaces every secret value, in every spelling of secretSpellings, in strings of a value. */
 export function redact<T>(value: T, secrets: string[]): T {
   if (secrets.length === 0) return value;
+  // Longest first: a spelling that contains another is replaced whole.
+  const forms = [...new Set(secrets.flatMap(secretSpellings))].sort((a, b) => b.length - a.length);
   const scrub = (s: string) => {
     let out = s;
-    for (const sec of secrets) {
-      for (const form of new Set([sec, encodeURIComponent(sec), encodeURIComponent(sec).replace(/%20/g, '+')])) out = out.split(form).join('[redacted]');
-    }
+    for (const form of forms) if (out.includes(form)) out = out.split(form).join('[redacted]');
     return out;
   };
   const walk = (v: unknown): unknown => {
