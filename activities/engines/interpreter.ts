@@ -393,7 +393,13 @@ export class Interpreter {
   }
 
   private resolveUrl(template: string, path: string): URL {
-    const text = renderUrl(template, this.state.scope);
+    let text: string;
+    try {
+      text = renderUrl(template, this.state.scope);
+    } catch (e) {
+      if (e instanceof ServiceError && e.code === 'invalid_provider_input') throw new ServiceError(e.code, e.message, { details: { step: path, ...(e.details as object) } });
+      throw e;
+    }
     let url: URL;
     try {
       url = this.state.lastUrl ? new URL(text, this.state.lastUrl) : new URL(text);
