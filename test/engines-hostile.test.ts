@@ -27,6 +27,8 @@ const pages: Record<string, () => string> = {
   '/attributes': () => `<html><body><p class="x" ${Array.from({ length: 40_000 }, (_, i) => `a${i}`).join(' ')}>wide</p></body></html>`,
   // a 200 KB title repeating a challenge word, never closed
   '/title': () => `<html><body><p class="x">words</p><title>${'captcha '.repeat(25_000)}`,
+  // a small page whose script writes 8 MB of markup into itself (the browser engine reads the rendered DOM)
+  '/grows': () => `<html><body><p class="x">grown</p><script>document.body.insertAdjacentHTML('beforeend', '<i>a</i>'.repeat(1_000_000))</script></body></html>`,
   // a real page near the bounds: 400 levels deep, an element with 200 attributes
   '/busy': () =>
     `<html><body>${'<div>'.repeat(400)}<p class="x" ${Array.from({ length: 200 }, (_, i) => `data-a${i}="v${i}"`).join(' ')}>fine</p>${'</div>'.repeat(400)}</body></html>`,
@@ -121,6 +123,23 @@ describe('pathological HTML never blocks the worker', () => {
     const { result, error, stallMs } = await timed(page('/title'));
     expect(error).toBeUndefined();
     expect(result).toEqual({ text: 'words' });
+    expect(stallMs).toBeLessThan(1_000);
+  });
+
+  it('a page that writes 8 MB of markup into itself is refused in the browser, not read', async () => {
+    const recipe: Recipe = {
+      engine: 'browser',
+      hosts: [HOST],
+      steps: [
+        { type: 'navigate', url: `http://${HOST}/grows` },
+        { type: 'extract', fields: { text: { type: 'text', selector: 'p.x' } }, save_as: 'p' },
+      ],
+      output: { text: '{{vars.p.text}}' },
+    };
+    const { result, error, stallMs } = await timed(recipe);
+    expect(result).toBeUndefined();
+    expect(error?.code).toBe('upstream_http_error');
+    expect(error?.details).toMatchObject({ step: '0', host: HOST, reason: 'response_too_large' }); // read by the navigation's challenge check
     expect(stallMs).toBeLessThan(1_000);
   });
 
