@@ -74,6 +74,7 @@ beforeAll(async () => {
     let body = '';
     for await (const chunk of req) body += chunk;
     received.push({ host: String(req.headers.host), text: `${req.url} ${JSON.stringify(req.headers)} ${body}` });
+    if (req.url === '/bad-redirect') return void res.writeHead(302, { location: 'http://[::1' }).end();
     if (req.url === '/form') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><form action="/sent" method="post"><input name="q" id="q"></form>');
     if (req.url === '/echo') {
       // A site that echoes the key it was sent, the ways sites do: in a next link, in a form field, in JSON text, base64.
@@ -260,5 +261,13 @@ describe('a secret a website echoes back never reaches the caller', () => {
       text: '{"key":"[redacted]"}',
       token: '[redacted]',
     });
+  });
+});
+
+describe('a broken answer is the website\'s failure, never ours', () => {
+  it('a redirect to a URL that cannot be parsed is upstream_http_error (invalid_redirect), not internal_error', async () => {
+    const { error } = await timed({ engine: 'http', hosts: [HOST], steps: [{ type: 'request', url: `http://${HOST}/bad-redirect`, save_as: 'x' }], output: null });
+    expect(error?.code).toBe('upstream_http_error');
+    expect(error?.details).toEqual({ step: '0', host: HOST, reason: 'invalid_redirect' });
   });
 });
