@@ -96,7 +96,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const to = `127.0.0.1:${(server.address() as AddressInfo).port}`;
-  runner = createRecipeRunner({ hostMap: { [HOST]: to, [SITE_A]: to, [SITE_B]: to } });
+  runner = createRecipeRunner({ hostMap: { [HOST]: to, [SITE_A]: to, [SITE_B]: to, [`api.${SITE_A}`]: to, [`${SITE_A}.${SITE_B}`]: to } });
 });
 afterAll(async () => {
   await runner?.close();
@@ -173,6 +173,18 @@ describe("a connection's secret goes only to its site", () => {
     ]);
     expect(e).toBeNull();
     expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+  });
+
+  it("a key for a site also reaches the hosts under it, never a host that merely ends with the site's name", async () => {
+    received.length = 0;
+    const run2 = (host: string) =>
+      runner.run({ engine: 'http', hosts: [host], secrets: ['A_KEY'], steps: [{ type: 'request', url: `http://${host}/a`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'a' }], output: { ok: true } }, {}, { ...ctx(), secrets, secretSites }).then(
+        () => null,
+        (e: ServiceError) => e,
+      );
+    expect(await run2(`api.${SITE_A}`)).toBeNull();
+    expect((await run2(`${SITE_A}.${SITE_B}`))?.details).toMatchObject({ reason: 'secret_not_for_host' });
+    expect(received.map((r) => r.host)).toEqual([`api.${SITE_A}`]);
   });
 
   const attempts: Array<[string, Recipe['steps']]> = [

@@ -359,14 +359,15 @@ export class Interpreter {
   }
 
   /**
-   * A connection's secret is sent only to its connection's site: refused (before anything is sent)
+   * A connection's secret is sent only to its connection's site (or a host under it): refused (before anything is sent)
    * when any of `texts` going to `host` carries, in any spelling, a secret of a connection for
    * another site, whether the step names the secret or a variable holding it.
    */
   private assertSecretsStayHome(host: string, texts: Array<string | undefined>, path: string): void {
     const to = host.toLowerCase();
     for (const { forms, sites } of this.secretHomes) {
-      if (sites.has(to)) continue;
+      // The site itself or a host under it (a key for example.com used on api.example.com).
+      if ([...sites].some((site) => to === site || to.endsWith(`.${site}`))) continue;
       if (!texts.some((t) => t && forms.some((f) => t.includes(f)))) continue;
       const err = new ServiceError('workflow_execution_failed', `Refused to send a connected account's or access key's secret to ${to || 'a page that is not loaded'}: it is sent only to ${[...sites].join(', ')}`, {
         details: { step: path, host: to, reason: 'secret_not_for_host' },
