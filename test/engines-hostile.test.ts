@@ -74,6 +74,7 @@ beforeAll(async () => {
     let body = '';
     for await (const chunk of req) body += chunk;
     received.push({ host: String(req.headers.host), text: `${req.url} ${JSON.stringify(req.headers)} ${body}` });
+    if (req.url === '/deep-json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`{"list":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`);
     if (req.url === '/bad-redirect') return void res.writeHead(302, { location: 'http://[::1' }).end();
     if (req.url === '/form') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><form action="/sent" method="post"><input name="q" id="q"></form>');
     if (req.url === '/echo') {
@@ -277,6 +278,26 @@ describe('a secret a website echoes back never reaches the caller', () => {
 });
 
 describe('a broken answer is the website\'s failure, never ours', () => {
+  it('a document nested 20,000 deep passes redaction (the execute activity then reports output_too_large, not internal_error)', async () => {
+    const out = await runner.run(
+      {
+        engine: 'http',
+        hosts: [SITE_A],
+        secrets: ['KEY'],
+        steps: [{ type: 'request', url: `http://${SITE_A}/deep-json`, headers: { 'x-api-key': '{{secrets.KEY}}' }, parse: 'json', save_as: 'a' }],
+        output: { list: '{{vars.a.list}}' },
+      },
+      {},
+      { ...ctx(), secrets: { KEY: 'key_for_site_a_3' }, secretSites: { KEY: SITE_A } },
+    );
+    const redacted = redact(out, ['key_for_site_a_3']);
+    let depth = 0;
+    for (let v = (redacted as { list: unknown }).list; Array.isArray(v); v = v[0]) depth++;
+    expect(depth).toBe(20_000);
+    // what execute's size check sees: a value JSON cannot even write is too large to carry
+    expect(() => JSON.stringify(redacted)).toThrow(RangeError);
+  });
+
   it('a redirect to a URL that cannot be parsed is upstream_http_error (invalid_redirect), not internal_error', async () => {
     const { error } = await timed({ engine: 'http', hosts: [HOST], steps: [{ type: 'request', url: `http://${HOST}/bad-redirect`, save_as: 'x' }], output: null });
     expect(error?.code).toBe('upstream_http_error');

@@ -141,13 +141,29 @@ export function redact<T>(value: T, secrets: string[]): T {
     for (const form of forms) if (out.includes(form)) out = out.split(form).join('[redacted]');
     return out;
   };
-  const walk = (v: unknown): unknown => {
-    if (typeof v === 'string') return scrub(v);
-    if (Array.isArray(v)) return v.map(walk);
-    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
-    return v;
+  return mapStrings(value, scrub) as T;
+}
+
+/**
+ * A copy of a JSON-like value with `f` applied to every string. Iterative: a website's document
+ * nested 20,000 deep (40 KB of brackets) would overflow the stack of a recursive walk, and the run
+ * would end as internal_error (retried until its deadline) instead of output_too_large.
+ */
+function mapStrings(value: unknown, f: (s: string) => string): unknown {
+  const copy = (v: unknown, stack: Array<[object, Record<string, unknown>]>): unknown => {
+    if (typeof v === 'string') return f(v);
+    if (!v || typeof v !== 'object') return v;
+    const out = (Array.isArray(v) ? [] : {}) as Record<string, unknown>;
+    stack.push([v, out]);
+    return out;
   };
-  return walk(value) as T;
+  const stack: Array<[object, Record<string, unknown>]> = [];
+  const root = copy(value, stack);
+  while (stack.length > 0) {
+    const [src, dst] = stack.pop()!;
+    for (const [k, x] of Object.entries(src)) Object.defineProperty(dst, k, { value: copy(x, stack), enumerable: true, writable: true, configurable: true });
+  }
+  return root;
 }
 
 export function redactError(e: ServiceError, secrets: string[]): ServiceError {
