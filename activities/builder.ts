@@ -25,6 +25,7 @@ export function createBuilderActivities(deps: { db: Db; runner: RecipeRunner; ke
       const base = { operation: example.operation, index: example.index, title: example.title, input: example.input, expected: example.expected };
       const failed = (code: string, message: string): DraftExampleResult => failedExample(example, code, message, Date.now() - started);
       let secrets: Record<string, string> = {};
+      let secretSites: Record<string, string> | undefined;
       if (example.access.length) {
         // The testing organization's own connections, exactly as its queries would use them.
         const loaded = await loadSecrets(deps.db, await deps.keyring(), orgId, example.access);
@@ -33,6 +34,7 @@ export function createBuilderActivities(deps: { db: Db; runner: RecipeRunner; ke
           return failed(f.type ?? 'credentials_missing', f.message);
         }
         secrets = loaded.secrets;
+        secretSites = loaded.sites;
       }
       const secretValues = Object.values(secrets).filter((s) => s.length >= 3);
       const beat = setInterval(() => ctx.heartbeat(), 1_000);
@@ -41,6 +43,7 @@ export function createBuilderActivities(deps: { db: Db; runner: RecipeRunner; ke
           signal: ctx.cancellationSignal,
           heartbeat: (d) => ctx.heartbeat(d),
           secrets,
+          secretSites,
           requestRef: `${testRunId}_${example.operation}_${example.index}`,
           party: orgId,
         });

@@ -107,6 +107,7 @@ export function createExecuteActivities(deps: {
       // The calling organization's connections only (never a public workflow's creator's); read on
       // every run, never cached, so a connection revoked or expired since the API's check is seen.
       let secrets: Record<string, string> = {};
+      let secretSites: Record<string, string> | undefined;
       if (v.access?.length) {
         let loaded;
         try {
@@ -117,6 +118,7 @@ export function createExecuteActivities(deps: {
         }
         if (!loaded.ok) throw accessFailure(loaded.items);
         secrets = loaded.secrets;
+        secretSites = loaded.sites;
       }
       const secretValues = Object.values(secrets).filter((s) => s.length >= 3);
       // Beat steadily so a dead worker is noticed fast and cancellation reaches us mid-step. A local
@@ -157,6 +159,7 @@ export function createExecuteActivities(deps: {
             step = d;
           },
           secrets,
+          secretSites,
           requestRef: requestId,
           party: orgId,
           ...gate,

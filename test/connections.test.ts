@@ -383,7 +383,12 @@ describe('isolation and storage', () => {
     expect(c).not.toHaveProperty('secret');
     // Decrypts for its organization…
     const mine = await loadSecrets(db(), await ring(), org.org_id, [SHOP_REQ]);
-    expect(mine).toEqual({ ok: true, secrets: { email: SHOP_EMAIL, password: SHOP_PASSWORD, SHOP_EMAIL, SHOP_PASSWORD } });
+    expect(mine).toEqual({
+      ok: true,
+      secrets: { email: SHOP_EMAIL, password: SHOP_PASSWORD, SHOP_EMAIL, SHOP_PASSWORD },
+      // the engines send each secret to its connection's site only
+      sites: { email: SHOP, password: SHOP, SHOP_EMAIL: SHOP, SHOP_PASSWORD: SHOP },
+    });
     // …but the same ciphertext copied into another organization's row does not.
     await db().query(
       `INSERT INTO connections (id, org_id, kind, name, site, status, secret_ciphertext, secret_iv, secret_tag, key_id)

@@ -284,6 +284,20 @@ describe('templates', () => {
     expect((e.details as { path: string }).path).toBe('/books/..%2Fcategories%2Ffiction');
   });
 
+  it('an input of "." or ".." never climbs out of its path segment (it would reach /books/ or /): invalid_provider_input', async () => {
+    for (const isbn of ['..', '.', '%2e%2E']) {
+      const e = await runError(booksPage('/books/{{input.isbn}}'), { isbn });
+      if (isbn.startsWith('%')) {
+        // percent signs are encoded themselves: a segment of its own, never a dot segment
+        expect(e.code).toBe('upstream_not_found');
+        expect((e.details as { path: string }).path).toBe('/books/%252e%252E');
+        continue;
+      }
+      expect(e.code).toBe('invalid_provider_input');
+      expect(e.details).toEqual({ step: '0', reason: 'dot_segment' });
+    }
+  });
+
   it('keeps types for a lone placeholder and assembles nested output', async () => {
     const recipe: Recipe = {
       engine: 'http',

@@ -16,7 +16,7 @@ import { defaultChromiumPath } from '../../shared/config.ts';
 import { ServiceError } from '../../shared/errors.ts';
 import type { ClickStep, LoadState, Recipe, WaitStep } from '../../shared/recipes/schema.ts';
 import { afterSending, notSent } from './errors.ts';
-import { HttpDriver, createHttpDispatcher } from './http-engine.ts';
+import { HttpDriver, MAX_BODY_BYTES, createHttpDispatcher } from './http-engine.ts';
 import { HEALTH_PARTY, Interpreter, makeUrlCheck, type Driver, type HttpRequestSpec, type HttpResponseData, type PageSnapshot, type RunContext, type UrlCheck } from './interpreter.ts';
 import { startGuardedProxy, type GuardedProxy, type ProxyRefusal } from './guarded-proxy.ts';
 import { mappedTarget } from './net-guard.ts';
@@ -468,10 +468,31 @@ export class BrowserDriver implements Driver {
     return this.result(resp);
   }
 
+  /**
+   * The rendered DOM, serialized as page.content() does, but handed over only within the HTTP
+   * engine's body bound: a page's script can grow its document far past what a website may send
+   * (8 MB of markup made in a moment), and reading that would hold the worker's thread for seconds.
+   */
   async snapshot(): Promise<PageSnapshot | null> {
     const url = this.page.url();
     if (!url || url === 'about:blank') return null;
-    return { url, status: this.lastStatus, html: await this.pw(this.currentStep, 'reading the page', () => this.page.content()) };
+    const step = this.currentStep;
+    const html = await this.pw(step, 'reading the page', () =>
+      this.page.evaluate((max) => {
+        let s = document.doctype ? new XMLSerializer().serializeToString(document.doctype) : '';
+        if (document.documentElement) s += document.documentElement.outerHTML;
+        return s.length > max ? null : s;
+      }, MAX_BODY_BYTES),
+    );
+    if (html === null) {
+      const host = new URL(url).hostname;
+      throw new ServiceError('upstream_http_error', `The website's page on ${host} is larger than ${MAX_BODY_BYTES} characters`, { details: { step, host, reason: 'response_too_large' } });
+    }
+    return { url, status: this.lastStatus, html };
+  }
+
+  pageUrl(): string {
+    return this.page.url();
   }
 
   async fill(selector: string, value: string, step: string): Promise<void> {

@@ -108,23 +108,62 @@ export function timeoutError(step: string | undefined): ServiceError {
   return new ServiceError('execution_timeout', 'The website task did not finish within its time limit', { details: step === undefined ? undefined : { step } });
 }
 
-/** Replaces every secret value (raw and URL-encoded) in strings of a value. */
+const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+/**
+ * The spellings in which a website may echo a secret back: as is, percent-encoded (as by
+ * encodeURIComponent, or as a form or query string: URLSearchParams also escapes !'()~ and writes a
+ * space as '+'; either case of hex digits), inside a JSON string, HTML-escaped, and base64.
+ */
+export function secretSpellings(sec: string): string[] {
+  const forms = new Set<string>();
+  for (const f of [sec, encodeURIComponent(sec), encodeURIComponent(sec).replace(/%20/g, '+'), new URLSearchParams({ v: sec }).toString().slice(2)]) {
+    forms.add(f);
+    forms.add(f.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()));
+  }
+  forms.add(JSON.stringify(sec).slice(1, -1));
+  forms.add(sec.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!));
+  forms.add(sec.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!.replace('&#39;', '&#x27;')));
+  const b64 = Buffer.from(sec, 'utf8').toString('base64');
+  forms.add(b64);
+  forms.add(b64.replace(/=+$/, ''));
+  forms.add(Buffer.from(sec, 'utf8').toString('base64url'));
+  return [...forms].filter((f) => f.length >= 3);
+}
+
+/** Replaces every secret value, in every spelling of secretSpellings, in strings of a value. */
 export function redact<T>(value: T, secrets: string[]): T {
   if (secrets.length === 0) return value;
+  // Longest first: a spelling that contains another is replaced whole.
+  const forms = [...new Set(secrets.flatMap(secretSpellings))].sort((a, b) => b.length - a.length);
   const scrub = (s: string) => {
     let out = s;
-    for (const sec of secrets) {
-      for (const form of new Set([sec, encodeURIComponent(sec), encodeURIComponent(sec).replace(/%20/g, '+')])) out = out.split(form).join('[redacted]');
-    }
+    for (const form of forms) if (out.includes(form)) out = out.split(form).join('[redacted]');
     return out;
   };
-  const walk = (v: unknown): unknown => {
-    if (typeof v === 'string') return scrub(v);
-    if (Array.isArray(v)) return v.map(walk);
-    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
-    return v;
+  return mapStrings(value, scrub) as T;
+}
+
+/**
+ * A copy of a JSON-like value with `f` applied to every string. Iterative: a website's document
+ * nested 20,000 deep (40 KB of brackets) would overflow the stack of a recursive walk, and the run
+ * would end as internal_error (retried until its deadline) instead of output_too_large.
+ */
+function mapStrings(value: unknown, f: (s: string) => string): unknown {
+  const copy = (v: unknown, stack: Array<[object, Record<string, unknown>]>): unknown => {
+    if (typeof v === 'string') return f(v);
+    if (!v || typeof v !== 'object') return v;
+    const out = (Array.isArray(v) ? [] : {}) as Record<string, unknown>;
+    stack.push([v, out]);
+    return out;
   };
-  return walk(value) as T;
+  const stack: Array<[object, Record<string, unknown>]> = [];
+  const root = copy(value, stack);
+  while (stack.length > 0) {
+    const [src, dst] = stack.pop()!;
+    for (const [k, x] of Object.entries(src)) Object.defineProperty(dst, k, { value: copy(x, stack), enumerable: true, writable: true, configurable: true });
+  }
+  return root;
 }
 
 export function redactError(e: ServiceError, secrets: string[]): ServiceError {
@@ -135,7 +174,7 @@ export function redactError(e: ServiceError, secrets: string[]): ServiceError {
 }
 
 /** Reasons a destination was refused: the same recipe on the same page is refused again. */
-const FINAL_REASONS = new Set(['destination_refused', 'host_not_allowed', 'scheme_not_allowed', 'userinfo_not_allowed']);
+const FINAL_REASONS = new Set(['destination_refused', 'host_not_allowed', 'scheme_not_allowed', 'userinfo_not_allowed', 'secret_not_for_host']);
 
 /**
  * A refused destination is final: retrying the run cannot change the answer, so the execute

@@ -4,6 +4,8 @@
 
 import * as cheerio from 'cheerio';
 import type { AnyNode } from 'domhandler';
+import { adapter as domAdapter } from 'parse5-htmlparser2-tree-adapter';
+import { ServiceError } from '../../shared/errors.ts';
 import type { Field, FieldType } from '../../shared/recipes/schema.ts';
 import { linearExtract } from '../../shared/regex.ts';
 
@@ -18,8 +20,91 @@ export class ExtractionError extends Error {
   }
 }
 
+/**
+ * Bounds on a page's structure. parse5 (cheerio's HTML parser) spends time quadratic in the
+ * attributes of one tag (each name is compared with every earlier one) and in the depth of open
+ * elements (many start tags walk the stack of them): a 270 KB tag of 40,000 attributes parsed for
+ * 4 s and 100,000 nested <div>s (500 KB) for 90 s, on the worker thread every organization's runs
+ * share. Chromium's parser does not nest deeper than 512 either; no real element has 256
+ * attributes. Within these bounds a 5 MiB page parses in about the time of any 5 MiB page.
+ */
+export const MAX_HTML_DEPTH = 512;
+export const MAX_HTML_ATTRIBUTES = 256;
+
+const tooComplex = (what: string) =>
+  new ServiceError('upstream_http_error', `The website's page is too complex to read (${what})`, { details: { reason: 'document_too_complex' } });
+
+const isSpace = (c: number) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d;
+
+/**
+ * Throws when a start tag has more than MAX_HTML_ATTRIBUTES attribute names, read the way the
+ * HTML tokenizer reads them; linear in the text. Text inside scripts and comments may count too
+ * (never fewer than the parser sees).
+ */
+function assertAttributeBound(html: string): void {
+  const n = html.length;
+  let i = 0;
+  while ((i = html.indexOf('<', i)) !== -1) {
+    i++;
+    const first = html.charCodeAt(i) | 0x20;
+    if (!(first >= 0x61 && first <= 0x7a)) continue;
+    while (i < n && !isSpace(html.charCodeAt(i)) && html[i] !== '/' && html[i] !== '>') i++;
+    let attrs = 0;
+    for (;;) {
+      while (i < n && (isSpace(html.charCodeAt(i)) || html[i] === '/')) i++;
+      if (i >= n || html[i] === '>') break;
+      if (++attrs > MAX_HTML_ATTRIBUTES) throw tooComplex(`a tag with more than ${MAX_HTML_ATTRIBUTES} attributes`);
+      i++; // the first character of a name may be anything, even '='
+      while (i < n && !isSpace(html.charCodeAt(i)) && html[i] !== '/' && html[i] !== '>' && html[i] !== '=') i++;
+      while (i < n && isSpace(html.charCodeAt(i))) i++;
+      if (html[i] !== '=') continue;
+      i++;
+      while (i < n && isSpace(html.charCodeAt(i))) i++;
+      const q = html[i];
+      if (q === '"' || q === "'") {
+        const end = html.indexOf(q, i + 1);
+        i = end === -1 ? n : end + 1;
+      } else while (i < n && !isSpace(html.charCodeAt(i)) && html[i] !== '>') i++;
+    }
+  }
+}
+
+type DomParent = Parameters<typeof domAdapter.appendChild>[0];
+type DomChild = Parameters<typeof domAdapter.appendChild>[1];
+
+/** cheerio's tree adapter, refusing an element deeper than MAX_HTML_DEPTH as the parser inserts it. */
+function boundedAdapter() {
+  const depth = new WeakMap<object, number>();
+  const depthOf = (node: DomParent): number => {
+    const known = depth.get(node);
+    if (known !== undefined) return known;
+    let d = 0;
+    for (let p = (node as { parent?: DomParent | null }).parent; p && d <= MAX_HTML_DEPTH; p = (p as { parent?: DomParent | null }).parent) d++;
+    return d;
+  };
+  const placed = (parent: DomParent, node: DomChild) => {
+    if (!domAdapter.isElementNode(node)) return;
+    const d = depthOf(parent) + 1;
+    if (d > MAX_HTML_DEPTH) throw tooComplex(`elements nested more than ${MAX_HTML_DEPTH} deep`);
+    depth.set(node, d);
+  };
+  return {
+    ...domAdapter,
+    appendChild(parent: DomParent, node: DomChild) {
+      placed(parent, node);
+      domAdapter.appendChild(parent, node);
+    },
+    insertBefore(parent: DomParent, node: DomChild, ref: DomChild) {
+      placed(parent, node);
+      domAdapter.insertBefore(parent, node, ref);
+    },
+  } satisfies typeof domAdapter;
+}
+
+/** A website's HTML, parsed within the bounds above (upstream_http_error `document_too_complex` beyond them). */
 export function loadHtml(html: string): CheerioDoc {
-  return cheerio.load(html);
+  assertAttributeBound(html);
+  return cheerio.load(html, { treeAdapter: boundedAdapter() } as Parameters<typeof cheerio.load>[1]);
 }
 
 // ------------------------------------------------------------------------------------------

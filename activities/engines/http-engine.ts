@@ -126,7 +126,13 @@ export class HttpDriver implements Driver {
         await res.body.dump().catch(() => undefined);
         if (hop >= MAX_REDIRECTS)
           throw new ServiceError('upstream_http_error', `The website ${host} redirected more than ${MAX_REDIRECTS} times`, { details: { step: spec.step, host, reason: 'too_many_redirects' } });
-        const next = new URL(Array.isArray(location) ? location[0]! : location, url);
+        let next: URL;
+        try {
+          next = new URL(Array.isArray(location) ? location[0]! : location, url);
+        } catch {
+          // The website's answer is broken, not the recipe: never internal_error (our fault).
+          throw new ServiceError('upstream_http_error', `The website ${host} redirected to an invalid URL`, { details: { step: spec.step, host, reason: 'invalid_redirect' } });
+        }
         try {
           this.checkUrl(next, spec.step);
         } catch (e) {

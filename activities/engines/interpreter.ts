@@ -27,6 +27,12 @@ export interface RunContext {
   heartbeat(details?: unknown): void;
   /** Connection secrets for `{{secrets.NAME}}`; never logged or returned. */
   secrets?: Record<string, string>;
+  /**
+   * The site of the connection each secret comes from (lower-case host): a secret's value is sent
+   * to that host only. A shared workflow runs with its caller's connections; without this its
+   * author could send the caller's key for one site to another site the caller also connected.
+   */
+  secretSites?: Record<string, string>;
   /** Stable per query, for idempotent actions (`{{run.request_ref}}`). */
   requestRef?: string;
   /** Whose run it is (the organization; `health` for health checks): browser slots are shared out fairly between them. */
@@ -74,6 +80,8 @@ export interface Driver {
   navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal }): Promise<{ status: number | null; url: string; retryAfter?: string | null }>;
   /** The current document (rendered DOM in the browser); null when none is loaded. */
   snapshot(): Promise<PageSnapshot | null>;
+  /** The URL of the page the browser shows now (where a fill or select sends its value). */
+  pageUrl?(): string;
   fill?(selector: string, value: string, step: string): Promise<void>;
   select?(selector: string, choice: { value?: string; label?: string }, step: string): Promise<void>;
   click?(step: ClickStep, path: string): Promise<{ status: number | null; url: string; retryAfter?: string | null } | null>;
@@ -129,9 +137,28 @@ const ACTING_STEPS = new Set<Step['type']>(['request', 'navigate', 'click', 'fil
 
 const DEFAULT_UA = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) WorkflowQueryService/0.1';
 
+/** The spellings a value can take on its way out: as is, URL-encoded, form-encoded and inside a JSON string. */
+function outgoingForms(value: string): string[] {
+  return [...new Set([value, encodeURIComponent(value), new URLSearchParams({ v: value }).toString().slice(2), JSON.stringify(value).slice(1, -1)])];
+}
+
+/** A URL as sent and decoded (percent-escapes, and also '+' as a space), to find a value however it was spelled. */
+function urlSpellings(url: URL): string[] {
+  const decode = (s: string) => {
+    try {
+      return decodeURIComponent(s);
+    } catch {
+      return s;
+    }
+  };
+  return [url.href, decode(url.href), decode(url.href.replace(/\+/g, ' '))];
+}
+
 export class Interpreter {
   private readonly checkUrl: UrlCheck;
   private readonly secretValues: string[];
+  /** Each secret value that must stay on its connection's site(s), in every spelling it can be sent in. */
+  private readonly secretHomes: Array<{ forms: string[]; sites: Set<string> }>;
   private readonly state: State;
 
   constructor(
@@ -144,6 +171,15 @@ export class Interpreter {
     this.checkUrl = makeUrlCheck(recipe.hosts);
     const secrets = ctx.secrets ?? {};
     this.secretValues = Object.values(secrets).filter((s) => typeof s === 'string' && s.length >= 3);
+    const homes = new Map<string, Set<string>>();
+    for (const [name, site] of Object.entries(ctx.secretSites ?? {})) {
+      const value = secrets[name];
+      if (typeof value !== 'string' || value.length < 3) continue;
+      let sites = homes.get(value);
+      if (!sites) homes.set(value, (sites = new Set()));
+      sites.add(site.toLowerCase());
+    }
+    this.secretHomes = [...homes].map(([value, sites]) => ({ forms: outgoingForms(value), sites }));
     this.state = {
       scope: { input, vars: Object.create(null) as Record<string, unknown>, secrets, run: { request_ref: ctx.requestRef } },
       lastStatus: null,
@@ -257,6 +293,7 @@ export class Interpreter {
         return this.request(step, path);
       case 'navigate': {
         const url = this.resolveUrl(step.url, path);
+        this.assertSecretsStayHome(url.hostname, urlSpellings(url), path);
         const res = await this.driver.navigate(url, { waitUntil: step.wait_until, step: path, signal: this.signal });
         this.afterPageChange(res);
         const snap = await this.pageSnapshot();
@@ -264,18 +301,20 @@ export class Interpreter {
         this.checkStatus(res.status, url, step, path, this.state.secretsSent, res.retryAfter);
         return;
       }
-      case 'fill':
+      case 'fill': {
         this.needBrowser(step.type);
         this.pageMayChange();
-        return this.driver.fill!(step.selector, renderString(step.value, this.state.scope), path);
-      case 'select':
+        const value = renderString(step.value, this.state.scope);
+        this.assertSecretsStayHome(this.pageHost(), [value], path);
+        return this.driver.fill!(step.selector, value, path);
+      }
+      case 'select': {
         this.needBrowser(step.type);
         this.pageMayChange();
-        return this.driver.select!(
-          step.selector,
-          { value: step.value !== undefined ? renderString(step.value, this.state.scope) : undefined, label: step.label !== undefined ? renderString(step.label, this.state.scope) : undefined },
-          path,
-        );
+        const choice = { value: step.value !== undefined ? renderString(step.value, this.state.scope) : undefined, label: step.label !== undefined ? renderString(step.label, this.state.scope) : undefined };
+        this.assertSecretsStayHome(this.pageHost(), [choice.value, choice.label], path);
+        return this.driver.select!(step.selector, choice, path);
+      }
       case 'click': {
         this.needBrowser(step.type);
         this.pageMayChange();
@@ -310,6 +349,34 @@ export class Interpreter {
     }
   }
 
+  /** The host of the page a fill or select acts on ('' when none is loaded). */
+  private pageHost(): string {
+    try {
+      return new URL(this.driver.pageUrl?.() ?? this.state.lastUrl ?? '').hostname.toLowerCase();
+    } catch {
+      return '';
+    }
+  }
+
+  /**
+   * A connection's secret is sent only to its connection's site (or a host under it): refused (before anything is sent)
+   * when any of `texts` going to `host` carries, in any spelling, a secret of a connection for
+   * another site, whether the step names the secret or a variable holding it.
+   */
+  private assertSecretsStayHome(host: string, texts: Array<string | undefined>, path: string): void {
+    const to = host.toLowerCase();
+    for (const { forms, sites } of this.secretHomes) {
+      // The site itself or a host under it (a key for example.com used on api.example.com).
+      if ([...sites].some((site) => to === site || to.endsWith(`.${site}`))) continue;
+      if (!texts.some((t) => t && forms.some((f) => t.includes(f)))) continue;
+      const err = new ServiceError('workflow_execution_failed', `Refused to send a connected account's or access key's secret to ${to || 'a page that is not loaded'}: it is sent only to ${[...sites].join(', ')}`, {
+        details: { step: path, host: to, reason: 'secret_not_for_host' },
+      });
+      notSent.add(err);
+      throw err;
+    }
+  }
+
   private needBrowser(type: string): void {
     if (this.driver.engine !== 'browser') throw new ServiceError('internal_error', `Step "${type}" needs the browser engine`);
   }
@@ -327,7 +394,13 @@ export class Interpreter {
   }
 
   private resolveUrl(template: string, path: string): URL {
-    const text = renderUrl(template, this.state.scope);
+    let text: string;
+    try {
+      text = renderUrl(template, this.state.scope);
+    } catch (e) {
+      if (e instanceof ServiceError && e.code === 'invalid_provider_input') throw new ServiceError(e.code, e.message, { details: { step: path, ...(e.details as object) } });
+      throw e;
+    }
     let url: URL;
     try {
       url = this.state.lastUrl ? new URL(text, this.state.lastUrl) : new URL(text);
@@ -381,6 +454,7 @@ export class Interpreter {
       headers['content-type'] = 'application/x-www-form-urlencoded';
     }
     for (const [k, v] of Object.entries(step.headers ?? {})) headers[k.toLowerCase()] = renderHeader(v, scope);
+    this.assertSecretsStayHome(url.hostname, [...urlSpellings(url), body, ...Object.values(headers)], path);
     const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets }, this.signal);
     this.state.lastStatus = res.status;
     this.state.lastUrl = res.url;
@@ -420,10 +494,20 @@ export class Interpreter {
   private parsed(doc: PageSnapshot): CheerioDoc {
     let $ = this.parsedDocs.get(doc);
     if (!$) {
-      $ = loadHtml(doc.html);
+      $ = this.loadHtml(doc.html);
       this.parsedDocs.set(doc, $);
     }
     return $;
+  }
+
+  /** A page too complex to parse within the bounds (extract.ts) names the step that read it. */
+  private loadHtml(html: string): CheerioDoc {
+    try {
+      return loadHtml(html);
+    } catch (e) {
+      if (!(e instanceof ServiceError)) throw e;
+      throw new ServiceError(e.code, e.message, { details: { step: this.state.currentStep, ...(e.details as object) } });
+    }
   }
 
   private async currentDoc(): Promise<PageSnapshot> {
@@ -455,7 +539,7 @@ export class Interpreter {
     if (from === 'page' || typeof this.state.scope.vars[from.var] === 'string') {
       const doc = from === 'page' ? await this.currentDoc() : null;
       opts.baseUrl = doc?.url ?? this.state.lastUrl ?? undefined;
-      const $ = doc ? this.parsed(doc) : loadHtml(this.state.scope.vars[(from as { var: string }).var] as string);
+      const $ = doc ? this.parsed(doc) : this.loadHtml(this.state.scope.vars[(from as { var: string }).var] as string);
       let scope = null;
       if (step.scope) {
         scope = $(step.scope).first();
@@ -583,10 +667,20 @@ export function headerValue(v: string | string[] | undefined): string | null {
   return Array.isArray(v) ? (v[0] ?? null) : v;
 }
 
-const CHALLENGE_RE = /<title>[^<]*(captcha|are you a robot|attention required|just a moment|access denied)[^<]*<\/title>|class="[^"]*\b(g-recaptcha|h-captcha|cf-turnstile)\b/i;
+// A title is read whole and its words looked for apart: one pattern with a phrase between two
+// `[^<]*` backtracked over every occurrence of the phrase, 11 s of the worker's thread for a
+// 200 KB title repeating "captcha" with no end tag.
+const TITLE_RE = /<title>([^<]*)<\/title>/gi;
+const CHALLENGE_TITLE_RE = /captcha|are you a robot|attention required|just a moment|access denied/i;
+const CHALLENGE_CLASS_RE = /class="[^"]*\b(g-recaptcha|h-captcha|cf-turnstile)\b/i;
+
+function looksLikeChallenge(html: string): boolean {
+  for (const m of html.matchAll(TITLE_RE)) if (CHALLENGE_TITLE_RE.test(m[1]!)) return true;
+  return CHALLENGE_CLASS_RE.test(html);
+}
 
 /** Pages that are a bot challenge instead of content. */
 export function detectChallenge(html: string, host: string, step: string): void {
-  if (CHALLENGE_RE.test(html.slice(0, 200_000)))
+  if (looksLikeChallenge(html.slice(0, 200_000)))
     throw new ServiceError('source_blocked', `The website ${host} answered with a bot challenge instead of the page`, { details: { step, host, reason: 'challenge' } });
 }

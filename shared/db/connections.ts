@@ -345,7 +345,8 @@ export function accessFailureCode(items: AccessItem[]): 'access_required' | 'aut
 }
 
 export type LoadedSecrets =
-  | { ok: true; secrets: Record<string, string> }
+  /** `sites`: the site of the connection each secret name comes from; the engines send a secret to that host only. */
+  | { ok: true; secrets: Record<string, string>; sites: Record<string, string> }
   | { ok: false; items: AccessItem[] };
 
 /**
@@ -357,9 +358,12 @@ export async function loadSecrets(db: Db | DbClient, ring: Keyring, orgId: strin
   const items = reqs.map((q) => ({ kind: q.kind, name: q.name, site: q.site, status: statusOf(rows.get(reqKey(q.kind, q.name, normSite(q.site)))) }));
   if (items.some((i) => i.status !== 'connected')) return { ok: false, items };
   const secrets: Record<string, string> = {};
+  const sites: Record<string, string> = {};
   for (const q of reqs) {
     const row = rows.get(reqKey(q.kind, q.name, normSite(q.site)))!;
-    Object.assign(secrets, flattenSecrets(q, decrypt(ring, row as any)));
+    const flat = flattenSecrets(q, decrypt(ring, row as any));
+    Object.assign(secrets, flat);
+    for (const name of Object.keys(flat)) sites[name] = normSite(q.site);
   }
-  return { ok: true, secrets };
+  return { ok: true, secrets, sites };
 }

@@ -151,7 +151,46 @@ function renderInner(value: unknown, scope: TemplateScope): unknown {
 export function renderUrl(text: string, scope: TemplateScope): string {
   const whole = wholeReference(text);
   if (whole) return stringify(lookup(whole, scope));
-  return renderString(text, scope, encodeURIComponent);
+  // Where inserted values landed in the result, to find a path segment they made "." or "..".
+  const inserted: Array<[number, number]> = [];
+  let shift = 0;
+  let length = text.length;
+  const out = text.replace(PLACEHOLDER_RE, (m: string, body: string, offset: number) => {
+    const value = encodeURIComponent(stringify(resolve(body, scope)));
+    length += value.length;
+    if (length > MAX_VALUE_CHARS) throw tooLarge();
+    inserted.push([offset + shift, offset + shift + value.length]);
+    shift += value.length - m.length;
+    return value;
+  });
+  assertNoInsertedDotSegment(out, inserted);
+  return out;
+}
+
+/** ".", "..", and their spellings with %2e: URL parsers resolve them, climbing out of the segment. */
+const DOT_SEGMENT_RE = /^(?:\.|%2e){1,2}$/i;
+
+/**
+ * encodeURIComponent leaves "." alone, so an input of ".." inserted as a whole path segment
+ * (`/users/{{input.id}}/orders`) would make the URL parser drop the segment before it
+ * (`/orders`): the input would change the path's structure. Refused as invalid input.
+ */
+function assertNoInsertedDotSegment(url: string, inserted: Array<[number, number]>): void {
+  if (inserted.length === 0) return;
+  const origin = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(url);
+  let start = origin ? origin[0].length : 0;
+  const end = url.slice(start).search(/[?#]/);
+  const stop = end === -1 ? url.length : start + end;
+  for (const segment of url.slice(start, stop).split('/')) {
+    const from = start;
+    const to = start + segment.length;
+    start = to + 1;
+    if (!DOT_SEGMENT_RE.test(segment)) continue;
+    if (inserted.some(([a, b]) => a < to && b > from))
+      throw new ServiceError('invalid_provider_input', 'An input value would make a URL path segment "." or "..", which climbs out of it', {
+        details: { reason: 'dot_segment' },
+      });
+  }
 }
 
 /** Renders a header value; CR/LF are removed so a value can never add a header. */

@@ -1,0 +1,306 @@
+// The HTTP engine against a hostile website: a real HTTP server on loopback (mapped as
+// hostile.example.test) that answers with pathological documents. What is asserted is what a caller
+// and every other organization on the worker see: the run's code and details, and that the
+// worker's one thread was never blocked for long (every organization's runs share it).
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
+import { ServiceError } from '../shared/errors.ts';
+import { isFinalRefusal, redact } from '../activities/engines/errors.ts';
+import type { Recipe } from '../shared/recipes/schema.ts';
+
+const HOST = 'hostile.example.test';
+/** Two sites a caller has connected, both served by the same server. */
+const SITE_A = 'site-a.example.test';
+const SITE_B = 'site-b.example.test';
+let server: http.Server;
+let runner: RecipeRunner;
+/** Every request the server received: host, URL, headers and body as they arrived. */
+const received: Array<{ host: string; text: string }> = [];
+
+/** Documents the server answers with, by path. */
+const pages: Record<string, () => string> = {
+  // 30,000 nested elements (150 KB)
+  '/nested': () => `<html><body>${'<div>'.repeat(30_000)}<p class="x">deep</p></body></html>`,
+  // one tag with 40,000 attributes (270 KB)
+  '/attributes': () => `<html><body><p class="x" ${Array.from({ length: 40_000 }, (_, i) => `a${i}`).join(' ')}>wide</p></body></html>`,
+  // a 200 KB title repeating a challenge word, never closed
+  '/title': () => `<html><body><p class="x">words</p><title>${'captcha '.repeat(25_000)}`,
+  // a small page whose script writes 8 MB of markup into itself (the browser engine reads the rendered DOM)
+  '/grows': () => `<html><body><p class="x">grown</p><script>document.body.insertAdjacentHTML('beforeend', '<i>a</i>'.repeat(1_000_000))</script></body></html>`,
+  // a real page near the bounds: 400 levels deep, an element with 200 attributes
+  '/busy': () =>
+    `<html><body>${'<div>'.repeat(400)}<p class="x" ${Array.from({ length: 200 }, (_, i) => `data-a${i}="v${i}"`).join(' ')}>fine</p>${'</div>'.repeat(400)}</body></html>`,
+};
+
+const ctx = (): RunContext => ({ signal: AbortSignal.timeout(60_000), heartbeat() {}, requestRef: 'req_hostile_0001', party: 'org_hostile' });
+
+const page = (path: string): Recipe => ({
+  engine: 'http',
+  hosts: [HOST],
+  steps: [
+    { type: 'request', url: `http://${HOST}${path}`, parse: 'html', save_as: 'raw' },
+    { type: 'extract', fields: { text: { type: 'text', selector: 'p.x' } }, save_as: 'p' },
+  ],
+  output: { text: '{{vars.p.text}}' },
+});
+
+/** Runs a recipe while a timer measures the longest the thread went without running it. */
+async function timed(recipe: Recipe): Promise<{ result?: unknown; error?: ServiceError; stallMs: number }> {
+  let last = performance.now();
+  let stallMs = 0;
+  const gap = () => {
+    const now = performance.now();
+    stallMs = Math.max(stallMs, now - last);
+    last = now;
+  };
+  const tick = setInterval(gap, 20);
+  let outcome: { result?: unknown; error?: ServiceError };
+  try {
+    outcome = { result: await runner.run(recipe, {}, ctx()) };
+  } catch (e) {
+    if (!(e instanceof ServiceError)) throw e;
+    outcome = { error: e };
+  } finally {
+    gap(); // the run may end right after a long synchronous stretch, before the timer runs again
+    clearInterval(tick);
+  }
+  return { ...outcome, stallMs };
+}
+
+beforeAll(async () => {
+  server = http.createServer(async (req, res) => {
+    let body = '';
+    for await (const chunk of req) body += chunk;
+    received.push({ host: String(req.headers.host), text: `${req.url} ${JSON.stringify(req.headers)} ${body}` });
+    if (req.url === '/deep-json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`{"list":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`);
+    if (req.url === '/bad-redirect') return void res.writeHead(302, { location: 'http://[::1' }).end();
+    if (req.url === '/form') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><form action="/sent" method="post"><input name="q" id="q"></form>');
+    if (req.url === '/echo') {
+      // A site that echoes the key it was sent, the ways sites do: in a next link, in a form field, in JSON text, base64.
+      const key = String(req.headers['x-api-key']);
+      const html = key.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          next: `http://${SITE_A}/items?page=2&${new URLSearchParams({ api_key: key })}`,
+          form: `<input name="key" value="${html}">`,
+          text: JSON.stringify({ key }),
+          token: Buffer.from(key).toString('base64'),
+        }),
+      );
+    }
+    if (req.headers.host !== HOST) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+    const make = pages[req.url ?? ''];
+    if (!make) return void res.writeHead(404).end();
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(make());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const to = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  runner = createRecipeRunner({ hostMap: { [HOST]: to, [SITE_A]: to, [SITE_B]: to, [`api.${SITE_A}`]: to, [`${SITE_A}.${SITE_B}`]: to } });
+});
+afterAll(async () => {
+  await runner?.close();
+  await new Promise((resolve) => server?.close(resolve));
+});
+
+describe('pathological HTML never blocks the worker', () => {
+  it('a page nested 30,000 deep is refused as document_too_complex at once', async () => {
+    const { error, stallMs } = await timed(page('/nested'));
+    expect(error?.code).toBe('upstream_http_error');
+    expect(error?.details).toMatchObject({ reason: 'document_too_complex', step: '1' });
+    expect(error?.message).toMatch(/nested more than 512 deep/);
+    expect(stallMs).toBeLessThan(1_000);
+  });
+
+  it('a tag with 40,000 attributes is refused as document_too_complex at once', async () => {
+    const { error, stallMs } = await timed(page('/attributes'));
+    expect(error?.code).toBe('upstream_http_error');
+    expect(error?.details).toMatchObject({ reason: 'document_too_complex', step: '1' });
+    expect(error?.message).toMatch(/more than 256 attributes/);
+    expect(stallMs).toBeLessThan(1_000);
+  });
+
+  it('a huge unclosed title of challenge words is read at once (and is not a challenge)', async () => {
+    const { result, error, stallMs } = await timed(page('/title'));
+    expect(error).toBeUndefined();
+    expect(result).toEqual({ text: 'words' });
+    expect(stallMs).toBeLessThan(1_000);
+  });
+
+  it('a page that writes 8 MB of markup into itself is refused in the browser, not read', async () => {
+    const recipe: Recipe = {
+      engine: 'browser',
+      hosts: [HOST],
+      steps: [
+        { type: 'navigate', url: `http://${HOST}/grows` },
+        { type: 'extract', fields: { text: { type: 'text', selector: 'p.x' } }, save_as: 'p' },
+      ],
+      output: { text: '{{vars.p.text}}' },
+    };
+    const { result, error, stallMs } = await timed(recipe);
+    expect(result).toBeUndefined();
+    expect(error?.code).toBe('upstream_http_error');
+    expect(error?.details).toMatchObject({ step: '0', host: HOST, reason: 'response_too_large' }); // read by the navigation's challenge check
+    expect(stallMs).toBeLessThan(1_000);
+  });
+
+  it('a deep and attribute-heavy page within the bounds is read as before', async () => {
+    const { result, error } = await timed(page('/busy'));
+    expect(error).toBeUndefined();
+    expect(result).toEqual({ text: 'fine' });
+  });
+});
+
+describe("a connection's secret goes only to its site", () => {
+  // The caller's connections: an access key for site A and one for site B. A shared workflow may
+  // need both (its hosts are then both sites); its author must still not be able to send A's key to B.
+  const A_KEY = 'key-for-site-a "é&/+ 1';
+  const B_KEY = 'key_for_site_b_2';
+  const secrets = { A_KEY, B_KEY };
+  const secretSites = { A_KEY: SITE_A, B_KEY: SITE_B };
+  const run = (steps: Recipe['steps']) =>
+    runner.run({ engine: 'http', hosts: [SITE_A, SITE_B], secrets: ['A_KEY', 'B_KEY'], steps, output: { ok: true } }, {}, { ...ctx(), secrets, secretSites }).then(
+      () => null,
+      (e: ServiceError) => e,
+    );
+  const leakedToB = () => received.filter((r) => r.host === SITE_B && [A_KEY, encodeURIComponent(A_KEY), JSON.stringify(A_KEY).slice(1, -1), new URLSearchParams({ v: A_KEY }).toString().slice(2)].some((f) => r.text.includes(f)));
+
+  it('each key reaches its own site', async () => {
+    received.length = 0;
+    const e = await run([
+      { type: 'request', url: `http://${SITE_A}/a`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'a' },
+      { type: 'request', url: `http://${SITE_B}/b`, query: { key: '{{secrets.B_KEY}}' }, parse: 'json', save_as: 'b' },
+    ]);
+    expect(e).toBeNull();
+    expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+  });
+
+  it("a key for a site also reaches the hosts under it, never a host that merely ends with the site's name", async () => {
+    received.length = 0;
+    const run2 = (host: string) =>
+      runner.run({ engine: 'http', hosts: [host], secrets: ['A_KEY'], steps: [{ type: 'request', url: `http://${host}/a`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'a' }], output: { ok: true } }, {}, { ...ctx(), secrets, secretSites }).then(
+        () => null,
+        (e: ServiceError) => e,
+      );
+    expect(await run2(`api.${SITE_A}`)).toBeNull();
+    expect((await run2(`${SITE_A}.${SITE_B}`))?.details).toMatchObject({ reason: 'secret_not_for_host' });
+    expect(received.map((r) => r.host)).toEqual([`api.${SITE_A}`]);
+  });
+
+  const attempts: Array<[string, Recipe['steps']]> = [
+    ['in a header', [{ type: 'request', url: `http://${SITE_B}/b`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'b' }]],
+    ['in the query', [{ type: 'request', url: `http://${SITE_B}/b`, query: { k: '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'b' }]],
+    ['in the path', [{ type: 'request', url: `http://${SITE_B}/b/{{secrets.A_KEY}}`, parse: 'json', save_as: 'b' }]],
+    ['in a JSON body', [{ type: 'request', method: 'POST', url: `http://${SITE_B}/b`, json: { k: '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'b' }]],
+    ['in a form', [{ type: 'request', method: 'POST', url: `http://${SITE_B}/b`, form: { k: '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'b' }]],
+    [
+      'through a variable',
+      [
+        { type: 'set', var: 'v', value: { wrapped: 'x{{secrets.A_KEY}}x' } },
+        { type: 'request', method: 'POST', url: `http://${SITE_B}/b`, json: { k: '{{vars.v}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'as a URL built in a variable',
+      [
+        { type: 'set', var: 'u', value: `http://${SITE_B}/b?k={{secrets.A_KEY}}` },
+        { type: 'request', url: '{{vars.u}}', parse: 'json', save_as: 'b' },
+      ],
+    ],
+  ];
+  it("the browser never types a key for site A into site B's page", async () => {
+    received.length = 0;
+    const e = await runner
+      .run(
+        {
+          engine: 'browser',
+          hosts: [SITE_A, SITE_B],
+          secrets: ['A_KEY', 'B_KEY'],
+          steps: [
+            { type: 'navigate', url: `http://${SITE_A}/form` },
+            { type: 'fill', selector: '#q', value: '{{secrets.A_KEY}}' },
+            { type: 'navigate', url: `http://${SITE_B}/form` },
+            { type: 'fill', selector: '#q', value: '{{secrets.A_KEY}}' },
+          ],
+          output: { ok: true },
+        },
+        {},
+        { ...ctx(), secrets, secretSites },
+      )
+      .then(
+        () => null,
+        (err: ServiceError) => err,
+      );
+    expect(e).toBeInstanceOf(ServiceError);
+    expect(e!.code).toBe('workflow_execution_failed');
+    expect(e!.details).toMatchObject({ step: '3', host: SITE_B, reason: 'secret_not_for_host' });
+    expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+  });
+
+  for (const [how, steps] of attempts) {
+    it(`a key for site A is never sent to site B ${how}: refused before sending, final`, async () => {
+      received.length = 0;
+      const e = await run(steps);
+      expect(e).toBeInstanceOf(ServiceError);
+      expect(e!.code).toBe('workflow_execution_failed');
+      expect(e!.details).toMatchObject({ host: SITE_B, reason: 'secret_not_for_host' });
+      expect(isFinalRefusal(e!)).toBe(true);
+      expect(JSON.stringify({ m: e!.message, d: e!.details })).not.toContain(A_KEY);
+      expect(leakedToB()).toEqual([]);
+      expect(received.filter((r) => r.host === SITE_B)).toEqual([]);
+    });
+  }
+});
+
+describe('a secret a website echoes back never reaches the caller', () => {
+  it('is redacted from the output however the site spelled it (query string, HTML, JSON text, base64)', async () => {
+    const KEY = `p@ss'word!(1) "<x>"`;
+    const out = await runner.run(
+      {
+        engine: 'http',
+        hosts: [SITE_A],
+        secrets: ['KEY'],
+        steps: [{ type: 'request', url: `http://${SITE_A}/echo`, headers: { 'x-api-key': '{{secrets.KEY}}' }, parse: 'json', save_as: 'a' }],
+        output: { next: '{{vars.a.next}}', form: '{{vars.a.form}}', text: '{{vars.a.text}}', token: '{{vars.a.token}}' },
+      },
+      {},
+      { ...ctx(), secrets: { KEY }, secretSites: { KEY: SITE_A } },
+    );
+    // What the execute activity (and a builder test run) returns: the output through redact.
+    expect(redact(out, [KEY])).toEqual({
+      next: `http://${SITE_A}/items?page=2&api_key=[redacted]`,
+      form: '<input name="key" value="[redacted]">',
+      text: '{"key":"[redacted]"}',
+      token: '[redacted]',
+    });
+  });
+});
+
+describe('a broken answer is the website\'s failure, never ours', () => {
+  it('a document nested 20,000 deep passes redaction (the execute activity then reports output_too_large, not internal_error)', async () => {
+    const out = await runner.run(
+      {
+        engine: 'http',
+        hosts: [SITE_A],
+        secrets: ['KEY'],
+        steps: [{ type: 'request', url: `http://${SITE_A}/deep-json`, headers: { 'x-api-key': '{{secrets.KEY}}' }, parse: 'json', save_as: 'a' }],
+        output: { list: '{{vars.a.list}}' },
+      },
+      {},
+      { ...ctx(), secrets: { KEY: 'key_for_site_a_3' }, secretSites: { KEY: SITE_A } },
+    );
+    const redacted = redact(out, ['key_for_site_a_3']);
+    let depth = 0;
+    for (let v = (redacted as { list: unknown }).list; Array.isArray(v); v = v[0]) depth++;
+    expect(depth).toBe(20_000);
+    // what execute's size check sees: a value JSON cannot even write is too large to carry
+    expect(() => JSON.stringify(redacted)).toThrow(RangeError);
+  });
+
+  it('a redirect to a URL that cannot be parsed is upstream_http_error (invalid_redirect), not internal_error', async () => {
+    const { error } = await timed({ engine: 'http', hosts: [HOST], steps: [{ type: 'request', url: `http://${HOST}/bad-redirect`, save_as: 'x' }], output: null });
+    expect(error?.code).toBe('upstream_http_error');
+    expect(error?.details).toEqual({ step: '0', host: HOST, reason: 'invalid_redirect' });
+  });
+});
