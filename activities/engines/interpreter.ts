@@ -154,6 +154,11 @@ function urlSpellings(url: URL): string[] {
   return [url.href, decode(url.href), decode(url.href.replace(/\+/g, ' '))];
 }
 
+/** The same refusal, its details naming the recipe step it arose in. */
+function atStep(e: ServiceError, step: string | undefined): ServiceError {
+  return new ServiceError(e.code, e.message, { details: { step, ...(e.details as object) } });
+}
+
 export class Interpreter {
   private readonly checkUrl: UrlCheck;
   private readonly secretValues: string[];
@@ -293,7 +298,7 @@ export class Interpreter {
         return this.request(step, path);
       case 'navigate': {
         const url = this.resolveUrl(step.url, path);
-        this.assertSecretsStayHome(url.hostname, urlSpellings(url), path);
+        this.assertSecretsStayHome(url.hostname, () => urlSpellings(url), path);
         const res = await this.driver.navigate(url, { waitUntil: step.wait_until, step: path, signal: this.signal });
         this.afterPageChange(res);
         const snap = await this.pageSnapshot();
@@ -305,14 +310,14 @@ export class Interpreter {
         this.needBrowser(step.type);
         this.pageMayChange();
         const value = renderString(step.value, this.state.scope);
-        this.assertSecretsStayHome(this.pageHost(), [value], path);
+        this.assertSecretsStayHome(() => this.pageHost(), () => [value], path);
         return this.driver.fill!(step.selector, value, path);
       }
       case 'select': {
         this.needBrowser(step.type);
         this.pageMayChange();
         const choice = { value: step.value !== undefined ? renderString(step.value, this.state.scope) : undefined, label: step.label !== undefined ? renderString(step.label, this.state.scope) : undefined };
-        this.assertSecretsStayHome(this.pageHost(), [choice.value, choice.label], path);
+        this.assertSecretsStayHome(() => this.pageHost(), () => [choice.value, choice.label], path);
         return this.driver.select!(step.selector, choice, path);
       }
       case 'click': {
@@ -360,11 +365,14 @@ export class Interpreter {
 
   /**
    * A connection's secret is sent only to its connection's site (or a host under it): refused (before anything is sent)
-   * when any of `texts` going to `host` carries, in any spelling, a secret of a connection for
+   * when any of the `outgoing` texts going to `host` carries, in any spelling, a secret of a connection for
    * another site, whether the step names the secret or a variable holding it.
    */
-  private assertSecretsStayHome(host: string, texts: Array<string | undefined>, path: string): void {
-    const to = host.toLowerCase();
+  private assertSecretsStayHome(host: string | (() => string), outgoing: () => Array<string | undefined>, path: string): void {
+    // Most runs use no connection: then nothing is decoded or gathered on the request path.
+    if (this.secretHomes.length === 0) return;
+    const to = (typeof host === 'string' ? host : host()).toLowerCase();
+    const texts = outgoing();
     for (const { forms, sites } of this.secretHomes) {
       // The site itself or a host under it (a key for example.com used on api.example.com).
       if ([...sites].some((site) => to === site || to.endsWith(`.${site}`))) continue;
@@ -398,7 +406,7 @@ export class Interpreter {
     try {
       text = renderUrl(template, this.state.scope);
     } catch (e) {
-      if (e instanceof ServiceError && e.code === 'invalid_provider_input') throw new ServiceError(e.code, e.message, { details: { step: path, ...(e.details as object) } });
+      if (e instanceof ServiceError && e.code === 'invalid_provider_input') throw atStep(e, path);
       throw e;
     }
     let url: URL;
@@ -454,7 +462,7 @@ export class Interpreter {
       headers['content-type'] = 'application/x-www-form-urlencoded';
     }
     for (const [k, v] of Object.entries(step.headers ?? {})) headers[k.toLowerCase()] = renderHeader(v, scope);
-    this.assertSecretsStayHome(url.hostname, [...urlSpellings(url), body, ...Object.values(headers)], path);
+    this.assertSecretsStayHome(url.hostname, () => [...urlSpellings(url), body, ...Object.values(headers)], path);
     const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets }, this.signal);
     this.state.lastStatus = res.status;
     this.state.lastUrl = res.url;
@@ -506,7 +514,7 @@ export class Interpreter {
       return loadHtml(html);
     } catch (e) {
       if (!(e instanceof ServiceError)) throw e;
-      throw new ServiceError(e.code, e.message, { details: { step: this.state.currentStep, ...(e.details as object) } });
+      throw atStep(e, this.state.currentStep);
     }
   }
 
