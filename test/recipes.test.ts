@@ -141,7 +141,7 @@ describe('value parsing', () => {
   });
 
   it('private address ranges', () => {
-    for (const ip of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1'])
+    for (const ip of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.169.254', '100.64.0.1', '192.88.99.1', '0.0.0.0', '::1', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1'])
       expect(isPrivateAddress(ip), ip).toBe(true);
     // IPv6 spellings that carry a private IPv4 address (compatible, mapped in any spelling, translated,
     // NAT64, 6to4) and prefixes that reach IPv4 hosts by other means (local-use NAT64, Teredo).
