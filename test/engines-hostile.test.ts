@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
 import { ServiceError } from '../shared/errors.ts';
-import { isFinalRefusal, redact } from '../activities/engines/errors.ts';
+import { isFinalRefusal, redact, secretSpellings } from '../activities/engines/errors.ts';
 import type { Recipe } from '../shared/recipes/schema.ts';
 
 const HOST = 'hostile.example.test';
@@ -164,7 +164,7 @@ describe("a connection's secret goes only to its site", () => {
       () => null,
       (e: ServiceError) => e,
     );
-  const leakedToB = () => received.filter((r) => r.host === SITE_B && [A_KEY, encodeURIComponent(A_KEY), JSON.stringify(A_KEY).slice(1, -1), new URLSearchParams({ v: A_KEY }).toString().slice(2)].some((f) => r.text.includes(f)));
+  const leakedToB = () => received.filter((r) => r.host === SITE_B && secretSpellings(A_KEY).some((f) => r.text.includes(f)));
 
   it('each key reaches its own site', async () => {
     received.length = 0;
@@ -199,6 +199,22 @@ describe("a connection's secret goes only to its site", () => {
       [
         { type: 'set', var: 'v', value: { wrapped: 'x{{secrets.A_KEY}}x' } },
         { type: 'request', method: 'POST', url: `http://${SITE_B}/b`, json: { k: '{{vars.v}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      // Site A shows its own key back (base64 here, HTML-escaped in a form field): the recipe reads
+      // it from A's answer and passes it on, never naming the secret in the step that sends it.
+      'after site A echoed it back encoded',
+      [
+        { type: 'request', url: `http://${SITE_A}/echo`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'echo' },
+        { type: 'request', method: 'POST', url: `http://${SITE_B}/b`, json: { t: '{{vars.echo.token}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'after site A echoed it back in markup',
+      [
+        { type: 'request', url: `http://${SITE_A}/echo`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'echo' },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { f: '{{vars.echo.form}}' }, parse: 'json', save_as: 'b' },
       ],
     ],
     [

@@ -16,7 +16,7 @@ import type {
   WaitStep,
 } from '../../shared/recipes/schema.ts';
 import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, type TemplateScope } from '../../shared/recipes/template.ts';
-import { DEFINITE_REFUSALS, isAbortError, notSent, redactError, statusError, timeoutError } from './errors.ts';
+import { DEFINITE_REFUSALS, isAbortError, notSent, redactError, secretSpellings, statusError, timeoutError } from './errors.ts';
 import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, type CheerioDoc, type ExtractOptions } from './extract.ts';
 
 /** The party health checks run as (organizations' runs use their organization id, `org_…`). */
@@ -137,11 +137,6 @@ const ACTING_STEPS = new Set<Step['type']>(['request', 'navigate', 'click', 'fil
 
 const DEFAULT_UA = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) WorkflowQueryService/0.1';
 
-/** The spellings a value can take on its way out: as is, URL-encoded, form-encoded and inside a JSON string. */
-function outgoingForms(value: string): string[] {
-  return [...new Set([value, encodeURIComponent(value), new URLSearchParams({ v: value }).toString().slice(2), JSON.stringify(value).slice(1, -1)])];
-}
-
 /** A URL as sent and decoded (percent-escapes, and also '+' as a space), to find a value however it was spelled. */
 function urlSpellings(url: URL): string[] {
   const decode = (s: string) => {
@@ -184,7 +179,7 @@ export class Interpreter {
       if (!sites) homes.set(value, (sites = new Set()));
       sites.add(site.toLowerCase());
     }
-    this.secretHomes = [...homes].map(([value, sites]) => ({ forms: outgoingForms(value), sites }));
+    this.secretHomes = [...homes].map(([value, sites]) => ({ forms: secretSpellings(value), sites }));
     this.state = {
       scope: { input, vars: Object.create(null) as Record<string, unknown>, secrets, run: { request_ref: ctx.requestRef } },
       lastStatus: null,
