@@ -199,6 +199,44 @@ describe('demo sites server', () => {
     expect((await get('http://books.example.test/search?q=a')).status).toBe(200);
   });
 
+  it('holds: an armed key holds its pages open until released, counting how many at once; reset does not release it', async () => {
+    const control = (path: string, body?: unknown) =>
+      fetch(`${sites.origin}${path}`, body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const hold = async (key: string) => (await (await control(`/__demo/holds?key=${key}`)).json()) as Record<string, unknown>;
+    // An unarmed key answers at once.
+    const free = await get('http://news.example.test/__probe/hold?key=free-1');
+    expect(free.status).toBe(200);
+    expect(free.text).toContain('<p id="key">free-1</p><p id="outcome">not_held</p>');
+    expect(await hold('free-1')).toMatchObject({ armed: false, requests: 1, waiting: 0, max_waiting: 0 });
+    expect((await control('/__demo/holds?key=never')).status).toBe(404);
+    expect((await control('/__demo/holds', { key: 'bad key' })).status).toBe(400);
+
+    expect((await control('/__demo/holds', { key: 'h-1' })).status).toBe(201);
+    let answered = 0;
+    const pages = [get('http://news.example.test/__probe/hold?key=h-1'), get('http://books.example.test/__probe/hold?key=h-1')].map((p) => p.then((r) => (answered++, r)));
+    for (const end = Date.now() + 5_000; (await hold('h-1')).waiting !== 2 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+    // A reset (as another test may send) leaves the hold in place.
+    await fetch(`${sites.origin}/__demo/reset`, { method: 'POST' });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(answered).toBe(0);
+    expect(await hold('h-1')).toMatchObject({ armed: true, released: false, requests: 2, waiting: 2, max_waiting: 2 });
+
+    expect((await control('/__demo/holds/release', { key: 'h-1' })).status).toBe(200);
+    for (const r of await Promise.all(pages)) expect(r.text).toContain('<p id="key">h-1</p><p id="outcome">released</p>');
+    // Released: later requests pass at once.
+    expect((await get('http://news.example.test/__probe/hold?key=h-1')).text).toContain('not_held');
+    expect(await hold('h-1')).toMatchObject({ released: true, requests: 3, waiting: 0, max_waiting: 2 });
+
+    // A client that gives up is no longer counted as waiting; a hold ends by itself after max_ms.
+    await control('/__demo/holds', { key: 'h-2', max_ms: 1_000 });
+    await expect(request('http://news.example.test/__probe/hold?key=h-2', { dispatcher: proxy, signal: AbortSignal.timeout(200) })).rejects.toThrow();
+    for (const end = Date.now() + 2_000; (await hold('h-2')).waiting !== 0 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+    expect(await hold('h-2')).toMatchObject({ requests: 1, waiting: 0, max_waiting: 1 });
+    const started = Date.now();
+    expect((await get('http://news.example.test/__probe/hold?key=h-2')).text).toContain('expired');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+  });
+
   it('keeps state per server instance', async () => {
     const other = await startDemoSites();
     try {

@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { esc, json, parseCookies, text, type DemoRequest, type Reply, type Site } from './lib/http.ts';
 import { FaultStore } from './lib/faults.ts';
+import { HoldStore } from './lib/holds.ts';
 import { probeReply } from './lib/probe.ts';
 import { demoSiteIcons } from './icons.ts';
 import { createSites } from './sites/index.ts';
@@ -27,6 +28,8 @@ class Instance {
   readonly sites: Site[] = createSites();
   readonly siteByHost = new Map<string, Site>(this.sites.map((s) => [s.host, s]));
   readonly faults = new FaultStore();
+  /** Held pages (lib/holds.ts): by key, never reset. */
+  readonly holds = new HoldStore();
   requestCounts: Record<string, number> = {};
 
   reset(): void {
@@ -43,7 +46,7 @@ class Instance {
     return out;
   }
 
-  control(method: string, path: string, body: Buffer): Reply {
+  control(method: string, path: string, query: URLSearchParams, body: Buffer): Reply {
     let parsed: unknown = undefined;
     if (body.length) {
       try {
@@ -76,6 +79,22 @@ class Instance {
         if (typeof f === 'string') return json(400, { error: 'invalid_fault', message: f });
         return json(201, f);
       }
+      case '/__demo/holds': {
+        if (isGet) {
+          const key = query.get('key');
+          if (!HoldStore.validKey(key)) return json(400, { error: 'invalid_hold', message: 'give ?key=' });
+          const st = this.holds.state(key);
+          return st ? json(200, st) : json(404, { error: 'unknown_hold', key });
+        }
+        if (method !== 'POST') return allow('GET, POST');
+        const h = this.holds.arm(parsed);
+        return typeof h === 'string' ? json(400, { error: 'invalid_hold', message: h }) : json(201, h);
+      }
+      case '/__demo/holds/release': {
+        if (method !== 'POST') return allow('POST');
+        const h = this.holds.release(parsed);
+        return typeof h === 'string' ? json(400, { error: 'invalid_hold', message: h }) : json(200, h);
+      }
       case '/__demo/sessions/expire': {
         if (method !== 'POST') return allow('POST');
         let expired = 0;
@@ -83,7 +102,7 @@ class Instance {
         return json(200, { ok: true, expired });
       }
       default:
-        return json(404, { error: 'not_found', endpoints: ['GET /__demo/state', 'POST /__demo/reset', 'GET|POST|DELETE /__demo/faults', 'POST /__demo/sessions/expire'] });
+        return json(404, { error: 'not_found', endpoints: ['GET /__demo/state', 'POST /__demo/reset', 'GET|POST|DELETE /__demo/faults', 'GET|POST /__demo/holds', 'POST /__demo/holds/release', 'POST /__demo/sessions/expire'] });
     }
   }
 }
@@ -98,6 +117,22 @@ function faultReply(site: Site, path: string, status: number, retryAfter?: numbe
     status,
     headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', ...headers },
     body: `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${status} ${esc(reason)}</title></head><body><h1>${status} ${esc(reason)}</h1><p class="error">${esc(site.name)} is having trouble right now. Please try again later.</p></body></html>\n`,
+  };
+}
+
+/** `/__probe/hold?key=K`: a page naming its key, answered when the key's hold lets it (lib/holds.ts). */
+async function heldPage(holds: HoldStore, query: URLSearchParams, res: http.ServerResponse): Promise<Reply> {
+  const key = query.get('key');
+  if (!HoldStore.validKey(key)) return text(400, 'key is required: 1-100 letters, digits, "-" or "_"\n');
+  const gone = new AbortController();
+  const onClose = () => gone.abort();
+  res.once('close', onClose);
+  const outcome = await holds.pass(key, gone.signal);
+  res.off('close', onClose);
+  return {
+    status: 200,
+    headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' },
+    body: `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Held page</title></head><body><h1>Held page</h1><p id="key">${esc(key)}</p><p id="outcome">${outcome}</p></body></html>\n`,
   };
 }
 
@@ -163,7 +198,7 @@ export async function startDemoSites(opts: { port?: number; host?: string } = {}
       const body = await readBody(req);
       if (body === null) return write(req, res, text(413, 'Request body too large\n'));
 
-      if (path.startsWith('/__demo/')) return write(req, res, inst.control(method, path, body));
+      if (path.startsWith('/__demo/')) return write(req, res, inst.control(method, path, url.searchParams, body));
 
       const site = inst.siteByHost.get(host);
       if (!site) {
@@ -171,6 +206,7 @@ export async function startDemoSites(opts: { port?: number; host?: string } = {}
         return write(req, res, text(502, `Bad gateway: unknown host "${host}" (not a demo site)\n`));
       }
       inst.requestCounts[host] = (inst.requestCounts[host] ?? 0) + 1;
+      if (path === '/__probe/hold') return write(req, res, await heldPage(inst.holds, url.searchParams, res));
       const probe = probeReply(path, url.searchParams, req.headers);
       if (probe) return write(req, res, probe);
 
