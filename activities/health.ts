@@ -100,7 +100,7 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
       );
     },
 
-    async runHealthExample({ operationId, version, index, timeoutMs, attempts }) {
+    async runHealthExample({ operationId, version, index, timeoutMs, attempts, pageWaitMs }) {
       const ctx = Context.current();
       const started = Date.now();
       const result = (ok: boolean, code?: string, detail?: string) => ({ ok, code, detail: detail === undefined ? undefined : clip(detail), ms: Date.now() - started });
@@ -112,13 +112,22 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
       const example = v.examples[index];
       if (!example) return result(false, 'internal_error', `Example #${index + 1} does not exist`);
 
-      const signal = AbortSignal.any([ctx.cancellationSignal, AbortSignal.timeout(timeoutMs)]);
+      // The time limit runs from the moment the example reaches the website; a wait for a browser
+      // page before that (health checks never hold every page) has its own bound, pageWaitMs.
+      const limit = new AbortController();
+      let timer: NodeJS.Timeout | undefined;
+      const startLimit = () => {
+        timer ??= setTimeout(() => limit.abort(new Error('example time limit')), timeoutMs);
+      };
+      if (pageWaitMs === undefined) startLimit();
+      const signal = AbortSignal.any([ctx.cancellationSignal, limit.signal]);
       try {
         const output = await deps.runner.run(v.recipe, example.input, {
           signal,
           heartbeat: (d) => ctx.heartbeat(d),
           requestRef: `health_${operationId}_${version}_${index}`,
           party: HEALTH_PARTY,
+          ...(pageWaitMs === undefined ? {} : { startSignal: AbortSignal.timeout(pageWaitMs), beforeSite: startLimit }),
         });
         const got = asJson(output);
         const want = asJson(example.output);
@@ -132,6 +141,8 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
         // A flaky site gets the same retries a query would; the last attempt reports the failure.
         if (RETRY_CODES.has(code) && ctx.info.attempt < attempts) throw ApplicationFailure.retryable(message, code);
         return result(false, code, message);
+      } finally {
+        clearTimeout(timer);
       }
     },
 

@@ -99,7 +99,12 @@ export interface HealthActivities {
    * Runs one verified example of a read-only operation and compares its output with the documented
    * one. Site failures are results (ok: false), not errors; retryable ones throw until `attempts`.
    */
-  runHealthExample(a: { operationId: number; version: number; index: number; timeoutMs: number; attempts: number }): Promise<HealthExampleResult>;
+  /**
+   * `timeoutMs` bounds the run once it reaches the website. With `pageWaitMs`, waiting for a browser
+   * page before that is bounded apart, by `pageWaitMs`; without it (runs scheduled before it
+   * existed), the wait counts against `timeoutMs`.
+   */
+  runHealthExample(a: { operationId: number; version: number; index: number; timeoutMs: number; attempts: number; pageWaitMs?: number }): Promise<HealthExampleResult>;
   /** Stores one operation's outcome unless a newer check already did; `verified` also moves verified_at. */
   recordHealth(a: { operationId: number; status: HealthStatus; detail: string; checkedAt: number; verified: boolean }): Promise<{ recorded: boolean }>;
 }

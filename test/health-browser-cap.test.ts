@@ -102,7 +102,7 @@ describe('health checks and the browser pages', () => {
     const workflowId = `health-cap-${tag}`;
     try {
       await withTemporal(async (client) => {
-        // An example's time limit runs while it waits for a page too: long enough for the whole hold.
+        // (An example's time limit starts once it has its page; the test below shows it.)
         const run = await client.workflow.start<typeof healthCheckWorkflow>('healthCheckWorkflow', {
           taskQueue: pool.pair.taskQueue,
           workflowId,
@@ -147,6 +147,48 @@ describe('health checks and the browser pages', () => {
       await release(healthKey);
       await withTemporal((c) => c.workflow.getHandle(workflowId).terminate('test over').catch(() => undefined));
       // Out of later health runs of the shared stack.
+      await db().query(`UPDATE apis SET status = 'inactive' WHERE handle = $1 AND owner_org_id = $2`, [handle, org.org_id]);
+    }
+  });
+
+  it("a browser example's time limit starts when it has a page: the one that waited behind the other is not timed out", async () => {
+    await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
+    const org = await newOrg(10, 'Health wait org');
+    const tag = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+    const healthKey = `health-wait-${tag}`;
+    const handle = `@wait-${tag}`;
+    const operations = ['held_page_1', 'held_page_2'];
+    await heldWorkflow(org.org_id, handle, healthKey, operations);
+    await arm(healthKey);
+    const LIMIT_MS = 20_000;
+    const workflowId = `health-wait-${tag}`;
+    try {
+      await withTemporal(async (client) => {
+        const t0 = Date.now();
+        const run = await client.workflow.start<typeof healthCheckWorkflow>('healthCheckWorkflow', {
+          taskQueue: pool.pair.taskQueue,
+          workflowId,
+          args: [{ apis: [handle], concurrency: 2, exampleTimeoutMs: LIMIT_MS, browserTaskQueue: `${pool.pair.taskQueue}-browser` }],
+        });
+        // The first example holds the one page health checks may take; the second waits for it.
+        await until(async () => (await hold(healthKey)).waiting === 1, 30_000, 100);
+        // Half the limit in, the first is let go (arming the key afresh answers it) and the second,
+        // once it has the page, is held in its turn until the limit has passed since both started.
+        await sleep(Math.max(0, t0 + LIMIT_MS / 2 - Date.now()));
+        await arm(healthKey);
+        await until(async () => (await hold(healthKey)).waiting === 1, 30_000, 100);
+        await sleep(Math.max(0, t0 + LIMIT_MS + 3_000 - Date.now()));
+        await release(healthKey);
+        const summary = await run.result();
+        // Both healthy: the second ran about 13 s of its 20, after some 10 s of waiting for a page.
+        expect(summary.operations.map((o) => ({ operation: o.operation, status: o.status, detail: o.detail }))).toEqual(
+          operations.map((operation) => ({ operation, status: 'healthy', detail: '1/1 examples returned their documented output' })),
+        );
+        expect(Date.now() - t0).toBeGreaterThan(LIMIT_MS);
+      });
+    } finally {
+      await release(healthKey);
+      await withTemporal((c) => c.workflow.getHandle(workflowId).terminate('test over').catch(() => undefined));
       await db().query(`UPDATE apis SET status = 'inactive' WHERE handle = $1 AND owner_org_id = $2`, [handle, org.org_id]);
     }
   });

@@ -65,9 +65,18 @@ export async function healthCheckWorkflow(input: HealthCheckInput = {}): Promise
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '5 seconds', maximumAttempts: EXAMPLE_ATTEMPTS },
   };
   const site = proxyActivities<HealthActivities>(siteOptions);
+  // A browser example may first wait for a page: health checks never hold every page, and queries
+  // come first, so with the defaults one browser example waits behind another. Its time limit starts
+  // once it has its page; the wait has its own bound, long enough to wait behind every other lane.
+  const pageWaitMs = exampleTimeoutMs * concurrency;
   // Replay-safe without a patch marker: only runs started with browserTaskQueue in their input, and
-  // targets listed with an engine, take this path; recorded histories have neither.
-  const browserSite = input.browserTaskQueue ? proxyActivities<HealthActivities>({ ...siteOptions, taskQueue: input.browserTaskQueue }) : site;
+  // targets listed with an engine, take this path; recorded histories have neither. (An activity's
+  // timeouts and arguments are not compared on replay.)
+  const browserSite = proxyActivities<HealthActivities>({
+    ...siteOptions,
+    startToCloseTimeout: exampleTimeoutMs + pageWaitMs + 5_000,
+    ...(input.browserTaskQueue ? { taskQueue: input.browserTaskQueue } : {}),
+  });
 
   const targets = await store.listHealthTargets({ apis: input.apis });
   const summary: HealthCheckSummary = {
@@ -87,8 +96,11 @@ export async function healthCheckWorkflow(input: HealthCheckInput = {}): Promise
       const results: HealthExampleResult[] = [];
       for (let index = 0; index < t.exampleTitles.length; index++) {
         try {
-          const runner = t.engine === 'browser' ? browserSite : site;
-          results.push(await runner.runHealthExample({ operationId: t.operationId, version: t.version, index, timeoutMs: exampleTimeoutMs, attempts: EXAMPLE_ATTEMPTS }));
+          const browser = t.engine === 'browser';
+          const runner = browser ? browserSite : site;
+          results.push(
+            await runner.runHealthExample({ operationId: t.operationId, version: t.version, index, timeoutMs: exampleTimeoutMs, attempts: EXAMPLE_ATTEMPTS, ...(browser ? { pageWaitMs } : {}) }),
+          );
         } catch (err) {
           results.push({ ok: false, ms: 0, ...failureOf(err) });
         }
