@@ -8,6 +8,7 @@ import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, s
 import { processPool, startApiProcess } from './helpers/processes.ts';
 import { boundRun, boundSearch, boundWorkflow } from '../apps/api/mcp/bound.ts';
 import { RunOutputSchema, type RunResult } from '../apps/api/mcp/schemas.ts';
+import { checkArguments } from '../apps/api/mcp/failures.ts';
 import { publishApi } from '../shared/db/catalog.ts';
 import { weatherApi } from '../shared/catalog/demo/weather.ts';
 
@@ -614,6 +615,17 @@ describe('MCP answers keep their bounds', () => {
         armed = false;
       }
     });
+  });
+});
+
+describe('arguments too large (pure)', () => {
+  it('is named by the top-level argument it is in; the arguments as a whole name none (no param, issue path \'\')', () => {
+    const inInput = checkArguments({ api: '@x', input: { list: Array.from({ length: 100_001 }, () => 0) } })!;
+    expect(inInput).toMatchObject({ code: 'invalid_input', param: 'input', details: { issues: [{ path: 'input' }] } });
+    const whole = checkArguments(Object.fromEntries(Array.from({ length: 100_001 }, (_, i) => [`k${i}`, 0])))!;
+    expect(whole.code).toBe('invalid_input');
+    expect(whole.param).toBeUndefined();
+    expect(whole.details).toEqual({ issues: [{ path: '', message: 'has more than 100000 values' }] });
   });
 });
 

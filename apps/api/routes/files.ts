@@ -57,7 +57,6 @@ export async function sniffContentType(bytes: Buffer): Promise<string> {
 
 const tooLarge = () =>
   new ServiceError('payload_too_large', `The file is larger than ${MAX_FILE_BYTES} bytes (10 MB)`, {
-    param: 'body',
     details: { limit_bytes: MAX_FILE_BYTES },
   });
 
@@ -203,7 +202,8 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       const name = fileNameOf(request.headers['x-file-name']);
       const bytes = request.body;
       if (!Buffer.isBuffer(bytes) || bytes.length === 0) {
-        throw new ServiceError('invalid_input', 'The file is empty; send its bytes as the body', { param: 'body', details: { issues: [{ path: 'body', message: 'must not be empty' }] } });
+        // The body as a whole (the file): no param, as every whole-body refusal.
+        throw new ServiceError('invalid_input', 'The file is empty; send its bytes as the body', { details: { issues: [{ path: '', message: 'must not be empty' }] } });
       }
       const file = await createFile(app.db, { orgId: request.auth!.orgId, name, contentType: await sniffContentType(bytes), bytes }, quota);
       return reply.code(201).send({ success: true as const, data: file });

@@ -66,7 +66,8 @@ export class QueryService {
     if (!parsed.success) {
       const issues = zodIssues(parsed.error);
       throw new ServiceError('invalid_input', `Invalid request: ${issues.map((i) => `${i.path || '(body)'} ${i.message}`).join('; ')}`, {
-        param: issues[0]?.path,
+        // An issue about the body as a whole (path '') names no field: no param.
+        param: issues[0]?.path || undefined,
         details: { issues },
       });
     }
