@@ -188,7 +188,8 @@ describe('POST /v1/files', () => {
     const org = await newOrg(5);
     const declared = await upload(org.api_key, Buffer.alloc(MB10 + 1, 0x62), { name: 'big.bin' });
     expect(declared.status).toBe(413);
-    expect(declared.body.error).toMatchObject({ code: 'payload_too_large', status: 413, type: 'validation_error', retryable: false });
+    expect(declared.body.error).toMatchObject({ code: 'payload_too_large', status: 413, type: 'validation_error', retryable: false, details: { limit_bytes: MB10 } });
+    expect(declared.body.error).not.toHaveProperty('param');
     const streamed = await chunkedUpload(org.api_key, MB10 + 1);
     expect(streamed.status).toBe(413);
     expect(streamed.body.error.code).toBe('payload_too_large');
@@ -234,7 +235,12 @@ describe('POST /v1/files', () => {
   it('requires X-File-Name, a non-empty body and application/octet-stream', async () => {
     const org = await newOrg(5);
     expectInvalid(await upload(org.api_key, 'data', { name: null }), 'X-File-Name');
-    expectInvalid(await upload(org.api_key, Buffer.alloc(0), { name: 'empty.txt' }), 'body');
+    // The body as a whole (the file): no param, its issue at path '' (as every whole-body refusal).
+    const empty = await upload(org.api_key, Buffer.alloc(0), { name: 'empty.txt' });
+    expect(empty.status).toBe(400);
+    expect(empty.body.error).toMatchObject({ code: 'invalid_input', type: 'validation_error', status: 400 });
+    expect(empty.body.error).not.toHaveProperty('param');
+    expect(empty.body.error.details.issues).toEqual([{ path: '', message: 'must not be empty' }]);
     for (const type of ['application/json', 'text/plain', 'multipart/form-data; boundary=x']) {
       const res = await upload(org.api_key, type === 'application/json' ? '{"a":1}' : 'data', { type });
       expect(res.status).toBe(415);

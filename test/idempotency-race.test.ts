@@ -123,4 +123,49 @@ describe('one key, one final answer', () => {
     expect(await ledgerOf(org.org_id)).toEqual([]);
     expect(await balanceOf(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
   });
+
+  // The claim loop's races, driven by a trigger on this organization's inserts: every claim of the
+  // caller meets a request holding the key, inserted by the trigger in the claim's own statement.
+  // The first holder finished and its retained result has expired by the time the caller looks (so
+  // the key is released and the caller claims again); the second is a live claim of an identical
+  // request that has not reached Temporal yet. The caller runs out of attempts on it.
+  it('a keyed request that loses every claim to concurrent requests gets 409 request_in_progress with Retry-After and Location pointing at the request holding the key', async () => {
+    const org = await newOrg(5);
+    const k = key();
+    const tag = Math.random().toString(36).slice(2, 10);
+    const finished = `req_racefinished_${tag}`;
+    const live = `req_racelive_${tag}`;
+    await db().query(`
+      CREATE FUNCTION race_claims_${tag}() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF pg_trigger_depth() > 1 OR NEW.idempotency_key_hash IS NULL THEN RETURN NEW; END IF;
+        IF NOT EXISTS (SELECT 1 FROM requests WHERE org_id = NEW.org_id) THEN
+          INSERT INTO requests (id, org_id, idempotency_key_hash, fingerprint, workflow_id, api, operation, status, response_status, result, result_expires_at, completed_at)
+          VALUES ('${finished}', NEW.org_id, NEW.idempotency_key_hash, NEW.fingerprint, 'race-finished-${tag}', NEW.api, NEW.operation, 'succeeded', 200,
+                  '{"success":true,"data":{"output":{}}}', now() - interval '1 second', now());
+        ELSE
+          INSERT INTO requests (id, org_id, idempotency_key_hash, fingerprint, workflow_id, api, operation, status)
+          VALUES ('${live}', NEW.org_id, NEW.idempotency_key_hash, NEW.fingerprint, 'race-live-${tag}', NEW.api, NEW.operation, 'reserving');
+        END IF;
+        RETURN NEW;
+      END $$`);
+    await db().query(`CREATE TRIGGER race_claims_${tag} BEFORE INSERT ON requests FOR EACH ROW WHEN (NEW.org_id = '${org.org_id}') EXECUTE FUNCTION race_claims_${tag}()`);
+    try {
+      const res = await query(org.api_key, london, { 'idempotency-key': k });
+      expect(res.status, res.text).toBe(409);
+      expect(res.body.error.code).toBe('request_in_progress');
+      expect(res.body.error.retryable).toBe(true);
+      expect(res.body.error.request_id).toBe(live);
+      expect(res.headers.get('location')).toBe(`/v1/query/requests/${live}`);
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    } finally {
+      await db().query(`DROP TRIGGER race_claims_${tag} ON requests`);
+      await db().query(`DROP FUNCTION race_claims_${tag}()`);
+    }
+    // The caller's own claims never landed: the two holders are the organization's only requests,
+    // the finished one's key released when its expired result was found; nothing was charged.
+    const rows = (await db().query('SELECT id, idempotency_key_hash IS NOT NULL AS keyed FROM requests WHERE org_id = $1 ORDER BY created_at, id', [org.org_id])).rows;
+    expect(rows).toEqual([{ id: finished, keyed: false }, { id: live, keyed: true }]);
+    expect(await ledgerOf(org.org_id)).toEqual([]);
+  });
 });

@@ -8,6 +8,7 @@ import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, s
 import { processPool, startApiProcess } from './helpers/processes.ts';
 import { boundRun, boundSearch, boundWorkflow } from '../apps/api/mcp/bound.ts';
 import { RunOutputSchema, type RunResult } from '../apps/api/mcp/schemas.ts';
+import { checkArguments } from '../apps/api/mcp/failures.ts';
 import { publishApi } from '../shared/db/catalog.ts';
 import { weatherApi } from '../shared/catalog/demo/weather.ts';
 
@@ -235,20 +236,60 @@ describe('MCP tools', () => {
     expect(await ledgerOf(org.org_id)).toEqual([]);
   });
 
-  it('include with exclude is refused as POST /v1/query refuses it: invalid_input naming response.exclude, nothing run or charged', async () => {
+  it("include with exclude is refused as POST /v1/query refuses it: invalid_input naming the tool's exclude argument, nothing run or charged", async () => {
     const org = await newOrg(5);
     const client = await connect(org.api_key);
     const both = { ...london, include: ['city'], exclude: ['city'] };
     const r = await callTool(client, 'svc_run_workflow', both);
     expect(r.isError).toBe(true);
-    expect(r.sc, r.text).toMatchObject({ status: 'failed', request_id: null, error: { code: 'invalid_input', status: 400, param: 'response.exclude' } });
-    expect(r.sc.error.details.issues).toMatchObject([{ path: 'response.exclude', message: 'cannot be combined with response.include' }]);
-    // The same failure over REST.
+    expect(r.sc, r.text).toMatchObject({ status: 'failed', request_id: null, error: { code: 'invalid_input', status: 400, param: 'exclude' } });
+    expect(r.sc.error.details.issues).toMatchObject([{ path: 'exclude', message: 'cannot be combined with include' }]);
+    expect(r.text).not.toContain('response.');
+    // The same failure over REST, in the query's terms (the tool's include and exclude are its response.include and response.exclude).
     const rest = await query(org.api_key, { api: london.api, operation: london.operation, input: london.input, response: { include: ['city'], exclude: ['city'] } });
     expect(rest.status).toBe(400);
-    expect(rest.body.error).toMatchObject({ code: r.sc.error.code, param: r.sc.error.param, details: r.sc.error.details });
+    expect(rest.body.error).toMatchObject({ code: r.sc.error.code, param: 'response.exclude' });
+    expect(rest.body.error.details.issues).toMatchObject([{ path: 'response.exclude', message: 'cannot be combined with response.include' }]);
     expect(await requestCount(org.org_id)).toBe(0);
     expect(await ledgerOf(org.org_id)).toEqual([]);
+  });
+
+  it("a refusal names the tool's own arguments: include.N and exclude.N, idempotency_key, and a per-workflow tool's input fields as its arguments", async () => {
+    const org = await newOrg(5);
+    const client = await connect(org.api_key);
+    const paths = (r: { sc: any }) => (r.sc.error.details?.issues ?? []).map((i: { path: string }) => i.path);
+
+    const inc = await callTool(client, 'svc_run_workflow', { ...london, include: ['city', 'no_such_field'] });
+    expect(inc.sc, inc.text).toMatchObject({ status: 'failed', error: { code: 'invalid_input', param: 'include.1' } });
+    expect(paths(inc)).toEqual(['include.1']);
+    const exc = await callTool(client, 'svc_run_workflow', { ...london, exclude: ['no_such_field'] });
+    expect(exc.sc, exc.text).toMatchObject({ status: 'failed', error: { code: 'invalid_input', param: 'exclude.0' } });
+    expect(paths(exc)).toEqual(['exclude.0']);
+    // REST keeps the query's own paths.
+    const rest = await query(org.api_key, { ...london, response: { include: ['city', 'no_such_field'] } });
+    expect(rest.body.error.param).toBe('response.include.1');
+
+    // The key is the idempotency_key argument, not the Idempotency-Key header.
+    const k = `mcp-terms-${Date.now()}`;
+    expect((await callTool(client, 'svc_run_workflow', { ...london, idempotency_key: k })).sc.status).toBe('succeeded');
+    const conflict = await callTool(client, 'svc_run_workflow', { ...london, input: { city: 'Paris' }, idempotency_key: k });
+    expect(conflict.sc.error).toMatchObject({ code: 'idempotency_key_conflict', param: 'idempotency_key' });
+
+    // svc_run_workflow's input is its `input` argument; a per-workflow tool's arguments are the input itself.
+    const generic = await callTool(client, 'svc_run_workflow', { ...london, input: { town: 'London' } });
+    expect(generic.sc.error.code).toBe('invalid_provider_input');
+    expect(generic.sc.error.param).toBe(paths(generic)[0]);
+    expect(paths(generic).length).toBeGreaterThan(0);
+    for (const p of paths(generic)) expect(['input.city', 'input.town']).toContain(p);
+    const listing = await call('GET', '/v1/catalog/tools?api=@weather', { key: org.api_key });
+    const current = listing.body.data.items.find((t: { operation: string }) => t.operation === 'current_weather');
+    const wf = await connect(org.api_key, '/mcp/workflows/weather');
+    const own = await callTool(wf, current.name, { town: 'London' });
+    expect(own.isError).toBe(true);
+    expect(own.sc.error.code).toBe('invalid_provider_input');
+    expect(paths(own).map((p: string) => `input.${p}`)).toEqual(paths(generic));
+    expect(own.sc.error.param).toBe(paths(own)[0]);
+    expect((await balanceOf(org.org_id)).charged).toBe(1);
   });
 
   it('read_only=true refuses actions and cannot call the action tool', async () => {
@@ -574,6 +615,17 @@ describe('MCP answers keep their bounds', () => {
         armed = false;
       }
     });
+  });
+});
+
+describe('arguments too large (pure)', () => {
+  it('is named by the top-level argument it is in; the arguments as a whole name none (no param, issue path \'\')', () => {
+    const inInput = checkArguments({ api: '@x', input: { list: Array.from({ length: 100_001 }, () => 0) } })!;
+    expect(inInput).toMatchObject({ code: 'invalid_input', param: 'input', details: { issues: [{ path: 'input' }] } });
+    const whole = checkArguments(Object.fromEntries(Array.from({ length: 100_001 }, (_, i) => [`k${i}`, 0])))!;
+    expect(whole.code).toBe('invalid_input');
+    expect(whole.param).toBeUndefined();
+    expect(whole.details).toEqual({ issues: [{ path: '', message: 'has more than 100000 values' }] });
   });
 });
 

@@ -155,6 +155,15 @@ describe('GET /openapi.json', () => {
     expect(doc.components.responses.E429.headers['Retry-After']).toBeDefined();
   });
 
+  it('lists 408 request_timeout, with the error envelope, on the upload: a body sent too slowly is refused there as on POST /v1/query', () => {
+    for (const path of ['/v1/files', '/v1/query']) {
+      expect(doc.paths[path].post.responses['408'], path).toEqual({ $ref: '#/components/responses/E408' });
+    }
+    const e408 = doc.components.responses.E408.content['application/json'];
+    expect(e408.schema).toEqual({ $ref: '#/components/schemas/Error' });
+    expect(e408.examples.request_timeout.value.error).toMatchObject({ code: 'request_timeout', status: 408, retryable: true });
+  });
+
   it('names the catalog paging parameter `cursor` and validates with the same schema', async () => {
     const names = doc.paths['/v1/catalog'].get.parameters.map((p: any) => p.name);
     expect(names).toEqual(['query', 'api', 'category', 'sort', 'limit', 'max_cost_credits', 'cursor']);

@@ -118,6 +118,8 @@ describe('per-organization limits', () => {
       expect(r.body.error.retryable).toBe(false);
       expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
       expect(r.body.error.details).toMatchObject({ files: 3, bytes: 900_000, max_bytes: 1_000_000, max_files: 5 });
+      // About the file as a whole: no field to name.
+      expect(r.body.error).not.toHaveProperty('param');
     }
     // The number of files is bounded too: two small ones fit, the sixth file does not.
     for (let i = 0; i < 2; i++) expect((await upload(url, org.api_key, Buffer.from(`note ${i}`))).status).toBe(201);

@@ -250,6 +250,39 @@ describe('resolution and input schema', () => {
   });
 });
 
+// The spec's `param` is the dotted path of the failing request field: a refusal of the body as a
+// whole names none, so it has no `param`, and its one issue is at path ''. The same on every route
+// that takes a body (query, feedback, upload, MCP), whichever layer refuses it.
+describe('whole-body refusals name no field', () => {
+  function expectWholeBody(res: { status: number; body: any; text: string }, status: number, code: string) {
+    expectError(res, status, code);
+    expect(res.body.error, res.text).not.toHaveProperty('param');
+    expect(res.body.error.details.issues.map((i: { path: string }) => i.path), res.text).toEqual(['']);
+  }
+  const json = (path: string, rawBody: string, headers: Record<string, string> = {}) =>
+    call('POST', path, { key: org.api_key, rawBody, headers: { 'content-type': 'application/json', ...headers } });
+  const feedback = '/v1/query/requests/req_0000000000wholebody/feedback';
+  const deep = '{"a":'.repeat(65) + '1' + '}'.repeat(65);
+
+  it('POST /v1/query: empty, not JSON, nested too deep, not an object', async () => {
+    for (const raw of ['', '{"api": ', deep, '[1, 2]', 'null', '"text"']) expectWholeBody(await json('/v1/query', raw), 400, 'invalid_input');
+  });
+
+  it('POST /v1/query/requests/{id}/feedback: empty, not JSON, not an object', async () => {
+    for (const raw of ['', '{"value":', '[1]', '7']) expectWholeBody(await json(feedback, raw), 400, 'invalid_input');
+  });
+
+  it('POST /v1/files: an empty file', async () => {
+    const res = await call('POST', '/v1/files', { key: org.api_key, rawBody: '', headers: { 'content-type': 'application/octet-stream', 'x-file-name': 'empty.txt' } });
+    expectWholeBody(res, 400, 'invalid_input');
+    expect((await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [org.org_id])).rows[0].n).toBe(0);
+  });
+
+  it('POST /mcp: a body that is not JSON, or nested too deep', async () => {
+    for (const raw of ['{"jsonrpc":', deep]) expectWholeBody(await json('/mcp', raw, { accept: 'application/json, text/event-stream' }), 400, 'invalid_input');
+  });
+});
+
 describe('every route answers the envelope', () => {
   it('unknown route and wrong method', async () => {
     expectError(await call('GET', '/v1/nope'), 404, 'route_not_found');

@@ -212,8 +212,10 @@ describe('slow senders', () => {
           setTimeout(() => socket.destroy(new Error('no answer within 10 s')), 10_000).unref();
         });
       const head = 'POST /v1/query HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n';
-      // The body case with a key (without one the answer is 401 before the body is read).
-      for (const partial of [head, `${head}authorization: Bearer ${org.api_key}\r\ncontent-length: 100\r\n\r\n{"api":`]) {
+      // The body case with a key (without one the answer is 401 before the body is read), on a
+      // query and on an upload.
+      const upload = `POST /v1/files HTTP/1.1\r\nhost: x\r\ncontent-type: application/octet-stream\r\nx-file-name: a.txt\r\nauthorization: Bearer ${org.api_key}\r\ncontent-length: 100\r\n\r\nhello`;
+      for (const partial of [head, `${head}authorization: Bearer ${org.api_key}\r\ncontent-length: 100\r\n\r\n{"api":`, upload]) {
         const r = await stall(partial);
         expect(r.text).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
         const body = JSON.parse(r.text.slice(r.text.indexOf('\r\n\r\n') + 4));

@@ -92,7 +92,6 @@ export async function createFile(
           ? `The organization keeps ${held.n} files, its limit; files expire 30 days after upload`
           : `The organization's files take ${bytes} bytes; with this one (${f.bytes.length}) they would pass its limit of ${quota.maxBytes}; files expire 30 days after upload`,
         {
-          param: 'body',
           headers: { 'retry-after': String(wait) },
           details: { files: held.n, bytes, max_files: quota.maxFiles, max_bytes: quota.maxBytes, size_bytes: f.bytes.length },
         },

@@ -16,7 +16,10 @@ export const ErrorBody = z
     status: z.number().int().describe('HTTP status, repeated so streamed errors carry it'),
     retryable: z.boolean().optional(),
     request_id: z.string().optional(),
-    param: z.string().optional().describe('dotted path of the failing request field or parameter'),
+    param: z
+      .string()
+      .optional()
+      .describe("dotted path of the failing request field or parameter; absent when the body as a whole is refused (not JSON, empty, not an object, too deep), whose `details.issues` path is ''"),
     doc_url: z.string().optional(),
     details: z.unknown().optional().describe('`details.issues` lists each failing path for validation errors; `details.access` for access_required'),
     receipt: Receipt.optional(),

@@ -42,10 +42,11 @@ export function checkArguments(args: unknown): ServiceError | null {
   return null;
 }
 
+/** Named by the top-level argument it is in; the arguments as a whole name none (no param, issue path ''). */
 function tooBig(path: string, message: string): ServiceError {
-  const param = path.split('.').slice(0, 1).join('') || 'arguments';
-  return new ServiceError('invalid_input', `The arguments are too deeply nested or too large: ${param} ${message}`, {
-    param,
+  const param = path.split('.')[0] ?? '';
+  return new ServiceError('invalid_input', `The arguments are too deeply nested or too large: ${param || 'the arguments'} ${message}`, {
+    ...(param ? { param } : {}),
     details: { issues: [{ path: param, message }] },
   });
 }

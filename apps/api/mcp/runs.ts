@@ -55,9 +55,73 @@ export interface ToolAnswer {
 const RUNNING_STATES = new Set(['reserving', 'processing', 'refund_pending']);
 const FINISHED_STATES = new Set(['succeeded', 'failed', 'rejected']);
 
-export async function runOperation(ctx: McpContext, args: RunArgs, kind: RunKind, onStage?: OnStage, left?: AbortSignal): Promise<ToolAnswer> {
+/**
+ * What the calling tool's arguments are: svc_run_workflow's and svc_run_action's own (`api`,
+ * `operation`, `input`, `include`, `exclude`, `idempotency_key`, …), or a per-workflow tool's,
+ * which are the operation's input itself.
+ */
+export type ToolArguments = 'run' | 'input';
+
+export async function runOperation(
+  ctx: McpContext,
+  args: RunArgs,
+  kind: RunKind,
+  onStage?: OnStage,
+  left?: AbortSignal,
+  tool: ToolArguments = 'run',
+): Promise<ToolAnswer> {
   const a = await runUnbounded(ctx, args, kind, onStage, left);
-  return { ...a, result: boundRun(a.result, args.max_chars) };
+  return { ...a, result: boundRun(inToolTerms(a.result, tool), args.max_chars) };
+}
+
+/**
+ * A path of the query the tool sent (`param`, `details.issues[].path`) as the tool's own argument:
+ * `response.include.2` is `include.2` and `Idempotency-Key` is `idempotency_key` for the run tools;
+ * `input.city` is `city` for a per-workflow tool. '' when the path names no argument of the tool:
+ * the per-workflow tool's arguments as a whole (`input`), or what the tool fixes itself (its `api`,
+ * `operation`, `version`, `visibility`).
+ */
+export function toolPath(path: string, tool: ToolArguments): string {
+  if (tool === 'run') {
+    if (path === 'Idempotency-Key') return 'idempotency_key';
+    const shaped = /^response\.((?:include|exclude)(?:\..*)?)$/s.exec(path);
+    return shaped ? shaped[1]! : path;
+  }
+  if (path === 'input') return '';
+  if (path.startsWith('input.')) return path.slice('input.'.length);
+  if (['api', 'operation', 'version', 'visibility'].includes(path)) return '';
+  return path;
+}
+
+/**
+ * A run answer's error in terms of the tool's arguments (see toolPath): a path that names no
+ * argument leaves `param` out, as for a whole-body refusal over HTTP. The run tools' texts quote
+ * `response.include` / `response.exclude` as the arguments `include` / `exclude`.
+ */
+export function inToolTerms(result: RunResult, tool: ToolArguments): RunResult {
+  const error = result.error as (ErrorBody & Record<string, unknown>) | undefined;
+  if (!error) return result;
+  const text = (m: string) => (tool === 'run' ? m.replace(/\bresponse\.(include|exclude)\b/g, '$1') : m);
+  const { param, ...rest } = error;
+  const mapped: ErrorBody & Record<string, unknown> = { ...rest, message: text(error.message) };
+  const at = typeof param === 'string' ? toolPath(param, tool) : undefined;
+  if (at) mapped.param = at;
+  const details = error.details as { issues?: unknown } | undefined;
+  if (details && typeof details === 'object' && Array.isArray(details.issues)) {
+    mapped.details = {
+      ...details,
+      issues: details.issues.map((i: unknown) => {
+        if (!i || typeof i !== 'object') return i;
+        const issue = i as { path?: unknown; message?: unknown };
+        return {
+          ...issue,
+          ...(typeof issue.path === 'string' ? { path: toolPath(issue.path, tool) } : {}),
+          ...(typeof issue.message === 'string' ? { message: text(issue.message) } : {}),
+        };
+      }),
+    };
+  }
+  return { ...result, error: mapped, ...(result.message !== undefined ? { message: text(result.message) } : {}) };
 }
 
 async function runUnbounded(ctx: McpContext, args: RunArgs, kind: RunKind, onStage?: OnStage, left?: AbortSignal): Promise<ToolAnswer> {

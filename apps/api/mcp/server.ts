@@ -83,7 +83,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
           },
           guard('run', async (args: Record<string, unknown>, extra) =>
             // The tool is one operation: its visibility keeps a private operation of the same name from answering for a public one.
-            answer(await runOperation(ctx, { api: tool.api, operation: tool.operation, visibility: tool.visibility, input: args }, 'any', stageReporter(extra), signalOf(extra))),
+            answer(await runOperation(ctx, { api: tool.api, operation: tool.operation, visibility: tool.visibility, input: args }, 'any', stageReporter(extra), signalOf(extra), 'input')),
           ),
         ),
       );

@@ -33,8 +33,9 @@ export function jsonDepthExceeds(text: string, limit: number): boolean {
   return false;
 }
 
+/** A refusal of the body as a whole: no field to name, so no `param`; its issue's path is ''. */
 function invalid(message: string, issue: string): ServiceError {
-  return new ServiceError('invalid_input', message, { param: '', details: { issues: [{ path: '', message: issue }] } });
+  return new ServiceError('invalid_input', message, { details: { issues: [{ path: '', message: issue }] } });
 }
 
 class PrototypeKey extends Error {}
@@ -60,7 +61,7 @@ export function parseJsonBody(text: string): unknown {
       const paths = prototypeKeyPaths(text, MAX_KEY_ISSUES);
       const issues = paths.map((path) => ({ path, message: `the key ${path.endsWith('constructor.prototype') ? 'constructor.prototype' : '__proto__'} is not allowed anywhere in the body` }));
       const where = paths.length > 3 ? `${paths.slice(0, 3).join(', ')}, …` : paths.join(', ');
-      throw new ServiceError('invalid_input', `The body must not contain the key ${err.message} (${where})`, { param: paths[0] ?? '', details: { issues } });
+      throw new ServiceError('invalid_input', `The body must not contain the key ${err.message} (${where})`, { param: paths[0] || undefined, details: { issues } });
     }
     throw invalid('The body is not valid JSON', 'The body is not valid JSON');
   }

@@ -57,7 +57,6 @@ export async function sniffContentType(bytes: Buffer): Promise<string> {
 
 const tooLarge = () =>
   new ServiceError('payload_too_large', `The file is larger than ${MAX_FILE_BYTES} bytes (10 MB)`, {
-    param: 'body',
     details: { limit_bytes: MAX_FILE_BYTES },
   });
 
@@ -179,7 +178,9 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
         'Raw bytes as application/octet-stream, up to 10 MB; the name in X-File-Name. The file is private to the organization and expires after 30 days; use its id in attachments[].id. An organization keeps at most FILES_MAX_BYTES_PER_ORG bytes (1 GiB) in at most FILES_MAX_PER_ORG files (1000) at once (429 file_storage_limit) and sends at most FILES_UPLOADS_PER_ORG uploads at once to one API process (4; 429 organization_concurrency_limit).',
       headers: z.looseObject({ 'x-file-name': FileNameHeader }),
       response: { 201: named('FileResponse', FileResponse) },
-      ...errors(400, 401, 413, 415, 429, 503),
+      // 408: a body not received whole within REQUEST_TIMEOUT_MS (apps/api/plugins/errors.ts), which
+      // a 10 MB upload over a slow link is the likeliest of all requests to meet.
+      ...errors(400, 401, 408, 413, 415, 429, 503),
     },
     // Authenticate before the body is read: anonymous uploads are refused without taking them in.
     onRequest: app.authenticate,
@@ -201,7 +202,8 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       const name = fileNameOf(request.headers['x-file-name']);
       const bytes = request.body;
       if (!Buffer.isBuffer(bytes) || bytes.length === 0) {
-        throw new ServiceError('invalid_input', 'The file is empty; send its bytes as the body', { param: 'body', details: { issues: [{ path: 'body', message: 'must not be empty' }] } });
+        // The body as a whole (the file): no param, as every whole-body refusal.
+        throw new ServiceError('invalid_input', 'The file is empty; send its bytes as the body', { details: { issues: [{ path: '', message: 'must not be empty' }] } });
       }
       const file = await createFile(app.db, { orgId: request.auth!.orgId, name, contentType: await sniffContentType(bytes), bytes }, quota);
       return reply.code(201).send({ success: true as const, data: file });

@@ -66,7 +66,8 @@ export class QueryService {
     if (!parsed.success) {
       const issues = zodIssues(parsed.error);
       throw new ServiceError('invalid_input', `Invalid request: ${issues.map((i) => `${i.path || '(body)'} ${i.message}`).join('; ')}`, {
-        param: issues[0]?.path,
+        // An issue about the body as a whole (path '') names no field: no param.
+        param: issues[0]?.path || undefined,
         details: { issues },
       });
     }
@@ -250,6 +251,20 @@ export class QueryService {
       await this.dispatch.start(request, run, op);
       return { kind: 'started', request, workflowId, stream, op, rate };
     }
+    // Three claims lost to concurrent requests with the key: the last one lost to the request that
+    // holds the key now. Its answer is the lifecycle table's for that request, as after any lost
+    // claim: request_in_progress pointing at it (Location, Retry-After), a replay, a conflict or
+    // request_interrupted.
+    if (keyHash) {
+      const holder = await findByKey(this.deps.db, orgId, keyHash);
+      if (holder) {
+        const outcome = await this.idempotency.existing(holder, fingerprint);
+        if (outcome.kind === 'replay') return { ...outcome, stream, rate: await this.admission.peek(orgId) };
+      }
+    }
+    // The key was freed again since the last lost claim (its holder was rejected with
+    // billing_unavailable, or its retained result expired): no request holds it, so there is none
+    // to point at and Location is left out. Retrying now claims it afresh.
     throw new ServiceError('request_in_progress', 'The original request is still running; retry with the same key', {
       headers: { 'retry-after': '1' },
     });
