@@ -56,10 +56,14 @@ try {
   const tokenizer = new Tokenizer(JSON.parse(readFileSync(path.join(dir, 'tokenizer.json'), 'utf8')), JSON.parse(readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8')));
   // One request at a time, in arrival order (onnxruntime runs one session call per thread anyway).
   let chain = Promise.resolve();
+  let closing = false;
   parentPort.on('message', ({ id, texts, close }) => {
     if (close) {
-      // After the work in hand: release the session, then end this thread. Exiting the process
-      // while a session runs aborts it (SIGABRT from onnxruntime's native threads).
+      // After the batch in hand (batches still queued are refused, so a busy model on a loaded
+      // machine still closes well within close()'s patience): release the session, then end this
+      // thread. Exiting the process while a session runs aborts it (SIGABRT from onnxruntime's
+      // native threads).
+      closing = true;
       chain = chain.then(async () => {
         await session.release().catch(() => {});
         parentPort.close();
@@ -67,6 +71,7 @@ try {
       return;
     }
     chain = chain.then(async () => {
+      if (closing) return void parentPort.postMessage({ id, error: 'the embedding model is closing' });
       try {
         const vectors = await embed(session, tokenizer, texts);
         parentPort.postMessage({ id, vectors }, vectors.map((v) => v.buffer));
