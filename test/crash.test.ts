@@ -9,7 +9,7 @@ const london = { api: '@weather', operation: 'current_weather', input: { city: '
 const jobSearch = { api: '@jobs', operation: 'search_jobs', input: { keywords: 'typescript', location: 'london' } };
 
 // A task queue of our own, so killing these processes disturbs no other test.
-const pool = ownPairPool('crash', { EXECUTE_HEARTBEAT_TIMEOUT_MS: '2000', QUERY_DEADLINE_MS: '60000' });
+const pool = ownPairPool('crash', { EXECUTE_HEARTBEAT_TIMEOUT_MS: '4000', QUERY_DEADLINE_MS: '60000' });
 const spawn = (kind: 'api' | 'worker') => pool.spawn(kind);
 
 async function waitProcessing(orgId: string) {
@@ -83,7 +83,7 @@ describe('crash safety', () => {
       { request_id: row.id, kind: 'settle', amount: price },
     ]);
     // A browser read is a normal activity with heartbeats: the first attempt timed out on its
-    // heartbeat (2 s here) once its worker was gone, and the second attempt answered.
+    // heartbeat (4 s here: 2 s let a loaded machine's new worker miss a beat too) once its worker was gone, and the second attempt answered.
     const history = await withTemporal((c) => c.workflow.getHandle(row.workflow_id).fetchHistory());
     const started = (history.events ?? []).filter((e) => e.activityTaskStartedEventAttributes);
     expect(started.map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([2]);
