@@ -171,7 +171,7 @@ export async function startDemoSites(opts: { port?: number; host?: string } = {}
         return write(req, res, text(502, `Bad gateway: unknown host "${host}" (not a demo site)\n`));
       }
       inst.requestCounts[host] = (inst.requestCounts[host] ?? 0) + 1;
-      const probe = probeReply(path, url.searchParams, req.headers);
+      const probe = probeReply(path, url.searchParams, req.headers, method, body);
       if (probe) return write(req, res, probe);
 
       // The query string counts too, so a fault can target one input (`/api/v1/current?city=Madrid`).
