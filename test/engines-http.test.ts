@@ -262,6 +262,87 @@ describe('destinations', () => {
   });
 });
 
+/** A probe answer carrying these Set-Cookie lines (with `to`, as a redirect there). */
+function setCookies(host: string, lines: string[], to?: string): string {
+  const q = new URLSearchParams();
+  for (const line of lines) q.append('set', line);
+  if (to) q.set('to', to);
+  return `http://${host}/__probe/set-cookie?${q}`;
+}
+
+/** The cookies of a Cookie header the probe echoed, in a stable order. */
+const cookiesOf = (echo: unknown): string[] => String((echo as { cookie?: string }).cookie ?? '').split('; ').filter(Boolean).sort();
+
+describe('cookies (RFC 6265, as tough-cookie implements it)', () => {
+  const SITES = ['books.example.test', 'news.example.test', 'shop.example.test'];
+  const read = (url: string, save_as: string): Recipe['steps'][number] => ({ type: 'request', url, parse: 'json', save_as });
+  const run = async (steps: Recipe['steps'], output: Record<string, string>) =>
+    (await runner.run({ engine: 'http', hosts: SITES, steps, output }, {}, ctx())) as Record<string, { cookie?: string }>;
+
+  it('a cookie goes only where its Domain and Path allow; Secure, public-suffix and foreign-domain cookies are never kept', async () => {
+    const lines = [
+      'host_only=1; Path=/',
+      'scoped=1; Path=/__probe/headers/scoped',
+      'secure=1; Path=/; Secure', // set over plain http: never kept, never sent over http
+      'shared=1; Path=/; Domain=example.test', // the parent domain: every host under it
+      'own=1; Path=/; Domain=.books.example.test', // its own domain (the leading dot is ignored)
+      'foreign=1; Path=/; Domain=news.example.test', // another site's domain
+      'suffix=1; Path=/; Domain=test', // a public suffix
+    ];
+    const out = await run(
+      [
+        read(setCookies('books.example.test', lines), 'set'),
+        read('http://books.example.test/__probe/headers', 'root'),
+        read('http://books.example.test/__probe/headers/scoped/deeper', 'scoped'),
+        read('http://books.example.test/__probe/headers/scopedx', 'sibling'),
+        read('http://news.example.test/__probe/headers', 'news'),
+        read('http://shop.example.test/__probe/headers', 'shop'),
+      ],
+      { root: '{{vars.root.headers}}', scoped: '{{vars.scoped.headers}}', sibling: '{{vars.sibling.headers}}', news: '{{vars.news.headers}}', shop: '{{vars.shop.headers}}' },
+    );
+    expect(cookiesOf(out.root)).toEqual(['host_only=1', 'own=1', 'shared=1']);
+    expect(cookiesOf(out.scoped)).toEqual(['host_only=1', 'own=1', 'scoped=1', 'shared=1']);
+    expect(cookiesOf(out.sibling)).toEqual(['host_only=1', 'own=1', 'shared=1']); // /scopedx is not under /scoped
+    expect(cookiesOf(out.news)).toEqual(['shared=1']);
+    expect(cookiesOf(out.shop)).toEqual(['shared=1']);
+    // The jar is the run's: the next run starts with none.
+    const next = await run([read('http://books.example.test/__probe/headers', 'root')], { root: '{{vars.root.headers}}' });
+    expect(cookiesOf(next.root)).toEqual([]);
+  });
+
+  it('each redirect hop keeps what its own URL may set, and the next hop gets what its URL may have', async () => {
+    const lines = ['hop_host=1; Path=/', 'hop_shared=1; Path=/; Domain=example.test', 'hop_foreign=1; Path=/; Domain=shop.example.test'];
+    const out = await run(
+      [read(setCookies('books.example.test', lines, 'http://news.example.test/__probe/headers'), 'news'), read('http://books.example.test/__probe/headers', 'books')],
+      { news: '{{vars.news.headers}}', books: '{{vars.books.headers}}' },
+    );
+    expect(cookiesOf(out.news)).toEqual(['hop_shared=1']);
+    expect(cookiesOf(out.books)).toEqual(['hop_host=1', 'hop_shared=1']);
+  });
+
+  it('an expired line removes only the cookie it names (name, domain and path); Max-Age wins over Expires', async () => {
+    const EPOCH = 'Thu, 01 Jan 1970 00:00:00 GMT';
+    const out = await run(
+      [
+        read(setCookies('books.example.test', ['keep=1; Path=/', 'gone=1; Path=/', 'old=1; Path=/']), 'a'),
+        read(
+          setCookies('books.example.test', ['keep=; Path=/elsewhere; Max-Age=0', 'gone=; Path=/; Max-Age=0', `old=1; Path=/; Expires=${EPOCH}`, `fresh=1; Path=/; Max-Age=3600; Expires=${EPOCH}`, 'never=1; Path=/; Max-Age=0']),
+          'b',
+        ),
+        read('http://books.example.test/__probe/headers', 'root'),
+      ],
+      { root: '{{vars.root.headers}}' },
+    );
+    expect(cookiesOf(out.root)).toEqual(['fresh=1', 'keep=1']);
+  });
+
+  it('malformed lines and prefixed cookies that break their rules are ignored; the other lines of the answer are kept', async () => {
+    const lines = ['=nameless; Path=/', 'no-equals-sign', ';;;', 'bad_domain=1; Path=/; Domain=..', 'bad_age=1; Path=/; Max-Age=soon', 'bad_date=1; Path=/; Expires=someday', '__Host-h=1; Path=/', '__Secure-s=1; Path=/', 'good=1; Path=/'];
+    const out = await run([read(setCookies('books.example.test', lines), 'set'), read('http://books.example.test/__probe/headers', 'root')], { root: '{{vars.root.headers}}' });
+    expect(cookiesOf(out.root)).toEqual(['bad_age=1', 'bad_date=1', 'good=1']);
+  });
+});
+
 describe('templates', () => {
   it('URL-encodes input inserted into a URL', async () => {
     const recipe: Recipe = {
