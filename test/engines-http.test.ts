@@ -343,6 +343,51 @@ describe('cookies (RFC 6265, as tough-cookie implements it)', () => {
   });
 });
 
+describe('a body never follows a redirect to another origin', () => {
+  const state = async () => ((await demo('/__demo/state')) as { requests: Record<string, number> }).requests;
+  const post = (status: number, to: string, extra: Partial<Extract<Recipe['steps'][number], { type: 'request' }>> = {}): Recipe => ({
+    engine: 'http',
+    hosts: ['books.example.test', 'news.example.test'],
+    secrets: ['PASSWORD'],
+    steps: [
+      {
+        type: 'request',
+        method: 'POST',
+        url: `http://books.example.test/__probe/redirect?status=${status}&to=${encodeURIComponent(to)}`,
+        form: { email: 'reader@example.test', password: '{{secrets.PASSWORD}}' },
+        parse: 'json',
+        save_as: 'r',
+        ...extra,
+      },
+    ],
+    output: { method: '{{vars.r.method}}', body: '{{vars.r.body}}' },
+  });
+  // The password is the books site's (its connection's): the recipe may send it there, and only there.
+  const c = () => ctx({ secrets: { PASSWORD: 'hunter2-for-books' }, secretSites: { PASSWORD: 'books.example.test' } });
+
+  it('a 307 or 308 that would resend a body to another origin is refused (upstream_http_error, cross_origin_body_redirect) and the other origin sees nothing; on its own origin the body follows', async () => {
+    for (const status of [307, 308]) {
+      const e = await runError(post(status, 'http://news.example.test/__probe/headers'), {}, c());
+      expect(e.code, String(status)).toBe('upstream_http_error');
+      expect(e.details, String(status)).toEqual({ step: '0', host: 'books.example.test', reason: 'cross_origin_body_redirect' });
+      expect(JSON.stringify({ m: e.message, d: e.details })).not.toContain('hunter2');
+    }
+    // the same host on another port is another origin too
+    expect((await runError(post(307, 'http://books.example.test:8080/__probe/headers'), {}, c())).details).toMatchObject({ reason: 'cross_origin_body_redirect' });
+    expect((await state())['news.example.test'] ?? 0).toBe(0);
+    // On its own origin a 307 keeps the method and body; a 303 goes to another origin as a GET without the body.
+    expect(await runner.run(post(307, 'http://books.example.test/__probe/headers'), {}, c())).toEqual({ method: 'POST', body: 'email=reader%40example.test&password=hunter2-for-books' });
+    expect(await runner.run(post(303, 'http://news.example.test/__probe/headers'), {}, c())).toEqual({ method: 'GET', body: '' });
+  });
+
+  it('as an action it is action_unconfirmed: the first website had the request', async () => {
+    const e = await runError(post(307, 'http://news.example.test/__probe/headers', { action: true }), {}, c());
+    expect(e.code).toBe('action_unconfirmed');
+    expect(e.details).toMatchObject({ cause: 'upstream_http_error' });
+    expect((await state())['news.example.test'] ?? 0).toBe(0);
+  });
+});
+
 describe('templates', () => {
   it('URL-encodes input inserted into a URL', async () => {
     const recipe: Recipe = {

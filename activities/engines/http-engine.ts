@@ -182,6 +182,13 @@ export class HttpDriver implements Driver {
         // Another origin (scheme, host or port) never sees what the recipe sent the first one:
         // credentials, cookies and any custom header that may carry a secret stay behind.
         if (next.origin !== url.origin) {
+          // A 307 or 308 would resend the body, and a body may carry a secret (a sign-in form's
+          // password) that was meant for this origin only: refused, not resent. The request
+          // itself reached the website (never "not sent": an action may have happened).
+          if (body !== undefined && body !== '')
+            throw new ServiceError('upstream_http_error', `The website ${host} redirected a request with a body to another origin (${next.host}): the body is not sent there`, {
+              details: { step: spec.step, host, reason: 'cross_origin_body_redirect' },
+            });
           for (const name of Object.keys(headers)) if (!SAFE_ACROSS_ORIGINS.has(name.toLowerCase())) delete headers[name];
         }
         url = next;
