@@ -10,6 +10,7 @@ import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { ServiceError } from '../shared/errors.ts';
 import { detectChallenge } from '../activities/engines/interpreter.ts';
+import { HttpCookies } from '../activities/engines/http-engine.ts';
 
 let sites: DemoSites;
 let runner: RecipeRunner;
@@ -308,6 +309,18 @@ describe('cookies (RFC 6265, as tough-cookie implements it)', () => {
     // The jar is the run's: the next run starts with none.
     const next = await run([read('http://books.example.test/__probe/headers', 'root')], { root: '{{vars.root.headers}}' });
     expect(cookiesOf(next.root)).toEqual([]);
+  });
+
+  it('a Secure cookie set over https goes back over https only, never over plain http to the same host (the demo sites are http only: the jar itself)', () => {
+    const jar = new HttpCookies();
+    expect(jar.store(new URL('https://books.example.test/login'), ['sid=1; Path=/; Secure; HttpOnly', 'pref=1; Path=/', '__Host-h=1; Path=/; Secure'])).toBeUndefined(); // synchronous
+    expect(jar.header(new URL('https://books.example.test/account')).split('; ').sort()).toEqual(['__Host-h=1', 'pref=1', 'sid=1']);
+    expect(jar.header(new URL('http://books.example.test/account'))).toBe('pref=1');
+    expect(jar.header(new URL('https://shop.example.test/'))).toBe('');
+    // not over plain http to a loopback address either
+    jar.store(new URL('https://127.0.0.1/'), ['local=1; Path=/; Secure']);
+    expect(jar.header(new URL('https://127.0.0.1/'))).toBe('local=1');
+    expect(jar.header(new URL('http://127.0.0.1/'))).toBe('');
   });
 
   it('each redirect hop keeps what its own URL may set, and the next hop gets what its URL may have', async () => {
