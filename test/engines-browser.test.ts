@@ -241,6 +241,64 @@ describe.skipIf(!existsSync(CHROMIUM))('browser engine', () => {
     });
   });
 
+  it("request steps share the context's cookies with every attribute kept: set on each hop, sent by domain and path, HttpOnly hidden from the page", async () => {
+    const setCookies = (lines: string[], to?: string) => {
+      const q = new URLSearchParams();
+      for (const line of lines) q.append('set', line);
+      if (to) q.set('to', to);
+      return `http://books.example.test/__probe/set-cookie?${q}`;
+    };
+    const lines = [
+      'plain=1; Path=/',
+      'http_only=1; Path=/; HttpOnly',
+      'scoped=1; Path=/__probe/headers/scoped',
+      'shared=1; Path=/; Domain=example.test',
+      'foreign=1; Path=/; Domain=news.example.test',
+      'suffix=1; Path=/; Domain=test',
+      'secure=1; Path=/; Secure',
+      'never=1; Path=/; Max-Age=0',
+      '=nameless; Path=/',
+      '__Host-h=1; Path=/',
+    ];
+    const request = (url: string, save_as: string) => ({ type: 'request', url, parse: 'json', save_as });
+    const pageCookies = (host: string, save_as: string) => [
+      { type: 'navigate', url: `http://${host}/__probe/document-cookie` },
+      { type: 'extract', fields: { cookie: { type: 'text', selector: '#cookie' } }, save_as },
+    ];
+    const recipe = parseRecipe({
+      engine: 'browser',
+      hosts: ['books.example.test', 'news.example.test'],
+      steps: [
+        // The lines come with a redirect hop; the hop after it already sends what they set.
+        request(setCookies(lines, 'http://books.example.test/__probe/headers'), 'hop'),
+        request('http://books.example.test/__probe/headers/scoped/x', 'scoped'),
+        request('http://news.example.test/__probe/headers', 'news'),
+        ...pageCookies('books.example.test', 'books_page'),
+        ...pageCookies('news.example.test', 'news_page'),
+        // Removing a cookie: only the one with that name, domain and path.
+        request(setCookies(['plain=; Path=/; Max-Age=0', 'shared=; Path=/elsewhere; Max-Age=0']), 'unset'),
+        request('http://books.example.test/__probe/headers', 'after'),
+      ],
+      output: {
+        hop: '{{vars.hop.headers}}',
+        scoped: '{{vars.scoped.headers}}',
+        news: '{{vars.news.headers}}',
+        books_page: '{{vars.books_page.cookie}}',
+        news_page: '{{vars.news_page.cookie}}',
+        after: '{{vars.after.headers}}',
+      },
+    });
+    const out = (await runner.run(recipe, {}, ctx())) as Record<string, unknown>;
+    const sent = (echo: unknown) => String((echo as { cookie?: string }).cookie ?? '').split('; ').filter(Boolean).sort();
+    const seen = (text: unknown) => String(text).split('; ').sort();
+    expect(sent(out.hop)).toEqual(['http_only=1', 'plain=1', 'shared=1']);
+    expect(sent(out.scoped)).toEqual(['http_only=1', 'plain=1', 'scoped=1', 'shared=1']);
+    expect(sent(out.news)).toEqual(['shared=1']);
+    expect(seen(out.books_page)).toEqual(['plain=1', 'shared=1']);
+    expect(seen(out.news_page)).toEqual(['shared=1']);
+    expect(sent(out.after)).toEqual(['http_only=1', 'shared=1']);
+  });
+
   it('an abort closes the page quickly and is execution_timeout', async () => {
     await demo('/__demo/faults', { host: 'news.example.test', path_prefix: '/', latency_ms: 5000 });
     const ac = new AbortController();

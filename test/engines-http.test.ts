@@ -10,6 +10,7 @@ import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { ServiceError } from '../shared/errors.ts';
 import { detectChallenge } from '../activities/engines/interpreter.ts';
+import { HttpCookies } from '../activities/engines/http-engine.ts';
 
 let sites: DemoSites;
 let runner: RecipeRunner;
@@ -259,6 +260,144 @@ describe('destinations', () => {
     } finally {
       await open.close();
     }
+  });
+});
+
+/** A probe answer carrying these Set-Cookie lines (with `to`, as a redirect there). */
+function setCookies(host: string, lines: string[], to?: string): string {
+  const q = new URLSearchParams();
+  for (const line of lines) q.append('set', line);
+  if (to) q.set('to', to);
+  return `http://${host}/__probe/set-cookie?${q}`;
+}
+
+/** The cookies of a Cookie header the probe echoed, in a stable order. */
+const cookiesOf = (echo: unknown): string[] => String((echo as { cookie?: string }).cookie ?? '').split('; ').filter(Boolean).sort();
+
+describe('cookies (RFC 6265, as tough-cookie implements it)', () => {
+  const SITES = ['books.example.test', 'news.example.test', 'shop.example.test'];
+  const read = (url: string, save_as: string): Recipe['steps'][number] => ({ type: 'request', url, parse: 'json', save_as });
+  const run = async (steps: Recipe['steps'], output: Record<string, string>) =>
+    (await runner.run({ engine: 'http', hosts: SITES, steps, output }, {}, ctx())) as Record<string, { cookie?: string }>;
+
+  it('a cookie goes only where its Domain and Path allow; Secure, public-suffix and foreign-domain cookies are never kept', async () => {
+    const lines = [
+      'host_only=1; Path=/',
+      'scoped=1; Path=/__probe/headers/scoped',
+      'secure=1; Path=/; Secure', // set over plain http: never kept, never sent over http
+      'shared=1; Path=/; Domain=example.test', // the parent domain: every host under it
+      'own=1; Path=/; Domain=.books.example.test', // its own domain (the leading dot is ignored)
+      'foreign=1; Path=/; Domain=news.example.test', // another site's domain
+      'suffix=1; Path=/; Domain=test', // a public suffix
+    ];
+    const out = await run(
+      [
+        read(setCookies('books.example.test', lines), 'set'),
+        read('http://books.example.test/__probe/headers', 'root'),
+        read('http://books.example.test/__probe/headers/scoped/deeper', 'scoped'),
+        read('http://books.example.test/__probe/headers/scopedx', 'sibling'),
+        read('http://news.example.test/__probe/headers', 'news'),
+        read('http://shop.example.test/__probe/headers', 'shop'),
+      ],
+      { root: '{{vars.root.headers}}', scoped: '{{vars.scoped.headers}}', sibling: '{{vars.sibling.headers}}', news: '{{vars.news.headers}}', shop: '{{vars.shop.headers}}' },
+    );
+    expect(cookiesOf(out.root)).toEqual(['host_only=1', 'own=1', 'shared=1']);
+    expect(cookiesOf(out.scoped)).toEqual(['host_only=1', 'own=1', 'scoped=1', 'shared=1']);
+    expect(cookiesOf(out.sibling)).toEqual(['host_only=1', 'own=1', 'shared=1']); // /scopedx is not under /scoped
+    expect(cookiesOf(out.news)).toEqual(['shared=1']);
+    expect(cookiesOf(out.shop)).toEqual(['shared=1']);
+    // The jar is the run's: the next run starts with none.
+    const next = await run([read('http://books.example.test/__probe/headers', 'root')], { root: '{{vars.root.headers}}' });
+    expect(cookiesOf(next.root)).toEqual([]);
+  });
+
+  it('a Secure cookie set over https goes back over https only, never over plain http to the same host (the demo sites are http only: the jar itself)', () => {
+    const jar = new HttpCookies();
+    expect(jar.store(new URL('https://books.example.test/login'), ['sid=1; Path=/; Secure; HttpOnly', 'pref=1; Path=/', '__Host-h=1; Path=/; Secure'])).toBeUndefined(); // synchronous
+    expect(jar.header(new URL('https://books.example.test/account')).split('; ').sort()).toEqual(['__Host-h=1', 'pref=1', 'sid=1']);
+    expect(jar.header(new URL('http://books.example.test/account'))).toBe('pref=1');
+    expect(jar.header(new URL('https://shop.example.test/'))).toBe('');
+    // not over plain http to a loopback address either
+    jar.store(new URL('https://127.0.0.1/'), ['local=1; Path=/; Secure']);
+    expect(jar.header(new URL('https://127.0.0.1/'))).toBe('local=1');
+    expect(jar.header(new URL('http://127.0.0.1/'))).toBe('');
+  });
+
+  it('each redirect hop keeps what its own URL may set, and the next hop gets what its URL may have', async () => {
+    const lines = ['hop_host=1; Path=/', 'hop_shared=1; Path=/; Domain=example.test', 'hop_foreign=1; Path=/; Domain=shop.example.test'];
+    const out = await run(
+      [read(setCookies('books.example.test', lines, 'http://news.example.test/__probe/headers'), 'news'), read('http://books.example.test/__probe/headers', 'books')],
+      { news: '{{vars.news.headers}}', books: '{{vars.books.headers}}' },
+    );
+    expect(cookiesOf(out.news)).toEqual(['hop_shared=1']);
+    expect(cookiesOf(out.books)).toEqual(['hop_host=1', 'hop_shared=1']);
+  });
+
+  it('an expired line removes only the cookie it names (name, domain and path); Max-Age wins over Expires', async () => {
+    const EPOCH = 'Thu, 01 Jan 1970 00:00:00 GMT';
+    const out = await run(
+      [
+        read(setCookies('books.example.test', ['keep=1; Path=/', 'gone=1; Path=/', 'old=1; Path=/']), 'a'),
+        read(
+          setCookies('books.example.test', ['keep=; Path=/elsewhere; Max-Age=0', 'gone=; Path=/; Max-Age=0', `old=1; Path=/; Expires=${EPOCH}`, `fresh=1; Path=/; Max-Age=3600; Expires=${EPOCH}`, 'never=1; Path=/; Max-Age=0']),
+          'b',
+        ),
+        read('http://books.example.test/__probe/headers', 'root'),
+      ],
+      { root: '{{vars.root.headers}}' },
+    );
+    expect(cookiesOf(out.root)).toEqual(['fresh=1', 'keep=1']);
+  });
+
+  it('malformed lines and prefixed cookies that break their rules are ignored; the other lines of the answer are kept', async () => {
+    const lines = ['=nameless; Path=/', 'no-equals-sign', ';;;', 'bad_domain=1; Path=/; Domain=..', 'bad_age=1; Path=/; Max-Age=soon', 'bad_date=1; Path=/; Expires=someday', '__Host-h=1; Path=/', '__Secure-s=1; Path=/', 'good=1; Path=/'];
+    const out = await run([read(setCookies('books.example.test', lines), 'set'), read('http://books.example.test/__probe/headers', 'root')], { root: '{{vars.root.headers}}' });
+    expect(cookiesOf(out.root)).toEqual(['bad_age=1', 'bad_date=1', 'good=1']);
+  });
+});
+
+describe('a body never follows a redirect to another origin', () => {
+  const state = async () => ((await demo('/__demo/state')) as { requests: Record<string, number> }).requests;
+  const post = (status: number, to: string, extra: Partial<Extract<Recipe['steps'][number], { type: 'request' }>> = {}): Recipe => ({
+    engine: 'http',
+    hosts: ['books.example.test', 'news.example.test'],
+    secrets: ['PASSWORD'],
+    steps: [
+      {
+        type: 'request',
+        method: 'POST',
+        url: `http://books.example.test/__probe/redirect?status=${status}&to=${encodeURIComponent(to)}`,
+        form: { email: 'reader@example.test', password: '{{secrets.PASSWORD}}' },
+        parse: 'json',
+        save_as: 'r',
+        ...extra,
+      },
+    ],
+    output: { method: '{{vars.r.method}}', body: '{{vars.r.body}}' },
+  });
+  // The password is the books site's (its connection's): the recipe may send it there, and only there.
+  const c = () => ctx({ secrets: { PASSWORD: 'hunter2-for-books' }, secretSites: { PASSWORD: 'books.example.test' } });
+
+  it('a 307 or 308 that would resend a body to another origin is refused (upstream_http_error, cross_origin_body_redirect) and the other origin sees nothing; on its own origin the body follows', async () => {
+    for (const status of [307, 308]) {
+      const e = await runError(post(status, 'http://news.example.test/__probe/headers'), {}, c());
+      expect(e.code, String(status)).toBe('upstream_http_error');
+      expect(e.details, String(status)).toEqual({ step: '0', host: 'books.example.test', reason: 'cross_origin_body_redirect' });
+      expect(JSON.stringify({ m: e.message, d: e.details })).not.toContain('hunter2');
+    }
+    // the same host on another port is another origin too
+    expect((await runError(post(307, 'http://books.example.test:8080/__probe/headers'), {}, c())).details).toMatchObject({ reason: 'cross_origin_body_redirect' });
+    expect((await state())['news.example.test'] ?? 0).toBe(0);
+    // On its own origin a 307 keeps the method and body; a 303 goes to another origin as a GET without the body.
+    expect(await runner.run(post(307, 'http://books.example.test/__probe/headers'), {}, c())).toEqual({ method: 'POST', body: 'email=reader%40example.test&password=hunter2-for-books' });
+    expect(await runner.run(post(303, 'http://news.example.test/__probe/headers'), {}, c())).toEqual({ method: 'GET', body: '' });
+  });
+
+  it('as an action it is action_unconfirmed: the first website had the request', async () => {
+    const e = await runError(post(307, 'http://news.example.test/__probe/headers', { action: true }), {}, c());
+    expect(e.code).toBe('action_unconfirmed');
+    expect(e.details).toMatchObject({ cause: 'upstream_http_error' });
+    expect((await state())['news.example.test'] ?? 0).toBe(0);
   });
 });
 

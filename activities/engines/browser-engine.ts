@@ -11,12 +11,13 @@
 // run fails it; an undeclared public host fails it when the page itself goes there.
 
 import { chromium, errors as pwErrors, type Browser, type BrowserContext, type Page, type Response } from 'playwright-core';
+import type { Cookie } from 'tough-cookie';
 import type { Agent } from 'undici';
 import { defaultChromiumPath } from '../../shared/config.ts';
 import { ServiceError } from '../../shared/errors.ts';
 import type { ClickStep, LoadState, Recipe, WaitStep } from '../../shared/recipes/schema.ts';
 import { afterSending, notSent } from './errors.ts';
-import { HttpDriver, MAX_BODY_BYTES, createHttpDispatcher } from './http-engine.ts';
+import { HttpDriver, MAX_BODY_BYTES, createHttpDispatcher, newCookieJar, type RunCookies } from './http-engine.ts';
 import { HEALTH_PARTY, Interpreter, makeUrlCheck, type Driver, type HttpRequestSpec, type HttpResponseData, type PageSnapshot, type RunContext, type UrlCheck } from './interpreter.ts';
 import { startGuardedProxy, type GuardedProxy, type ProxyRefusal } from './guarded-proxy.ts';
 import { mappedTarget } from './net-guard.ts';
@@ -307,7 +308,7 @@ export class BrowserPool {
           p.context.setDefaultTimeout(ACTION_TIMEOUT_MS);
           p.context.setDefaultNavigationTimeout(NAVIGATION_TIMEOUT_MS);
           const checkUrl = makeUrlCheck(recipe.hosts);
-          return new BrowserDriver(p.context, p.page, checkUrl, refusals, new HttpDriver(this.dispatcher, checkUrl));
+          return new BrowserDriver(p.page, checkUrl, refusals, new HttpDriver(this.dispatcher, checkUrl, new ContextCookies(p.context)));
         });
       } catch (e) {
         if (e instanceof ServiceError) throw e;
@@ -404,7 +405,6 @@ export class BrowserDriver implements Driver {
   private currentStep = '';
 
   constructor(
-    private readonly context: BrowserContext,
     private readonly page: Page,
     private readonly checkUrl: UrlCheck,
     /** Filled by the run's proxy as it refuses connections. */
@@ -541,24 +541,62 @@ export class BrowserDriver implements Driver {
     });
   }
 
-  /** `request` steps in a browser recipe go through the HTTP engine, sharing the context's cookies. */
+  /** `request` steps in a browser recipe go through the HTTP engine, with the context's cookies (`ContextCookies`). */
   async request(spec: HttpRequestSpec, signal: AbortSignal): Promise<HttpResponseData> {
-    const cookies = await this.context.cookies(spec.url.toString());
-    const headers = { ...spec.headers };
-    if (cookies.length && !headers.cookie) headers.cookie = cookies.map((c) => `${c.name}=${c.value}`).join('; ');
-    const res = await this.http.request({ ...spec, headers }, signal);
-    const set = res.headers['set-cookie'];
-    if (set) {
-      const list = (Array.isArray(set) ? set : [set])
-        .map((line) => {
-          const pair = line.split(';')[0]!;
-          const eq = pair.indexOf('=');
-          return eq > 0 ? { name: pair.slice(0, eq).trim(), value: pair.slice(eq + 1).trim(), url: res.url } : null;
-        })
-        .filter((c): c is { name: string; value: string; url: string } => c !== null);
-      if (list.length) await this.context.addCookies(list).catch(() => undefined);
+    return this.http.request(spec, signal);
+  }
+}
+
+/** Playwright's latest expiry (year 9999): a later one is refused by addCookies. */
+const MAX_EXPIRES_S = 253_402_300_799;
+
+/**
+ * The cookies of `request` steps in a browser recipe: the context's own, so the page and the
+ * requests share one session, on every hop of a redirect. What is sent comes from
+ * `context.cookies(url)`, which matches domain, path and Secure against the hop's URL. What a website
+ * sets is first judged by tough-cookie with the HTTP engine's rules (`addCookies` itself would take a
+ * cookie for any domain), then added with every attribute the line had: host-only or Domain,
+ * Path, Secure, HttpOnly (the page's scripts must not read what the site meant them not to),
+ * SameSite and expiry; a line that expires a cookie removes it.
+ */
+export class ContextCookies implements RunCookies {
+  constructor(private readonly context: BrowserContext) {}
+
+  async header(url: URL): Promise<string> {
+    const cookies = await this.context.cookies(url.href);
+    return cookies.map((c) => (c.name ? `${c.name}=${c.value}` : c.value)).join('; ');
+  }
+
+  async store(url: URL, lines: string[]): Promise<void> {
+    const judge = newCookieJar();
+    const now = new Date();
+    const cookies: Array<Parameters<BrowserContext['addCookies']>[0][number]> = [];
+    for (const line of lines) {
+      let c: Cookie | undefined;
+      try {
+        c = judge.setCookieSync(line, url.href, { ignoreError: true, now });
+      } catch {
+        continue;
+      }
+      if (!c?.domain || !c.path) continue;
+      const at = c.expiryTime(now); // ms; undefined for a session cookie
+      const sameSite = c.sameSite === 'strict' ? 'Strict' : c.sameSite === 'lax' ? 'Lax' : c.sameSite === 'none' ? 'None' : undefined;
+      cookies.push({
+        name: c.key,
+        value: c.value,
+        // Playwright's spelling: a leading dot for a Domain cookie, the bare host for a host-only one.
+        domain: c.hostOnly ? c.domain : `.${c.domain}`,
+        path: c.path,
+        // 1 s after 1970 for an expired one: Chromium then removes the cookie it replaces.
+        expires: at === undefined || at === Infinity ? -1 : at <= now.getTime() ? 1 : Math.min(Math.ceil(at / 1000), MAX_EXPIRES_S),
+        httpOnly: c.httpOnly,
+        secure: c.secure,
+        ...(sameSite ? { sameSite } : {}),
+      });
     }
-    return res;
+    if (cookies.length === 0) return;
+    // One cookie Chromium will not take must not cost the others.
+    await this.context.addCookies(cookies).catch(() => Promise.all(cookies.map((c) => this.context.addCookies([c]).catch(() => undefined))));
   }
 }
 

@@ -4,6 +4,7 @@
 // after redirects and against DNS rebinding).
 
 import { isIP } from 'node:net';
+import { CookieJar } from 'tough-cookie';
 import { Agent, buildConnector, request } from 'undici';
 import type { LoadState } from '../../shared/recipes/schema.ts';
 import { ServiceError } from '../../shared/errors.ts';
@@ -45,36 +46,61 @@ export function createHttpDispatcher(opts: HttpDispatcherOptions): Agent {
   return new Agent({ connect, headersTimeout: 30_000, bodyTimeout: 30_000, keepAliveTimeout: 4_000 });
 }
 
-/** A minimal per-run cookie jar (name=value per host), enough for sessions and logins. */
-class CookieJar {
-  private readonly jar = new Map<string, Map<string, string>>();
+/**
+ * Where a run's cookies live: the HTTP engine's own jar (`HttpCookies`), or for `request` steps of a
+ * browser recipe the browser context's cookies (browser-engine.ts). Either way RFC 6265's rules
+ * decide, as tough-cookie implements them: a cookie goes only to the hosts its Domain allows (a host
+ * only cookie to its host alone), only on its Path, a Secure one never over plain http; one for a
+ * public suffix or for another site's domain is never kept; Max-Age and Expires hold.
+ */
+export interface RunCookies {
+  /** The Cookie header for a request to `url` ('' when no cookie goes there). */
+  header(url: URL): string | Promise<string>;
+  /** Keeps the cookies of the Set-Cookie lines `url` answered with. A malformed line, or one that `url` may not set, is ignored (as a browser does), never thrown. */
+  store(url: URL, lines: string[]): Promise<void> | undefined;
+}
 
-  store(host: string, setCookie: string | string[] | undefined): void {
-    if (!setCookie) return;
-    const list = Array.isArray(setCookie) ? setCookie : [setCookie];
-    let cookies = this.jar.get(host);
-    if (!cookies) this.jar.set(host, (cookies = new Map()));
-    for (const line of list) {
-      const [pair, ...attrs] = line.split(';');
-      const eq = pair!.indexOf('=');
-      if (eq <= 0) continue;
-      const name = pair!.slice(0, eq).trim();
-      const value = pair!.slice(eq + 1).trim();
-      const expired = attrs.some((a) => {
-        const [k, v] = a.split('=').map((x) => x.trim());
-        if (k!.toLowerCase() === 'max-age') return Number(v) <= 0;
-        if (k!.toLowerCase() === 'expires') return Date.parse(v ?? '') < Date.now();
-        return false;
-      });
-      if (expired || value === '') cookies.delete(name);
-      else cookies.set(name, value);
+/** A tough-cookie jar with the rules both engines apply (each explicit, so an upgrade cannot loosen one unnoticed). */
+export function newCookieJar(): CookieJar {
+  return new CookieJar(undefined, {
+    // Never a cookie for "com" or "co.uk": it would go to every site under it.
+    rejectPublicSuffixes: true,
+    // A name under a special-use TLD (.test, .example, .local) is a site like any other (the demo
+    // sites are under .test); the TLD itself is still refused like a public suffix.
+    allowSpecialUseDomain: true,
+    // A Secure cookie is set and sent over https only: not over plain http to a loopback address either.
+    allowSecureOnLocal: false,
+    enforceSecureOriginOnStorage: true,
+    // __Secure- and __Host- cookies that break their prefix's rules are ignored, not thrown.
+    prefixSecurity: 'silent',
+    looseMode: false,
+  });
+}
+
+/** The HTTP engine's per-run jar. tough-cookie's synchronous API: no await on the request path. */
+export class HttpCookies implements RunCookies {
+  private readonly jar = newCookieJar();
+  /** Most runs never get a cookie: then nothing is looked up at all. */
+  private empty = true;
+
+  header(url: URL): string {
+    if (this.empty) return '';
+    try {
+      return this.jar.getCookieStringSync(url.href);
+    } catch {
+      // tough-cookie refuses to look up some names (a bare special-use name such as "test"): no cookie goes there.
+      return '';
     }
   }
 
-  header(host: string): string | undefined {
-    const cookies = this.jar.get(host);
-    if (!cookies || cookies.size === 0) return undefined;
-    return [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+  store(url: URL, lines: string[]): undefined {
+    for (const line of lines) {
+      try {
+        if (this.jar.setCookieSync(line, url.href, { ignoreError: true })) this.empty = false;
+      } catch {
+        // A line the website got wrong in a way ignoreError does not cover: ignored like the others.
+      }
+    }
   }
 }
 
@@ -94,12 +120,13 @@ async function readBody(body: AsyncIterable<Uint8Array> & { destroy?: (e?: Error
 
 export class HttpDriver implements Driver {
   readonly engine = 'http' as const;
-  private readonly cookies = new CookieJar();
   private page: PageSnapshot | null = null;
 
   constructor(
     private readonly dispatcher: Agent,
     private readonly checkUrl: UrlCheck,
+    /** The run's cookies: one jar per run (one driver per run), or the browser context's. */
+    private readonly cookies: RunCookies = new HttpCookies(),
   ) {}
 
   async request(spec: HttpRequestSpec, signal: AbortSignal): Promise<HttpResponseData> {
@@ -109,9 +136,13 @@ export class HttpDriver implements Driver {
     const headers = { ...spec.headers };
     for (let hop = 0; ; hop++) {
       const host = url.hostname.toLowerCase();
-      const cookie = this.cookies.header(host);
       const sendHeaders: Record<string, string> = { ...headers };
-      if (cookie && !sendHeaders.cookie) sendHeaders.cookie = cookie;
+      // The cookies for this hop's own URL (a recipe's cookie header, kept only on its origin, wins).
+      if (!sendHeaders.cookie) {
+        const got = this.cookies.header(url);
+        const cookie = typeof got === 'string' ? got : await got;
+        if (cookie) sendHeaders.cookie = cookie;
+      }
       let res: Awaited<ReturnType<typeof request>>;
       try {
         res = await request(url, { method, headers: sendHeaders, body, dispatcher: this.dispatcher, signal });
@@ -120,7 +151,12 @@ export class HttpDriver implements Driver {
         const err = networkError(e, host, spec.step);
         throw hop > 0 ? afterSending(err) : err;
       }
-      this.cookies.store(host, res.headers['set-cookie']);
+      // Each hop's cookies are kept, as set by that hop's URL, before the next hop is asked for its own.
+      const setCookie = res.headers['set-cookie'];
+      if (setCookie) {
+        const kept = this.cookies.store(url, Array.isArray(setCookie) ? setCookie : [setCookie]);
+        if (kept) await kept;
+      }
       const location = res.headers.location;
       if ([301, 302, 303, 307, 308].includes(res.statusCode) && location && method !== 'HEAD') {
         await res.body.dump().catch(() => undefined);
@@ -146,6 +182,13 @@ export class HttpDriver implements Driver {
         // Another origin (scheme, host or port) never sees what the recipe sent the first one:
         // credentials, cookies and any custom header that may carry a secret stay behind.
         if (next.origin !== url.origin) {
+          // A 307 or 308 would resend the body, and a body may carry a secret (a sign-in form's
+          // password) that was meant for this origin only: refused, not resent. The request
+          // itself reached the website (never "not sent": an action may have happened).
+          if (body !== undefined && body !== '')
+            throw new ServiceError('upstream_http_error', `The website ${host} redirected a request with a body to another origin (${next.host}): the body is not sent there`, {
+              details: { step: spec.step, host, reason: 'cross_origin_body_redirect' },
+            });
           for (const name of Object.keys(headers)) if (!SAFE_ACROSS_ORIGINS.has(name.toLowerCase())) delete headers[name];
         }
         url = next;

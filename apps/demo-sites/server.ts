@@ -207,7 +207,7 @@ export async function startDemoSites(opts: { port?: number; host?: string } = {}
       }
       inst.requestCounts[host] = (inst.requestCounts[host] ?? 0) + 1;
       if (path === '/__probe/hold') return write(req, res, await heldPage(inst.holds, url.searchParams, res));
-      const probe = probeReply(path, url.searchParams, req.headers);
+      const probe = probeReply(path, url.searchParams, req.headers, method, body);
       if (probe) return write(req, res, probe);
 
       // The query string counts too, so a fault can target one input (`/api/v1/current?city=Madrid`).

@@ -1,12 +1,16 @@
 // Probe pages served on every demo host, for the engines' destination tests: an open redirect,
-// an echo of the request headers, and a page whose scripts reach out (fetch, WebSocket,
+// an echo of the request (headers, method, body), and a page whose scripts reach out (fetch, WebSocket,
 // EventSource) to addresses given in its query. They let a test point a "website" at a loopback
 // port outside the host map and check that nothing reaches it. A ticker page changes all the time.
+// For the engines' cookie tests: an answer with any Set-Cookie lines (also as a redirect hop) and a
+// page that shows what its scripts can read of its cookies.
 import type { IncomingHttpHeaders } from 'node:http';
 import { esc, html, json, text, type Reply } from './http.ts';
 
-export function probeReply(path: string, query: URLSearchParams, headers: IncomingHttpHeaders): Reply | null {
+export function probeReply(path: string, query: URLSearchParams, headers: IncomingHttpHeaders, method = 'GET', body: Buffer = Buffer.alloc(0)): Reply | null {
   if (!path.startsWith('/__probe/')) return null;
+  // Any path under /__probe/headers/ echoes too (cookies are scoped by path).
+  if (path.startsWith('/__probe/headers/')) path = '/__probe/headers';
   switch (path) {
     case '/__probe/redirect': {
       const to = query.get('to');
@@ -15,7 +19,22 @@ export function probeReply(path: string, query: URLSearchParams, headers: Incomi
       return { status: [301, 302, 303, 307, 308].includes(status) ? status : 302, headers: { location: to, 'cache-control': 'no-store' }, body: '' };
     }
     case '/__probe/headers':
-      return json(200, { headers });
+      return json(200, { headers, method, body: body.toString('utf8') });
+    case '/__probe/set-cookie': {
+      // Each `set` is one Set-Cookie line, sent as is (malformed ones too); with `to`, as a redirect there.
+      const lines = query.getAll('set');
+      const to = query.get('to');
+      if (!to) return json(200, { set: lines.length }, { 'set-cookie': lines });
+      const status = Number(query.get('status') ?? 302);
+      return { status: [301, 302, 303, 307, 308].includes(status) ? status : 302, headers: { location: to, 'cache-control': 'no-store', 'set-cookie': lines }, body: '' };
+    }
+    case '/__probe/document-cookie':
+      // What the page's own scripts can read of its cookies (HttpOnly ones are not there).
+      return html(
+        200,
+        `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Cookies</title></head><body><p id="cookie"></p><script>document.getElementById('cookie').textContent = document.cookie || '(none)';</script></body></html>\n`,
+        { 'cache-control': 'no-store' },
+      );
     case '/__probe/page': {
       // Each probe settles (or gives up after 3 s); then #done appears so a recipe can wait for it.
       const probes = JSON.stringify({ fetch: query.get('fetch'), ws: query.get('ws'), sse: query.get('sse') });
