@@ -9,6 +9,7 @@ import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activ
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { ServiceError } from '../shared/errors.ts';
+import { isFinalRefusal } from '../activities/engines/errors.ts';
 import { detectChallenge } from '../activities/engines/interpreter.ts';
 import { HttpCookies } from '../activities/engines/http-engine.ts';
 
@@ -378,16 +379,21 @@ describe('a body never follows a redirect to another origin', () => {
   // The password is the books site's (its connection's): the recipe may send it there, and only there.
   const c = () => ctx({ secrets: { PASSWORD: 'hunter2-for-books' }, secretSites: { PASSWORD: 'books.example.test' } });
 
-  it('a 307 or 308 that would resend a body to another origin is refused (upstream_http_error, cross_origin_body_redirect) and the other origin sees nothing; on its own origin the body follows', async () => {
+  it('a 307 or 308 that would resend a body to another origin is refused, finally (workflow_execution_failed, cross_origin_body_redirect) and the other origin sees nothing; on its own origin the body follows', async () => {
     for (const status of [307, 308]) {
       const e = await runError(post(status, 'http://news.example.test/__probe/headers'), {}, c());
-      expect(e.code, String(status)).toBe('upstream_http_error');
+      expect(e.code, String(status)).toBe('workflow_execution_failed');
       expect(e.details, String(status)).toEqual({ step: '0', host: 'books.example.test', reason: 'cross_origin_body_redirect' });
+      expect(isFinalRefusal(e), String(status)).toBe(true);
       expect(JSON.stringify({ m: e.message, d: e.details })).not.toContain('hunter2');
     }
     // the same host on another port is another origin too
     expect((await runError(post(307, 'http://books.example.test:8080/__probe/headers'), {}, c())).details).toMatchObject({ reason: 'cross_origin_body_redirect' });
     expect((await state())['news.example.test'] ?? 0).toBe(0);
+    // The same host moving it to https is followed with the body (the demo sites speak no TLS, so
+    // that hop fails on the handshake: what matters is that it was tried, not refused).
+    const upgraded = await runError(post(307, 'https://books.example.test/__probe/headers'), {}, c());
+    expect(upgraded.details).toEqual({ step: '0', host: 'books.example.test', reason: 'network_error' });
     // On its own origin a 307 keeps the method and body; a 303 goes to another origin as a GET without the body.
     expect(await runner.run(post(307, 'http://books.example.test/__probe/headers'), {}, c())).toEqual({ method: 'POST', body: 'email=reader%40example.test&password=hunter2-for-books' });
     expect(await runner.run(post(303, 'http://news.example.test/__probe/headers'), {}, c())).toEqual({ method: 'GET', body: '' });
@@ -396,7 +402,7 @@ describe('a body never follows a redirect to another origin', () => {
   it('as an action it is action_unconfirmed: the first website had the request', async () => {
     const e = await runError(post(307, 'http://news.example.test/__probe/headers', { action: true }), {}, c());
     expect(e.code).toBe('action_unconfirmed');
-    expect(e.details).toMatchObject({ cause: 'upstream_http_error' });
+    expect(e.details).toMatchObject({ cause: 'workflow_execution_failed' });
     expect((await state())['news.example.test'] ?? 0).toBe(0);
   });
 });

@@ -183,10 +183,13 @@ export class HttpDriver implements Driver {
         // credentials, cookies and any custom header that may carry a secret stay behind.
         if (next.origin !== url.origin) {
           // A 307 or 308 would resend the body, and a body may carry a secret (a sign-in form's
-          // password) that was meant for this origin only: refused, not resent. The request
-          // itself reached the website (never "not sent": an action may have happened).
-          if (body !== undefined && body !== '')
-            throw new ServiceError('upstream_http_error', `The website ${host} redirected a request with a body to another origin (${next.host}): the body is not sent there`, {
+          // password) that was meant for this origin only: refused, not resent, and final (the
+          // same website answers the same way on a retry). The request itself reached the website
+          // (never "not sent": an action may have happened). The one exception is the same host
+          // moving the request from http to https: the body goes nowhere else, only encrypted.
+          const upgrade = url.protocol === 'http:' && next.protocol === 'https:' && next.hostname === url.hostname;
+          if (body !== undefined && body !== '' && !upgrade)
+            throw new ServiceError('workflow_execution_failed', `The website ${host} redirected a request with a body to another origin (${next.host}): the body is not sent there`, {
               details: { step: spec.step, host, reason: 'cross_origin_body_redirect' },
             });
           for (const name of Object.keys(headers)) if (!SAFE_ACROSS_ORIGINS.has(name.toLowerCase())) delete headers[name];
