@@ -155,10 +155,16 @@ describe('GET /openapi.json', () => {
     expect(doc.components.responses.E429.headers['Retry-After']).toBeDefined();
   });
 
-  it('lists 408 request_timeout, with the error envelope, on the upload: a body sent too slowly is refused there as on POST /v1/query', () => {
-    for (const path of ['/v1/files', '/v1/query']) {
-      expect(doc.paths[path].post.responses['408'], path).toEqual({ $ref: '#/components/responses/E408' });
-    }
+  it('lists 408 request_timeout, with the error envelope, on every operation that takes a body: a body sent too slowly is refused on any of them', () => {
+    const withBody = Object.entries(doc.paths).flatMap(([path, item]: [string, any]) =>
+      Object.entries(item)
+        .filter(([, op]: [string, any]) => op?.requestBody)
+        .map(([method, op]: [string, any]) => [`${method.toUpperCase()} ${path}`, op] as const),
+    );
+    expect(withBody.map(([name]) => name)).toEqual(expect.arrayContaining(['POST /v1/files', 'POST /v1/query', 'POST /v1/query/requests/{request_id}/feedback', 'POST /mcp', 'POST /oauth/token']));
+    for (const [name, op] of withBody) expect(op.responses['408'], name).toEqual({ $ref: '#/components/responses/E408' });
+    // The upload's body is raw bytes, so a client generated from the document sends them as such.
+    expect(doc.paths['/v1/files'].post.requestBody).toMatchObject({ required: true, content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } });
     const e408 = doc.components.responses.E408.content['application/json'];
     expect(e408.schema).toEqual({ $ref: '#/components/schemas/Error' });
     expect(e408.examples.request_timeout.value.error).toMatchObject({ code: 'request_timeout', status: 408, retryable: true });

@@ -117,6 +117,8 @@ export function named<T extends z.ZodType>(name: string, schema: T): T {
 export const errors = (...statuses: ErrorStatus[]) => ({ 'x-errors': statuses });
 /** Route-schema key with named request-body examples (documentation only). */
 export const bodyExamples = (examples: Record<string, { summary?: string; value: unknown }>) => ({ 'x-body-examples': examples });
+/** A request body that is not JSON (the route parses it itself): documented as raw bytes of `mediaType`. */
+export const rawBody = (mediaType: string, description: string) => ({ 'x-raw-body': { mediaType, description } });
 /** Bearer requirement of keyed routes; key-free routes declare `security: []`. */
 export const BEARER = [{ bearerAuth: [] as string[] }];
 /** The Temporal codec endpoint's operator credential (apps/api/routes/codec.ts). */
@@ -238,6 +240,9 @@ export function openApiSwaggerOptions(): FastifyDynamicSwaggerOptions {
           const media = (op.requestBody as { content?: Record<string, Json> } | undefined)?.content?.['application/json'];
           if (examples && media) media.examples = examples;
           delete op['x-body-examples'];
+          const raw = op['x-raw-body'] as { mediaType: string; description: string } | undefined;
+          if (raw) op.requestBody = { required: true, description: raw.description, content: { [raw.mediaType]: { schema: { type: 'string', format: 'binary' } } } };
+          delete op['x-raw-body'];
         }
       }
       return {

@@ -88,7 +88,7 @@ export default async function codecRoutes(app: FastifyInstance, { config }: { co
         headers: z.looseObject({ 'x-namespace': z.string().optional() }),
         body: named('CodecPayloads', CodecBody),
         response: { 200: CodecBody.describe('The payloads, in the same order') },
-        ...errors(400, 401, 413, 415),
+        ...errors(400, 401, 408, 413, 415),
       },
       preValidation: authenticate, // the token first: 401 before any 400
       handler: async (request, reply) => {

@@ -28,7 +28,7 @@ export default async function feedbackRoutes(app: FastifyInstance) {
       params: RequestIdParams,
       body: named('FeedbackBody', FeedbackBody),
       response: { 200: named('FeedbackResponse', FeedbackResponse) },
-      ...errors(400, 401, 404, 409, 410, 413, 415, 429, 503),
+      ...errors(400, 401, 404, 408, 409, 410, 413, 415, 429, 503),
     },
     // The key first, before the body is read: a caller without one learns nothing about ids or bodies.
     onRequest: app.authenticate,

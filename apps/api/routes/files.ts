@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { ServiceError } from '../../../shared/errors.ts';
 import { createFile, MAX_FILE_BYTES } from '../../../shared/db/files.ts';
 import { FileResponse } from '../../../shared/openapi/schemas.ts';
-import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
+import { BEARER, errors, named, rawBody } from '../../../shared/openapi/document.ts';
 import type { Config } from '../../../shared/config.ts';
 import { OrgSlots } from '../services/org-slots.ts';
 
@@ -181,6 +181,7 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       // 408: a body not received whole within REQUEST_TIMEOUT_MS (apps/api/plugins/errors.ts), which
       // a 10 MB upload over a slow link is the likeliest of all requests to meet.
       ...errors(400, 401, 408, 413, 415, 429, 503),
+      ...rawBody('application/octet-stream', "The file's bytes, 1 byte to 10 MB"),
     },
     // Authenticate before the body is read: anonymous uploads are refused without taking them in.
     onRequest: app.authenticate,

@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { ClientRegistration, findClient, registerClient } from '../../../shared/oauth/clients.ts';
 import { GrantError, MCP_SCOPE, redeemCode, refresh, revokeToken } from '../../../shared/oauth/grants.ts';
 import { documentOnly } from '../plugins/errors.ts';
+import { errors } from '../../../shared/openapi/document.ts';
 import { REGISTER_PATH, REVOKE_PATH, TOKEN_PATH, mcpResource } from './oauth-metadata.ts';
 
 const OAuthError = z
@@ -95,6 +96,7 @@ export default async function oauthRoutes(app: FastifyInstance) {
         security: [],
         body: ClientRegistration,
         response: { 201: ClientInformation, 400: { description: 'invalid_redirect_uri or invalid_client_metadata', content: { 'application/json': { schema: OAuthError } } }, ...commonFailures },
+        ...errors(408),
       },
     },
     async (request, reply) => {
@@ -128,6 +130,8 @@ export default async function oauthRoutes(app: FastifyInstance) {
           401: { description: 'invalid_client: unknown client_id', content: { 'application/json': { schema: OAuthError } } },
           ...commonFailures,
         },
+        // The socket-level refusal of a body not received in time is the service's envelope.
+        ...errors(408),
       },
     },
     async (request, reply) => {
@@ -167,6 +171,8 @@ export default async function oauthRoutes(app: FastifyInstance) {
           401: { description: 'invalid_client: unknown client_id', content: { 'application/json': { schema: OAuthError } } },
           ...commonFailures,
         },
+        // The socket-level refusal of a body not received in time is the service's envelope.
+        ...errors(408),
       },
     },
     async (request, reply) => {
