@@ -161,7 +161,8 @@ const ConfigSchema = z.object({
    * generated into `$DATA_DIR/connections-key` (mode 0600) on first use and reused after that.
    */
   CONNECTIONS_ENCRYPTION_KEY: z.string().optional(),
-  /** Earlier encryption keys (comma-separated base64), still accepted for decryption after a rotation. */
+  /** Earlier encryption keys (comma-separated base64), still accepted for decryption after a rotation,
+   *  until `npm run admin -- connection rekey` reports no row left on them (docs/connections.md). */
   CONNECTIONS_PREVIOUS_KEYS: z.string().optional(),
   /**
    * Key that encrypts Temporal payloads (workflow and activity inputs and outputs, results, memos) in

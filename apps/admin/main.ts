@@ -10,7 +10,7 @@ import { createKey, createOrg, grant, revokeKey } from '../../shared/db/orgs.ts'
 import { ACCOUNT_USAGE, runAccountCommand } from './account-commands.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
 import { WORKFLOW_USAGE, workflowCommand } from './workflow-commands.ts';
-import { addConnection, expireConnection, listConnections, loadKeyring, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
+import { addConnection, expireConnection, listConnections, loadKeyring, rekeyConnections, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
 
 const USAGE = `usage:
   npm run admin -- org create --name <name> --credits <n>
@@ -22,6 +22,8 @@ const USAGE = `usage:
   npm run admin -- connection revoke --id <conn_id>      (disconnected: queries get auth_revoked)
   npm run admin -- connection expire --id <conn_id>      (needs a fresh sign-in: queries get auth_required)
   npm run admin -- connection list --org <org_id>
+  npm run admin -- connection rekey [--dry-run]          (re-encrypts rows still under a CONNECTIONS_PREVIOUS_KEYS key
+      with CONNECTIONS_ENCRYPTION_KEY; exit 1 when a row no configured key decrypts; docs/connections.md)
 ${ACCOUNT_USAGE}
 ${WORKFLOW_USAGE}`;
 
@@ -54,6 +56,7 @@ const OPTIONS = {
   role: { type: 'string' },
   file: { type: 'string' },
   share: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 const { positionals, values } = parse();
@@ -143,6 +146,16 @@ try {
     case 'connection list':
       out = { connections: await listConnections(db, need('org')) };
       break;
+    case 'connection rekey': {
+      const report = await rekeyConnections(db, await loadKeyring(config), { dryRun: values['dry-run'] === true });
+      out = report;
+      if (report.undecryptable.length > 0) {
+        // Ids only (they are in the JSON too): an operator must look at these rows before dropping a key.
+        console.error(`admin: ${report.undecryptable.length} connection(s) could not be decrypted with any configured key and were left unchanged`);
+        code = 1;
+      }
+      break;
+    }
     case 'workflow template':
     case 'workflow build':
       ({ code, out } = await workflowCommand(verb, values, { db, config }));

@@ -367,3 +367,104 @@ export async function loadSecrets(db: Db | DbClient, ring: Keyring, orgId: strin
   }
   return { ok: true, secrets, sites };
 }
+
+// --- re-encryption after a key rotation ----------------------------------------------------------
+
+/** A row no configured key decrypts: named by ids, never by content. */
+export interface UndecryptableConnection {
+  connection_id: string;
+  org_id: string;
+  /** The id (digest prefix) of the key the row names; never the key. */
+  key_id: string;
+  reason: 'key not configured' | 'cannot be decrypted (wrong key or altered row)';
+}
+
+export interface RekeyReport {
+  dry_run: boolean;
+  /** Id of CONNECTIONS_ENCRYPTION_KEY: every row should end up naming it. */
+  current_key_id: string;
+  /** Rows moved to the current key (in a dry run: `would_reencrypt`, nothing written). */
+  reencrypted?: number;
+  would_reencrypt?: number;
+  /** Rows already under the current key: not read, not written. */
+  already_current: number;
+  /** Left as they are; the command exits non-zero while there is one. */
+  undecryptable: UndecryptableConnection[];
+  /** Rows not under the current key when the run ended: at 0, previous keys can be dropped. */
+  remaining_on_old_keys: number;
+}
+
+type SecretRow = Identity & { secret_ciphertext: Buffer; secret_iv: Buffer; secret_tag: Buffer; key_id: string };
+
+const SECRET_COLUMNS = 'id, org_id, kind, name, site, key_id, secret_ciphertext, secret_iv, secret_tag';
+
+/**
+ * Re-encrypt every connection not under the ring's current key with it, so previous keys can
+ * eventually be dropped. Rows are read in batches by id; each is written by one UPDATE (its own
+ * short transaction) that compares the key id, IV, tag and ciphertext it decrypted: a row changed
+ * in between is never overwritten with what was read before, and is read again. Only the secret
+ * columns change (status, updated_at and the rest stay as they are), so a concurrent revoke or
+ * replace keeps its effect. Rows already under the current key are recognized by their `key_id`
+ * without decrypting; a rerun re-encrypts nothing. Safe while the service runs.
+ */
+export async function rekeyConnections(db: Db, ring: Keyring, opts: { dryRun?: boolean; batchSize?: number } = {}): Promise<RekeyReport> {
+  const batchSize = opts.batchSize ?? 100;
+  const current = ring.current.id;
+  const alreadyCurrent = await db.query('SELECT count(*)::int AS n FROM connections WHERE key_id = $1', [current]);
+  let moved = 0;
+  let turnedCurrent = 0;
+  const undecryptable: UndecryptableConnection[] = [];
+
+  /** One row: decrypt with the ring, re-encrypt, compare-and-set; again if it changed meanwhile. */
+  const rekeyRow = async (first: SecretRow) => {
+    let row: SecretRow | undefined = first;
+    for (let attempt = 0; row; attempt++) {
+      if (row.key_id === current) {
+        turnedCurrent++; // another run (or process) got there first
+        return;
+      }
+      if (attempt === 5) throw new Error(`connection ${row.id} kept changing while it was being re-encrypted; run the command again`);
+      const { id, org_id, key_id } = row;
+      if (!ring.byId.has(key_id)) return void undecryptable.push({ connection_id: id, org_id, key_id, reason: 'key not configured' });
+      let secret: Record<string, string>;
+      try {
+        secret = decrypt(ring, row);
+      } catch {
+        // The cause is not kept: it could quote the plaintext.
+        return void undecryptable.push({ connection_id: id, org_id, key_id, reason: 'cannot be decrypted (wrong key or altered row)' });
+      }
+      if (opts.dryRun) {
+        moved++;
+        return;
+      }
+      const enc = encrypt(ring, row, secret);
+      const r = await db.query(
+        `UPDATE connections SET secret_ciphertext = $2, secret_iv = $3, secret_tag = $4, key_id = $5, key_version = $6
+          WHERE id = $1 AND key_id = $7 AND secret_iv = $8 AND secret_tag = $9 AND secret_ciphertext = $10`,
+        [id, enc.ciphertext, enc.iv, enc.tag, enc.keyId, KEY_VERSION, key_id, row.secret_iv, row.secret_tag, row.secret_ciphertext],
+      );
+      if (r.rowCount === 1) {
+        moved++;
+        return;
+      }
+      // Changed since it was read: read it again (gone: nothing to do).
+      row = (await db.query(`SELECT ${SECRET_COLUMNS} FROM connections WHERE id = $1`, [id])).rows[0] as SecretRow | undefined;
+    }
+  };
+
+  for (let after = ''; ; ) {
+    const batch = await db.query(`SELECT ${SECRET_COLUMNS} FROM connections WHERE id > $1 AND key_id <> $2 ORDER BY id LIMIT $3`, [after, current, batchSize]);
+    for (const row of batch.rows as SecretRow[]) await rekeyRow(row);
+    if (batch.rows.length < batchSize) break;
+    after = (batch.rows[batch.rows.length - 1] as SecretRow).id;
+  }
+  const remaining = await db.query('SELECT count(*)::int AS n FROM connections WHERE key_id <> $1', [current]);
+  return {
+    dry_run: Boolean(opts.dryRun),
+    current_key_id: current,
+    ...(opts.dryRun ? { would_reencrypt: moved } : { reencrypted: moved }),
+    already_current: alreadyCurrent.rows[0].n + turnedCurrent,
+    undecryptable,
+    remaining_on_old_keys: remaining.rows[0].n,
+  };
+}
