@@ -26,6 +26,14 @@ def pinned(where: str, image: str) -> None:
 
 
 PUBLIC_SERVICES = {"api"}
+# Processes that read or write connection secrets: each needs the same connections keyring, or it
+# falls back to a key of its own in DATA_DIR and the others cannot read what it stored.
+KEYRING_ENTRYPOINTS = ("apps/api/main.ts", "apps/worker/main.ts")
+KEYRING_ENV = ("CONNECTIONS_ENCRYPTION_KEY", "CONNECTIONS_PREVIOUS_KEYS", "PAYLOAD_ENCRYPTION_KEY")
+
+
+def runs_keyring_process(command: list[str] | None) -> bool:
+    return any(part in KEYRING_ENTRYPOINTS for part in command or [])
 LOOPBACK = {"127.0.0.1", "::1"}
 
 
@@ -44,6 +52,11 @@ def check_compose(path: str) -> None:
             for port in svc.get("ports") or []:
                 if port.get("host_ip") not in LOOPBACK:
                     problems.append(f"{where}: publishes port {port.get('published')} on every interface; bind it to 127.0.0.1")
+        if runs_keyring_process(svc.get("command")):
+            env = svc.get("environment") or {}
+            for var in KEYRING_ENV:
+                if var not in env:
+                    problems.append(f"{where}: runs {' '.join(svc['command'][-1:])} without {var}")
         if "build" in svc:  # the service's own image: the hardening this repo controls
             if svc.get("read_only") is not True:
                 problems.append(f"{where}: read_only is not true")
@@ -84,6 +97,11 @@ def check_k8s(paths: list[str]) -> None:
             for e in c.get("env", []):
                 if any(s in e["name"] for s in ("DATABASE_URL", "KEY", "PASSWORD", "SECRET", "TOKEN")) and "value" in e:
                     problems.append(f"{cw}: {e['name']} is a literal value, not a secretKeyRef")
+            if runs_keyring_process(c.get("command")):
+                names = {e["name"] for e in c.get("env", [])}
+                for var in KEYRING_ENV:
+                    if var not in names:
+                        problems.append(f"{cw}: runs {c['command'][-1]} without {var}")
         if doc["kind"] == "Deployment" and doc["metadata"]["name"].endswith("-api"):
             c = pod["containers"][0]
             probes = {p: c.get(p, {}).get("httpGet", {}).get("path") for p in ("startupProbe", "livenessProbe", "readinessProbe")}

@@ -79,3 +79,18 @@ imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* The connections keyring: the API's console encrypts what it stores, the workers decrypt it for runs. */}}
+{{- define "wqs.connectionsEnv" -}}
+- name: CONNECTIONS_ENCRYPTION_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "secrets.connections.name: the Secret holding CONNECTIONS_ENCRYPTION_KEY" .Values.secrets.connections.name }}
+      key: {{ .Values.secrets.connections.key }}
+- name: CONNECTIONS_PREVIOUS_KEYS
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.secrets.connections.name }}
+      key: {{ .Values.secrets.connections.previousKeysKey }}
+      optional: true
+{{- end -}}
