@@ -274,6 +274,8 @@ describe('MCP tools', () => {
     expect((await callTool(client, 'svc_run_workflow', { ...london, idempotency_key: k })).sc.status).toBe('succeeded');
     const conflict = await callTool(client, 'svc_run_workflow', { ...london, input: { city: 'Paris' }, idempotency_key: k });
     expect(conflict.sc.error).toMatchObject({ code: 'idempotency_key_conflict', param: 'idempotency_key' });
+    expect(conflict.sc.error.message).toMatch(/\bidempotency_key\b/);
+    expect(conflict.sc.error.message).not.toMatch(/Idempotency-Key/);
 
     // svc_run_workflow's input is its `input` argument; a per-workflow tool's arguments are the input itself.
     const generic = await callTool(client, 'svc_run_workflow', { ...london, input: { town: 'London' } });
@@ -289,6 +291,9 @@ describe('MCP tools', () => {
     expect(own.sc.error.code).toBe('invalid_provider_input');
     expect(paths(own).map((p: string) => `input.${p}`)).toEqual(paths(generic));
     expect(own.sc.error.param).toBe(paths(own)[0]);
+    // Its texts name the arguments as the tool's caller knows them: `city`, never `input.city`.
+    expect(generic.sc.error.message).toMatch(/input\.(city|town)/);
+    expect(JSON.stringify([own.sc.error.message, own.sc.error.details.issues])).not.toMatch(/input\.(city|town)/);
     expect((await balanceOf(org.org_id)).charged).toBe(1);
   });
 

@@ -101,7 +101,10 @@ export function toolPath(path: string, tool: ToolArguments): string {
 export function inToolTerms(result: RunResult, tool: ToolArguments): RunResult {
   const error = result.error as (ErrorBody & Record<string, unknown>) | undefined;
   if (!error) return result;
-  const text = (m: string) => (tool === 'run' ? m.replace(/\bresponse\.(include|exclude)\b/g, '$1') : m);
+  // The texts too: the run tools' `include`, `exclude` and `idempotency_key` are arguments, not
+  // `response.include` or a header; a per-workflow tool's `input.city` is its argument `city`.
+  const text = (m: string) =>
+    tool === 'run' ? m.replace(/\bresponse\.(include|exclude)\b/g, '$1').replace(/\bIdempotency-Key\b/g, 'idempotency_key') : m.replace(/\binput\.(?=[^\s.])/g, '');
   const { param, ...rest } = error;
   const mapped: ErrorBody & Record<string, unknown> = { ...rest, message: text(error.message) };
   const at = typeof param === 'string' ? toolPath(param, tool) : undefined;
