@@ -352,6 +352,37 @@ describe('invitations (adding a member needs their consent)', () => {
     expect((await admin.client.submit('/console/members', '/console/members', { email: other.email, role: 'owner' })).status).toBe(403);
   });
 
+  it("keeps an Owner's pending Owner invitation out of an Administrator's reach: inviting the address again is refused, its role, link and expiry stay", async () => {
+    const owner = await signedIn('owner');
+    const admin = await signedIn('admin', owner.org.org_id);
+    const invitee = await signedIn('owner');
+    // As if they had signed up themselves: only the Owner's link lets them answer.
+    await db().query('UPDATE users SET email_verified = false WHERE id = $1', [invitee.userId]);
+    const sent = await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'owner' });
+    const link = linkOn(sent.text)!;
+    const before = (await db().query('SELECT role, token_hash, invited_by, expires_at FROM member_invitations WHERE id = $1', [link.id])).rows[0];
+    expect(before.role).toBe('owner');
+    // The Administrator sees it listed (as Owner), cannot withdraw it, and cannot re-send it as anything else.
+    expect((await admin.client.submit('/console/members', `/console/members/invitations/${link.id}/revoke`, {})).status).toBe(403);
+    for (const role of ['admin', 'member']) {
+      const res = await admin.client.submit('/console/members', '/console/members', { email: invitee.email, role });
+      expect(res.status).toBe(403);
+      expect(res.text).toContain('Only an Owner can grant or change the Owner role.');
+      expect(linkOn(res.text)).toBeNull();
+    }
+    const after = (await db().query('SELECT role, token_hash, invited_by, expires_at FROM member_invitations WHERE id = $1', [link.id])).rows[0];
+    expect(after).toEqual(before);
+    // The Owner's link still works, for the Owner role.
+    expect((await answerAs(invitee.client, link.id, 'accept', { token: link.token })).status).toBe(303);
+    expect(await memberRole(owner.org.org_id, invitee.userId)).toBe('owner');
+    // An Administrator still re-sends invitations of roles they may grant.
+    const other = await signedIn('owner');
+    expect((await owner.client.submit('/console/members', '/console/members', { email: other.email, role: 'member' })).status).toBe(200);
+    const resent = await admin.client.submit('/console/members', '/console/members', { email: other.email, role: 'admin' });
+    expect(resent.status).toBe(200);
+    expect(linkOn(resent.text)).not.toBeNull();
+  });
+
   const acceptAs = (c: ConsoleClient, id: string) => answerAs(c, id);
 
   it('lets a user an operator created (their address vouched for) accept from the Overview, without the link', async () => {
