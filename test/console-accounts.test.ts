@@ -14,6 +14,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../shared/ids.ts';
+import { barePage } from '../apps/api/console/context.ts';
 import { freePort } from '../shared/infra/free-port.ts';
 import { changeMember, membershipsOf } from '../shared/accounts/users.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
@@ -120,6 +121,15 @@ describe('sign-in and sessions', () => {
     const css = await client.get('/console/assets/console.css');
     expect(css.headers.get('content-type')).toMatch(/^text\/css/);
     expect(css.text).toContain(':focus-visible');
+  });
+
+  it('escapes the bare page answered when the layout cannot render (database down), as the templates do', () => {
+    // Its title and message may carry request text, e.g. an OAuth client_id in "This app cannot connect".
+    const page = barePage('This app cannot connect', `The client's metadata document at https://x.test/"><script>alert(1)</script> cannot be used (<b>).`);
+    expect(page).not.toContain('<script>');
+    expect(page).not.toContain('<b>');
+    expect(page).toContain('at https://x.test/&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt; cannot be used (&lt;b&gt;).');
+    expect(page).toContain('<h1>This app cannot connect</h1>');
   });
 
   it('ends a session on sign-out (the old cookie opens nothing)', async () => {
