@@ -569,6 +569,38 @@ describe('sign-in throttling', () => {
   });
 });
 
+describe('sign-in throttling under concurrency', () => {
+  it('holds the per-email limit against a burst of concurrent attempts: no more guesses than the limit get a password check', async () => {
+    const f = await orgWithUser('owner');
+    const c = new ConsoleClient();
+    const token = await c.token('/console/sign-in');
+    const limit = loadConfig().CONSOLE_SIGNIN_MAX_PER_EMAIL;
+    // All sent at once, as an attacker would: each passed the check before any failure was counted.
+    const burst = await Promise.all(
+      Array.from({ length: 3 * limit }, (_, i) => c.request('POST', '/console/sign-in', { form: { _csrf: token, email: f.email, password: `wrong password ${i}` } })),
+    );
+    const statuses = burst.map((r) => r.status);
+    expect(statuses.filter((s) => s === 401)).toHaveLength(limit);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(2 * limit);
+    const bucket = await db().query('SELECT attempts FROM sign_in_throttle WHERE bucket = $1', [`email:${sha256(f.email).toString('hex')}`]);
+    expect(bucket.rows[0].attempts).toBe(limit);
+    // The right password waits for the window too.
+    const blocked = await c.signIn(f.email, PASSWORD);
+    expect(blocked.status).toBe(429);
+    expect(blocked.setCookies.some((s) => s.includes('wqs_session='))).toBe(false);
+  });
+
+  it('does not count a successful sign-in against the limits', async () => {
+    const f = await orgWithUser('owner');
+    const emailBucket = `email:${sha256(f.email).toString('hex')}`;
+    const limit = loadConfig().CONSOLE_SIGNIN_MAX_PER_EMAIL;
+    const c = new ConsoleClient();
+    for (let i = 0; i < limit - 1; i++) expect((await c.signIn(f.email, `wrong password ${i}`)).status).toBe(401);
+    for (let i = 0; i < 3; i++) expect((await new ConsoleClient().signIn(f.email, PASSWORD)).status).toBe(303);
+    expect((await db().query('SELECT attempts FROM sign_in_throttle WHERE bucket = $1', [emailBucket])).rows[0].attempts).toBe(limit - 1);
+  });
+});
+
 describe('on an https base URL, with sign-up open', () => {
   let api: ServiceProcess;
   let base: string;

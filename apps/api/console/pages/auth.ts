@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { findUserByEmail, firstMembership, AccountError } from '../../../../shared/accounts/users.ts';
 import { verifyPassword } from '../../../../shared/accounts/passwords.ts';
-import { deleteEndedWindows, recordFailure, throttled, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
+import { deleteEndedWindows, recordFailure, releaseAttempt, reserveAttempt, throttled, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
 import { deleteExpiredSessions, signUp, switchOrg } from '../../../../shared/accounts/sessions.ts';
 import { ConsolePageError, needSession, type ConsoleContext } from '../context.ts';
 import { isAuthorizeReturn } from './oauth.ts';
@@ -23,13 +23,14 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
   };
   const signup = ctx.config.consoleSignup;
 
+  const tooMany = (wait: number, what: 'sign-in' | 'sign-up') =>
+    new ConsolePageError(429, 'Too many attempts', `Too many ${what} attempts. Wait ${Math.ceil(wait / 60)} minute(s) and try again.`, {
+      'retry-after': String(wait),
+    });
+
   async function refuseIfThrottled(ip: string, email: string | null, what: 'sign-in' | 'sign-up') {
     const wait = await throttled(app.db, ip, email, limits);
-    if (wait > 0) {
-      throw new ConsolePageError(429, 'Too many attempts', `Too many ${what} attempts. Wait ${Math.ceil(wait / 60)} minute(s) and try again.`, {
-        'retry-after': String(wait),
-      });
-    }
+    if (wait > 0) throw tooMany(wait, what);
   }
 
   // `next`: only an OAuth authorization request (pages/oauth.ts) or an invitation's link
@@ -46,15 +47,18 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     if (!form.success) return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', error: WRONG, signup, next: null }, 400);
     const { email, password } = form.data;
     const next = nextOf(form.data.next);
-    await refuseIfThrottled(request.ip, email, 'sign-in');
+    // Counted before the password is verified (given back if it is right), so a burst of
+    // concurrent attempts cannot all pass the check before any of them is counted.
+    const wait = await reserveAttempt(app.db, request.ip, email, limits);
+    if (wait > 0) throw tooMany(wait, 'sign-in');
     const user = await findUserByEmail(app.db, email);
     // Verified even when there is no such user (against a dummy hash): the same work either way.
     const ok = await verifyPassword(user?.password_hash ?? null, password);
     const home = ok && user ? await firstMembership(app.db, user.id) : undefined;
     if (!ok || !user || !home) {
-      await recordFailure(app.db, request.ip, email, limits);
       return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email, error: WRONG, signup, next }, 401);
     }
+    await releaseAttempt(app.db, request.ip, email);
     await ctx.sessions.start(request, reply, user.id, home.org_id);
     // Housekeeping of two small tables, on a few sign-ins rather than a scheduler of its own.
     if (Math.random() < 0.05) {
