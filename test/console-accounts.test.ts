@@ -748,6 +748,19 @@ describe('on an https base URL, with sign-up open', () => {
     expect(blocked!.text).toContain('Too many sign-up attempts');
   });
 
+  it('holds the sign-up limit against a burst of concurrent probes: no more answers than the limit', async () => {
+    const known = await orgWithUser('member');
+    // A fresh window for this process's client address (the test above used it up).
+    await db().query(`DELETE FROM sign_in_throttle WHERE bucket LIKE 'signup-ip:%'`);
+    const c = new ConsoleClient(base);
+    const token = await c.token('/console/sign-up');
+    const burst = await Promise.all(
+      Array.from({ length: 10 }, () => c.request('POST', '/console/sign-up', { form: { _csrf: token, organization: 'Probe', email: known.email, password: PASSWORD } })),
+    );
+    expect(burst.filter((r) => r.text.includes('That email cannot be used.'))).toHaveLength(3); // CONSOLE_SIGNIN_MAX_PER_IP here
+    expect(burst.filter((r) => r.status === 429)).toHaveLength(7);
+  });
+
   it('keeps sign-up closed on the shared stack (DATABASE_URL set)', async () => {
     expect((await new ConsoleClient().get('/console/sign-up')).status).toBe(404);
   });
