@@ -275,6 +275,29 @@ describe('roles', () => {
   });
 });
 
+describe('roles: an Administrator and the Owners', () => {
+  it('an Administrator can neither promote themselves nor demote or remove an Owner (403, nothing changes)', async () => {
+    const owner = await signedIn('owner');
+    const org = owner.org.org_id;
+    const admin = await signedIn('admin', org);
+    for (const [target, form, action] of [
+      [admin.userId, { role: 'owner' }, 'role'],
+      [owner.userId, { role: 'member' }, 'role'],
+      [owner.userId, { role: 'admin' }, 'role'],
+      [owner.userId, {}, 'remove'],
+    ] as const) {
+      const res = await admin.client.submit('/console/members', `/console/members/${target}/${action}`, form);
+      expect(res.status).toBe(403);
+    }
+    expect(await memberRole(org, admin.userId)).toBe('admin');
+    expect(await memberRole(org, owner.userId)).toBe('owner');
+    // Another organization's member id is the 404 page, whatever the role.
+    const stranger = await signedIn('member');
+    expect((await owner.client.submit('/console/members', `/console/members/${stranger.userId}/remove`, {})).status).toBe(404);
+    expect(await memberRole(stranger.org.org_id, stranger.userId)).toBe('member');
+  });
+});
+
 describe('invitations (adding a member needs their consent)', () => {
   const sessionOrg = async (userId: string) => (await db().query('SELECT org_id FROM console_sessions WHERE user_id = $1', [userId])).rows.map((r) => r.org_id);
 
