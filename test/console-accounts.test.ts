@@ -14,6 +14,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../shared/ids.ts';
+import { barePage } from '../apps/api/console/context.ts';
 import { freePort } from '../shared/infra/free-port.ts';
 import { changeMember, membershipsOf } from '../shared/accounts/users.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
@@ -120,6 +121,15 @@ describe('sign-in and sessions', () => {
     const css = await client.get('/console/assets/console.css');
     expect(css.headers.get('content-type')).toMatch(/^text\/css/);
     expect(css.text).toContain(':focus-visible');
+  });
+
+  it('escapes the bare page answered when the layout cannot render (database down), as the templates do', () => {
+    // Its title and message may carry request text, e.g. an OAuth client_id in "This app cannot connect".
+    const page = barePage('This app cannot connect', `The client's metadata document at https://x.test/"><script>alert(1)</script> cannot be used (<b>).`);
+    expect(page).not.toContain('<script>');
+    expect(page).not.toContain('<b>');
+    expect(page).toContain('at https://x.test/&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt; cannot be used (&lt;b&gt;).');
+    expect(page).toContain('<h1>This app cannot connect</h1>');
   });
 
   it('ends a session on sign-out (the old cookie opens nothing)', async () => {
@@ -265,6 +275,29 @@ describe('roles', () => {
   });
 });
 
+describe('roles: an Administrator and the Owners', () => {
+  it('an Administrator can neither promote themselves nor demote or remove an Owner (403, nothing changes)', async () => {
+    const owner = await signedIn('owner');
+    const org = owner.org.org_id;
+    const admin = await signedIn('admin', org);
+    for (const [target, form, action] of [
+      [admin.userId, { role: 'owner' }, 'role'],
+      [owner.userId, { role: 'member' }, 'role'],
+      [owner.userId, { role: 'admin' }, 'role'],
+      [owner.userId, {}, 'remove'],
+    ] as const) {
+      const res = await admin.client.submit('/console/members', `/console/members/${target}/${action}`, form);
+      expect(res.status).toBe(403);
+    }
+    expect(await memberRole(org, admin.userId)).toBe('admin');
+    expect(await memberRole(org, owner.userId)).toBe('owner');
+    // Another organization's member id is the 404 page, whatever the role.
+    const stranger = await signedIn('member');
+    expect((await owner.client.submit('/console/members', `/console/members/${stranger.userId}/remove`, {})).status).toBe(404);
+    expect(await memberRole(stranger.org.org_id, stranger.userId)).toBe('member');
+  });
+});
+
 describe('invitations (adding a member needs their consent)', () => {
   const sessionOrg = async (userId: string) => (await db().query('SELECT org_id FROM console_sessions WHERE user_id = $1', [userId])).rows.map((r) => r.org_id);
 
@@ -350,6 +383,37 @@ describe('invitations (adding a member needs their consent)', () => {
     // An Administrator cannot invite an Owner.
     const admin = await signedIn('admin', owner.org.org_id);
     expect((await admin.client.submit('/console/members', '/console/members', { email: other.email, role: 'owner' })).status).toBe(403);
+  });
+
+  it("keeps an Owner's pending Owner invitation out of an Administrator's reach: inviting the address again is refused, its role, link and expiry stay", async () => {
+    const owner = await signedIn('owner');
+    const admin = await signedIn('admin', owner.org.org_id);
+    const invitee = await signedIn('owner');
+    // As if they had signed up themselves: only the Owner's link lets them answer.
+    await db().query('UPDATE users SET email_verified = false WHERE id = $1', [invitee.userId]);
+    const sent = await owner.client.submit('/console/members', '/console/members', { email: invitee.email, role: 'owner' });
+    const link = linkOn(sent.text)!;
+    const before = (await db().query('SELECT role, token_hash, invited_by, expires_at FROM member_invitations WHERE id = $1', [link.id])).rows[0];
+    expect(before.role).toBe('owner');
+    // The Administrator sees it listed (as Owner), cannot withdraw it, and cannot re-send it as anything else.
+    expect((await admin.client.submit('/console/members', `/console/members/invitations/${link.id}/revoke`, {})).status).toBe(403);
+    for (const role of ['admin', 'member']) {
+      const res = await admin.client.submit('/console/members', '/console/members', { email: invitee.email, role });
+      expect(res.status).toBe(403);
+      expect(res.text).toContain('Only an Owner can grant or change the Owner role.');
+      expect(linkOn(res.text)).toBeNull();
+    }
+    const after = (await db().query('SELECT role, token_hash, invited_by, expires_at FROM member_invitations WHERE id = $1', [link.id])).rows[0];
+    expect(after).toEqual(before);
+    // The Owner's link still works, for the Owner role.
+    expect((await answerAs(invitee.client, link.id, 'accept', { token: link.token })).status).toBe(303);
+    expect(await memberRole(owner.org.org_id, invitee.userId)).toBe('owner');
+    // An Administrator still re-sends invitations of roles they may grant.
+    const other = await signedIn('owner');
+    expect((await owner.client.submit('/console/members', '/console/members', { email: other.email, role: 'member' })).status).toBe(200);
+    const resent = await admin.client.submit('/console/members', '/console/members', { email: other.email, role: 'admin' });
+    expect(resent.status).toBe(200);
+    expect(linkOn(resent.text)).not.toBeNull();
   });
 
   const acceptAs = (c: ConsoleClient, id: string) => answerAs(c, id);
@@ -528,6 +592,38 @@ describe('sign-in throttling', () => {
   });
 });
 
+describe('sign-in throttling under concurrency', () => {
+  it('holds the per-email limit against a burst of concurrent attempts: no more guesses than the limit get a password check', async () => {
+    const f = await orgWithUser('owner');
+    const c = new ConsoleClient();
+    const token = await c.token('/console/sign-in');
+    const limit = loadConfig().CONSOLE_SIGNIN_MAX_PER_EMAIL;
+    // All sent at once, as an attacker would: each passed the check before any failure was counted.
+    const burst = await Promise.all(
+      Array.from({ length: 3 * limit }, (_, i) => c.request('POST', '/console/sign-in', { form: { _csrf: token, email: f.email, password: `wrong password ${i}` } })),
+    );
+    const statuses = burst.map((r) => r.status);
+    expect(statuses.filter((s) => s === 401)).toHaveLength(limit);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(2 * limit);
+    const bucket = await db().query('SELECT attempts FROM sign_in_throttle WHERE bucket = $1', [`email:${sha256(f.email).toString('hex')}`]);
+    expect(bucket.rows[0].attempts).toBe(limit);
+    // The right password waits for the window too.
+    const blocked = await c.signIn(f.email, PASSWORD);
+    expect(blocked.status).toBe(429);
+    expect(blocked.setCookies.some((s) => s.includes('wqs_session='))).toBe(false);
+  });
+
+  it('does not count a successful sign-in against the limits', async () => {
+    const f = await orgWithUser('owner');
+    const emailBucket = `email:${sha256(f.email).toString('hex')}`;
+    const limit = loadConfig().CONSOLE_SIGNIN_MAX_PER_EMAIL;
+    const c = new ConsoleClient();
+    for (let i = 0; i < limit - 1; i++) expect((await c.signIn(f.email, `wrong password ${i}`)).status).toBe(401);
+    for (let i = 0; i < 3; i++) expect((await new ConsoleClient().signIn(f.email, PASSWORD)).status).toBe(303);
+    expect((await db().query('SELECT attempts FROM sign_in_throttle WHERE bucket = $1', [emailBucket])).rows[0].attempts).toBe(limit - 1);
+  });
+});
+
 describe('on an https base URL, with sign-up open', () => {
   let api: ServiceProcess;
   let base: string;
@@ -673,6 +769,19 @@ describe('on an https base URL, with sign-up open', () => {
     expect(blocked?.status).toBe(429);
     expect(Number(blocked!.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(blocked!.text).toContain('Too many sign-up attempts');
+  });
+
+  it('holds the sign-up limit against a burst of concurrent probes: no more answers than the limit', async () => {
+    const known = await orgWithUser('member');
+    // A fresh window for this process's client address (the test above used it up).
+    await db().query(`DELETE FROM sign_in_throttle WHERE bucket LIKE 'signup-ip:%'`);
+    const c = new ConsoleClient(base);
+    const token = await c.token('/console/sign-up');
+    const burst = await Promise.all(
+      Array.from({ length: 10 }, () => c.request('POST', '/console/sign-up', { form: { _csrf: token, organization: 'Probe', email: known.email, password: PASSWORD } })),
+    );
+    expect(burst.filter((r) => r.text.includes('That email cannot be used.'))).toHaveLength(3); // CONSOLE_SIGNIN_MAX_PER_IP here
+    expect(burst.filter((r) => r.status === 429)).toHaveLength(7);
   });
 
   it('keeps sign-up closed on the shared stack (DATABASE_URL set)', async () => {

@@ -66,15 +66,21 @@ export async function inviteMember(db: Db, a: { actor: Role; actorUserId: string
   if (!EMAIL_RE.test(email)) throw new AccountError('invalid_email', 'email must look like name@example.com');
   const member = await db.query('SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.org_id = $1 AND u.email = $2', [a.orgId, email]);
   if (member.rowCount) throw new AccountError('already_member', 'that person is already a member (see the list above)');
+  // Sending again replaces the pending invitation's role, link and expiry: that is changing it, so
+  // the Owner rule applies to what it was too (an Administrator may not turn an Owner's pending
+  // Owner invitation into another one, nor void its link; they see it listed, so refusing tells
+  // nothing new). The statement below re-checks it, so a concurrent Owner invitation is not touched.
+  const pending = await db.query(`SELECT role FROM member_invitations WHERE org_id = $1 AND email = $2 AND status = 'pending'`, [a.orgId, email]);
+  if (pending.rowCount) checkActor(a.actor, pending.rows[0].role, a.role);
   const token = newLinkToken();
   const r = await db.query(
     `INSERT INTO member_invitations AS i (id, org_id, email, role, invited_by, expires_at, token_hash)
        VALUES ($1, $2, $3, $4, $5, now() + make_interval(days => $6), $7)
        ON CONFLICT (org_id, email) DO UPDATE SET role = EXCLUDED.role, invited_by = EXCLUDED.invited_by, created_at = now(),
          expires_at = EXCLUDED.expires_at, token_hash = EXCLUDED.token_hash
-       WHERE i.status = 'pending'
+       WHERE i.status = 'pending' AND (i.role <> 'owner' OR $8)
        RETURNING id`,
-    [newInvitationId(), a.orgId, email, a.role, a.actorUserId, INVITATION_TTL_DAYS, sha256(token)],
+    [newInvitationId(), a.orgId, email, a.role, a.actorUserId, INVITATION_TTL_DAYS, sha256(token), a.actor === 'owner'],
   );
   return { id: r.rows[0]?.id ?? newInvitationId(), token };
 }

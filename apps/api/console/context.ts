@@ -25,6 +25,16 @@ export class ConsolePageError extends Error {
 export const consoleCsp = (formAction = "'self'") =>
   `default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'`;
 
+const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+const escapeHtml = (v: string) => v.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
+
+/**
+ * The page answered when even the layout cannot be rendered (its database is unreachable): no
+ * template, so escaped here. A title or message may carry request text (an OAuth client's id).
+ */
+export const barePage = (title: string, message: string) =>
+  `<!doctype html><html lang="en"><title>${escapeHtml(title)}</title><main><h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p></main></html>`;
+
 export const notFound = () => new ConsolePageError(404, 'Not found', 'There is nothing here for this organization.');
 
 export interface ConsoleContext {

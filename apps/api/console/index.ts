@@ -15,7 +15,7 @@ import { Eta } from 'eta';
 import type { Config } from '../../../shared/config.ts';
 import { isDatabaseUnavailable } from '../../../shared/db/unavailable.ts';
 import { registerConsoleSession } from '../plugins/console-session.ts';
-import { ConsolePageError, consoleCsp, layoutData, when, ROLE_LABELS, type ConsoleContext } from './context.ts';
+import { ConsolePageError, barePage, consoleCsp, layoutData, when, ROLE_LABELS, type ConsoleContext } from './context.ts';
 import { PAGES } from './pages/index.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -97,7 +97,7 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
       return await ctx.render(request, reply, 'error.eta', { title, message }, status);
     } catch {
       // The layout itself needs the database; answer a bare page rather than nothing.
-      return reply.code(status).type('text/html; charset=utf-8').send(`<!doctype html><html lang="en"><title>${title}</title><main><h1>${title}</h1><p>${message}</p></main></html>`);
+      return reply.code(status).type('text/html; charset=utf-8').send(barePage(title, message));
     }
   }
 

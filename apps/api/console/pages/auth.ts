@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { findUserByEmail, firstMembership, AccountError } from '../../../../shared/accounts/users.ts';
 import { verifyPassword } from '../../../../shared/accounts/passwords.ts';
-import { deleteEndedWindows, recordFailure, throttled, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
+import { deleteEndedWindows, releaseAttempt, reserveAttempt, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
 import { deleteExpiredSessions, signUp, switchOrg } from '../../../../shared/accounts/sessions.ts';
 import { ConsolePageError, needSession, type ConsoleContext } from '../context.ts';
 import { isAuthorizeReturn } from './oauth.ts';
@@ -23,14 +23,10 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
   };
   const signup = ctx.config.consoleSignup;
 
-  async function refuseIfThrottled(ip: string, email: string | null, what: 'sign-in' | 'sign-up') {
-    const wait = await throttled(app.db, ip, email, limits);
-    if (wait > 0) {
-      throw new ConsolePageError(429, 'Too many attempts', `Too many ${what} attempts. Wait ${Math.ceil(wait / 60)} minute(s) and try again.`, {
-        'retry-after': String(wait),
-      });
-    }
-  }
+  const tooMany = (wait: number, what: 'sign-in' | 'sign-up') =>
+    new ConsolePageError(429, 'Too many attempts', `Too many ${what} attempts. Wait ${Math.ceil(wait / 60)} minute(s) and try again.`, {
+      'retry-after': String(wait),
+    });
 
   // `next`: only an OAuth authorization request (pages/oauth.ts) or an invitation's link
   // (pages/invitations.ts), both paths on this origin, is returned to after sign-in.
@@ -46,15 +42,18 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     if (!form.success) return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email: '', error: WRONG, signup, next: null }, 400);
     const { email, password } = form.data;
     const next = nextOf(form.data.next);
-    await refuseIfThrottled(request.ip, email, 'sign-in');
+    // Counted before the password is verified (given back if it is right), so a burst of
+    // concurrent attempts cannot all pass the check before any of them is counted.
+    const wait = await reserveAttempt(app.db, request.ip, email, limits);
+    if (wait > 0) throw tooMany(wait, 'sign-in');
     const user = await findUserByEmail(app.db, email);
     // Verified even when there is no such user (against a dummy hash): the same work either way.
     const ok = await verifyPassword(user?.password_hash ?? null, password);
     const home = ok && user ? await firstMembership(app.db, user.id) : undefined;
     if (!ok || !user || !home) {
-      await recordFailure(app.db, request.ip, email, limits);
       return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email, error: WRONG, signup, next }, 401);
     }
+    await releaseAttempt(app.db, request.ip, email);
     await ctx.sessions.start(request, reply, user.id, home.org_id);
     // Housekeeping of two small tables, on a few sign-ins rather than a scheduler of its own.
     if (Math.random() < 0.05) {
@@ -91,14 +90,17 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     // Sign-up tells whether an address has an account (it must: the person needs to know why), so
     // its refusals count against the caller's address like failed sign-ins: no bulk probing of
     // addresses through the form that sign-in's throttle would otherwise have stopped.
-    await refuseIfThrottled(request.ip, null, 'sign-up');
+    // Counted before the answer, like a sign-in (given back when the account is made), so a
+    // concurrent burst of probes gets no more answers than the limit.
+    const wait = await reserveAttempt(app.db, request.ip, null, limits);
+    if (wait > 0) throw tooMany(wait, 'sign-up');
     try {
       const made = await signUp(app.db, { ...form.data, orgName: form.data.organization, credits: ctx.config.CONSOLE_SIGNUP_CREDITS });
+      await releaseAttempt(app.db, request.ip, null);
       await ctx.sessions.start(request, reply, made.user_id, made.org_id);
       return reply.redirect('/console', 303);
     } catch (err) {
       if (!(err instanceof AccountError)) throw err;
-      await recordFailure(app.db, request.ip, null, limits);
       // An address in use gets the same answer as any refusal would elsewhere: say what to do.
       const error = err.code === 'email_taken' ? 'That email cannot be used. Sign in instead, or use another address.' : `The ${err.message}.`;
       return ctx.render(request, reply, 'sign-up.eta', { ...fields, error }, 400);
