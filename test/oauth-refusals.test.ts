@@ -141,8 +141,37 @@ describe('authorization and code exchange', () => {
     const both = await Promise.all([0, 1].map(() =>
       form('/oauth/token', { grant_type: 'authorization_code', code: e.code, code_verifier: e.verifier, redirect_uri: e.redirect, client_id: clientId, resource: resource() })));
     expect(both.map((r) => r.status).sort()).toEqual([200, 400]);
-    // Stored hashed, and gone once used.
-    expect((await db().query('SELECT 1 FROM oauth_codes WHERE code_hash = $1', [hashSecret(d.code)])).rowCount).toBe(0);
+    // Stored hashed; once used it is kept, marked used, to recognize a replay.
+    expect((await db().query('SELECT used_at IS NOT NULL AS used FROM oauth_codes WHERE code_hash = $1', [hashSecret(d.code)])).rows).toEqual([{ used: true }]);
+  });
+
+  it('a code presented again after it was redeemed ends the grant it created: its tokens stop (RFC 6749 §4.1.2)', async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const c = await codeFor(who, clientId);
+    const exchange = () => form('/oauth/token', { grant_type: 'authorization_code', code: c.code, code_verifier: c.verifier, redirect_uri: c.redirect, client_id: clientId, resource: resource() });
+    const first = await exchange();
+    expect(first.status).toBe(200);
+    expect((await mcp(first.body.access_token)).status).toBe(200);
+    // Whoever replays the code (it leaked through a log, a referrer, a history) gets nothing...
+    const replay = await exchange();
+    expect(replay.status).toBe(400);
+    expect(replay.body).toEqual({ error: 'invalid_grant', error_description: 'The authorization code is unknown, used or expired' });
+    // ...and the tokens issued from it stop: the access token at once, the refresh token too.
+    const res = await mcp(first.body.access_token);
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe('invalid_access_token');
+    expect(res.headers.get('www-authenticate')).toContain('error="invalid_token"');
+    expect(res.headers.get('www-authenticate')).toContain(`resource_metadata="${base()}/.well-known/oauth-protected-resource/mcp"`);
+    const refreshed = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: first.body.refresh_token, client_id: clientId, resource: resource() });
+    expect(refreshed.body.error).toBe('invalid_grant');
+    expect((await db().query('SELECT 1 FROM oauth_grants WHERE client_id = $1', [clientId])).rowCount).toBe(0);
+    // Two exchanges at once: one wins the race, the other's replay ends what it won.
+    const e = await codeFor(who, clientId);
+    const both = await Promise.all([0, 1].map(() =>
+      form('/oauth/token', { grant_type: 'authorization_code', code: e.code, code_verifier: e.verifier, redirect_uri: e.redirect, client_id: clientId, resource: resource() })));
+    const won = both.find((r) => r.status === 200)!;
+    expect((await mcp(won.body.access_token)).status).toBe(401);
   });
 
   it('a redirect URI not registered is shown, never redirected to; loopback may change port; the exchange must repeat it', async () => {
