@@ -179,7 +179,8 @@ describe('authorization and code exchange', () => {
     const clientId = await register();
     const { challenge } = pkce();
     const params = { response_type: 'code', client_id: clientId, code_challenge: challenge, code_challenge_method: 'S256', resource: resource() };
-    for (const redirect of ['https://evil.example/cb', 'http://127.0.0.1:40123/other', 'http://10.0.0.1:40123/cb']) {
+    // A loopback URI may change its port only: not gain a fragment or credentials (no fragment ever).
+    for (const redirect of ['https://evil.example/cb', 'http://127.0.0.1:40123/other', 'http://10.0.0.1:40123/cb', 'http://127.0.0.1:5999/cb#x', 'http://127.0.0.1:40123/cb#', 'http://evil.example@127.0.0.1:5999/cb']) {
       const page = await who.client.get(authorizePath({ ...params, redirect_uri: redirect }));
       expect(page.status).toBe(400);
       expect(page.location).toBeNull();
