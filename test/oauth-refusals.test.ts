@@ -103,6 +103,45 @@ describe('registration', () => {
   });
 });
 
+describe('the consent page', () => {
+  it("escapes a registered client's name and the request's fields, names where answers go, and cannot be framed", async () => {
+    const who = await signedIn('member');
+    const evil = '<script>alert(1)</script>"><img src=x onerror=alert(2)>';
+    const res = await call('POST', '/oauth/register', { body: { client_name: `Claude ${evil}`, redirect_uris: ['https://attacker.example/cb'] } });
+    expect(res.status).toBe(201);
+    const { challenge } = pkce();
+    const state = '"><script>alert(3)</script>';
+    const page = await who.client.get(authorizePath({ response_type: 'code', client_id: res.body.client_id, redirect_uri: 'https://attacker.example/cb', code_challenge: challenge, code_challenge_method: 'S256', state, resource: resource() }));
+    expect(page.status).toBe(200);
+    expect(page.text).not.toContain('<script>alert');
+    expect(page.text).not.toContain('<img src=x');
+    expect(page.text).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(page.text).toContain('its name is not verified');
+    expect(page.text).toContain('Answers go to <strong>attacker.example</strong>');
+    expect(page.headers.get('x-frame-options')).toBe('DENY');
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(page.headers.get('content-security-policy')).toContain("form-action 'self' https://attacker.example;");
+    expect(page.headers.get('cache-control')).toBe('no-store');
+  });
+
+  it('a request without a session is sent to sign-in and then back to the same request, never answered with a code', async () => {
+    const clientId = await register();
+    const { challenge } = pkce();
+    const params = { response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 's', resource: resource() };
+    const page = await fetch(`${base()}${authorizePath(params)}`, { redirect: 'manual' });
+    expect(page.status).toBe(303);
+    const to = new URL(page.headers.get('location')!, base());
+    expect(to.pathname).toBe('/console/sign-in');
+    const next = new URL(to.searchParams.get('next')!, base());
+    expect(next.origin + next.pathname).toBe(`${base()}/console/oauth/authorize`);
+    expect(Object.fromEntries(next.searchParams)).toEqual(params);
+    // A forged form post without a session or CSRF token gets no code.
+    const post = await fetch(`${base()}/console/oauth/authorize`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ ...params, org_id: 'org_x', decision: 'approve' }) });
+    expect(post.status).toBe(403);
+    expect(post.headers.get('location')).toBeNull();
+  });
+});
+
 describe('hostile bytes', () => {
   it('a NUL in a parameter is the caller\'s invalid_request, never a 503 (PostgreSQL text cannot hold one)', async () => {
     for (const [path, fields] of [
