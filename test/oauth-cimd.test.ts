@@ -240,6 +240,26 @@ describe('a client registered by its metadata document', () => {
     expect(hits.get(`/direct-${run}.json`) ?? 0).toBe(0);
   }, 60_000);
 
+  it('runs at most 8 document fetches at once: a ninth request is told to retry (503), unfetched', async () => {
+    const slow = Array.from({ length: 8 }, (_, i) => clientUrl(`slow-busy${i}`));
+    const held = slow.map((id) => new ConsoleClient(base).get(authorizePath(id)));
+    // Every one of the eight is being fetched (the server saw it) before the ninth asks.
+    for (let i = 0; i < 100 && slow.some((id) => !hits.get(new URL(id).pathname)); i++) await new Promise((r) => setTimeout(r, 50));
+    const id = clientUrl('after-busy');
+    const busy = await new ConsoleClient(base).get(authorizePath(id));
+    expect(busy.status).toBe(503);
+    expect(busy.headers.get('retry-after')).toBe('5');
+    expect(busy.location).toBeNull();
+    expect(busy.text).toContain('fetching too many client metadata documents');
+    expect(hits.get(new URL(id).pathname) ?? 0).toBe(0);
+    expect(await cimdRow(id)).toBeUndefined();
+    // The slow ones end at the time bound; then the same request is fetched and goes on to sign-in.
+    for (const page of await Promise.all(held)) expect(page.text).toContain('it did not answer within 5 s');
+    const later = await new ConsoleClient(base).get(authorizePath(id));
+    expect(later.status).toBe(303);
+    expect(later.location).toMatch(/^\/console\/sign-in\?next=/);
+  }, 60_000);
+
   it('verifies TLS against the mapped name, and every unmapped host keeps the private-address guard', async () => {
     // Mapped to the same local server, whose certificate does not name this host: refused.
     const wrongName = clientUrl('wrong-name', WRONG_NAME_HOST);
