@@ -391,6 +391,28 @@ describe('tokens on /mcp', () => {
     expect((await mcp(t3.access_token)).status).toBe(200);
   });
 
+  it("revocation by another client is ignored (200, nothing ends); tokens are stored only as hashes", async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const t = await tokensFor(who, clientId);
+    const intruder = await register();
+    for (const token of [t.refresh_token, t.access_token]) {
+      const rev = await form('/oauth/revoke', { token, client_id: intruder });
+      expect(rev.status).toBe(200);
+    }
+    expect((await mcp(t.access_token)).status).toBe(200);
+    const refreshed = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: t.refresh_token, client_id: clientId, resource: resource() });
+    expect(refreshed.status).toBe(200);
+    // Neither token appears in any column of its rows; each is found by its SHA-256.
+    const rows = await db().query(`SELECT t.*, g.* FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE g.client_id = $1`, [clientId]);
+    expect(rows.rowCount).toBeGreaterThanOrEqual(2);
+    const dump = JSON.stringify(rows.rows);
+    for (const secret of [t.access_token, t.refresh_token, refreshed.body.access_token, refreshed.body.refresh_token]) {
+      expect(dump).not.toContain(secret.slice(7));
+      expect((await db().query('SELECT 1 FROM oauth_tokens WHERE token_hash = $1', [hashSecret(secret)])).rowCount).toBe(1);
+    }
+  });
+
   it("a removed member's tokens stop at once", async () => {
     const owner = await signedIn('owner');
     const member = await signedIn('member', owner.org.org_id);
