@@ -184,6 +184,18 @@ describe('authorization and code exchange', () => {
     expect((await db().query('SELECT used_at IS NOT NULL AS used FROM oauth_codes WHERE code_hash = $1', [hashSecret(d.code)])).rows).toEqual([{ used: true }]);
   });
 
+  it("a code is bound to its client: another client presenting it (with the right verifier) gets nothing, and the code is spent", async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const c = await codeFor(who, clientId);
+    const exchange = (client: string) => form('/oauth/token', { grant_type: 'authorization_code', code: c.code, code_verifier: c.verifier, redirect_uri: c.redirect, client_id: client, resource: resource() });
+    const stolen = await exchange(await register());
+    expect(stolen.status).toBe(400);
+    expect(stolen.body).toEqual({ error: 'invalid_grant', error_description: 'The authorization code was issued to another client' });
+    expect((await exchange(clientId)).body.error).toBe('invalid_grant');
+    expect((await db().query('SELECT 1 FROM oauth_grants WHERE client_id = $1', [clientId])).rowCount).toBe(0);
+  });
+
   it('a code presented again after it was redeemed ends the grant it created: its tokens stop (RFC 6749 §4.1.2)', async () => {
     const who = await signedIn('member');
     const clientId = await register();
