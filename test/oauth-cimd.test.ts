@@ -43,6 +43,26 @@ beforeAll(async () => {
     const p = req.url ?? '/';
     hits.set(p, (hits.get(p) ?? 0) + 1);
     const own = `https://${req.headers.host}${p}`;
+    // Hostile documents: a redirect elsewhere, one larger than 16 KiB, one that never ends, unsafe redirect URIs.
+    if (p.startsWith('/redirect-')) {
+      res.writeHead(302, { location: `https://127.0.0.1:${port}/direct-${run}.json` });
+      return res.end();
+    }
+    if (p.startsWith('/huge-')) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ client_id: own, client_name: 'Huge', redirect_uris: [REDIRECT], padding: 'x'.repeat(20_000) }));
+    }
+    if (p.startsWith('/slow-')) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"client_id":');
+      const drip = setInterval(() => res.write(' '), 250);
+      res.on('close', () => clearInterval(drip));
+      return;
+    }
+    if (p.startsWith('/unsafe-')) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ client_id: own, client_name: 'Unsafe', redirect_uris: ['javascript:alert(1)', 'http://attacker.example/cb'] }));
+    }
     // /mismatch-* names another client_id than its own URL; everything else is a good document.
     const clientId = p.startsWith('/mismatch-') ? clientUrl('someone-else') : own;
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -197,6 +217,47 @@ describe('a client registered by its metadata document', () => {
     const ok = await new ConsoleClient(base).get(authorizePath(id));
     expect(ok.status).toBe(303);
     expect(ok.location).toMatch(/^\/console\/sign-in\?next=/);
+  }, 60_000);
+
+  it('refuses a redirect, a document over 16 KiB, one that takes over 5 s, and unsafe redirect URIs; stores none', async () => {
+    const cases: Array<[string, string]> = [
+      // Not followed: the redirect could lead anywhere, a private address included.
+      [clientUrl('redirect'), 'it answered HTTP 302'],
+      [clientUrl('huge'), 'it is larger than 16384 bytes'],
+      [clientUrl('slow'), 'it did not answer within 5 s'],
+      [clientUrl('unsafe'), 'it is not a valid client metadata document (every redirect URI must be https, or http on a loopback address)'],
+    ];
+    for (const [id, why] of cases) {
+      const started = Date.now();
+      const page = await new ConsoleClient(base).get(authorizePath(id, 'http://attacker.example/cb'));
+      expect(page.status, id).toBe(400);
+      expect(page.location).toBeNull();
+      expect(page.text).toContain(`cannot be used (${why})`);
+      expect(Date.now() - started).toBeLessThan(8_000);
+      expect(await cimdRow(id)).toBeUndefined();
+    }
+    // The redirect's target was never fetched.
+    expect(hits.get(`/direct-${run}.json`) ?? 0).toBe(0);
+  }, 60_000);
+
+  it('runs at most 8 document fetches at once: a ninth request is told to retry (503), unfetched', async () => {
+    const slow = Array.from({ length: 8 }, (_, i) => clientUrl(`slow-busy${i}`));
+    const held = slow.map((id) => new ConsoleClient(base).get(authorizePath(id)));
+    // Every one of the eight is being fetched (the server saw it) before the ninth asks.
+    for (let i = 0; i < 100 && slow.some((id) => !hits.get(new URL(id).pathname)); i++) await new Promise((r) => setTimeout(r, 50));
+    const id = clientUrl('after-busy');
+    const busy = await new ConsoleClient(base).get(authorizePath(id));
+    expect(busy.status).toBe(503);
+    expect(busy.headers.get('retry-after')).toBe('5');
+    expect(busy.location).toBeNull();
+    expect(busy.text).toContain('fetching too many client metadata documents');
+    expect(hits.get(new URL(id).pathname) ?? 0).toBe(0);
+    expect(await cimdRow(id)).toBeUndefined();
+    // The slow ones end at the time bound; then the same request is fetched and goes on to sign-in.
+    for (const page of await Promise.all(held)) expect(page.text).toContain('it did not answer within 5 s');
+    const later = await new ConsoleClient(base).get(authorizePath(id));
+    expect(later.status).toBe(303);
+    expect(later.location).toMatch(/^\/console\/sign-in\?next=/);
   }, 60_000);
 
   it('verifies TLS against the mapped name, and every unmapped host keeps the private-address guard', async () => {

@@ -103,6 +103,45 @@ describe('registration', () => {
   });
 });
 
+describe('the consent page', () => {
+  it("escapes a registered client's name and the request's fields, names where answers go, and cannot be framed", async () => {
+    const who = await signedIn('member');
+    const evil = '<script>alert(1)</script>"><img src=x onerror=alert(2)>';
+    const res = await call('POST', '/oauth/register', { body: { client_name: `Claude ${evil}`, redirect_uris: ['https://attacker.example/cb'] } });
+    expect(res.status).toBe(201);
+    const { challenge } = pkce();
+    const state = '"><script>alert(3)</script>';
+    const page = await who.client.get(authorizePath({ response_type: 'code', client_id: res.body.client_id, redirect_uri: 'https://attacker.example/cb', code_challenge: challenge, code_challenge_method: 'S256', state, resource: resource() }));
+    expect(page.status).toBe(200);
+    expect(page.text).not.toContain('<script>alert');
+    expect(page.text).not.toContain('<img src=x');
+    expect(page.text).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(page.text).toContain('its name is not verified');
+    expect(page.text).toContain('Answers go to <strong>attacker.example</strong>');
+    expect(page.headers.get('x-frame-options')).toBe('DENY');
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(page.headers.get('content-security-policy')).toContain("form-action 'self' https://attacker.example;");
+    expect(page.headers.get('cache-control')).toBe('no-store');
+  });
+
+  it('a request without a session is sent to sign-in and then back to the same request, never answered with a code', async () => {
+    const clientId = await register();
+    const { challenge } = pkce();
+    const params = { response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 's', resource: resource() };
+    const page = await fetch(`${base()}${authorizePath(params)}`, { redirect: 'manual' });
+    expect(page.status).toBe(303);
+    const to = new URL(page.headers.get('location')!, base());
+    expect(to.pathname).toBe('/console/sign-in');
+    const next = new URL(to.searchParams.get('next')!, base());
+    expect(next.origin + next.pathname).toBe(`${base()}/console/oauth/authorize`);
+    expect(Object.fromEntries(next.searchParams)).toEqual(params);
+    // A forged form post without a session or CSRF token gets no code.
+    const post = await fetch(`${base()}/console/oauth/authorize`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ ...params, org_id: 'org_x', decision: 'approve' }) });
+    expect(post.status).toBe(403);
+    expect(post.headers.get('location')).toBeNull();
+  });
+});
+
 describe('hostile bytes', () => {
   it('a NUL in a parameter is the caller\'s invalid_request, never a 503 (PostgreSQL text cannot hold one)', async () => {
     for (const [path, fields] of [
@@ -141,8 +180,49 @@ describe('authorization and code exchange', () => {
     const both = await Promise.all([0, 1].map(() =>
       form('/oauth/token', { grant_type: 'authorization_code', code: e.code, code_verifier: e.verifier, redirect_uri: e.redirect, client_id: clientId, resource: resource() })));
     expect(both.map((r) => r.status).sort()).toEqual([200, 400]);
-    // Stored hashed, and gone once used.
-    expect((await db().query('SELECT 1 FROM oauth_codes WHERE code_hash = $1', [hashSecret(d.code)])).rowCount).toBe(0);
+    // Stored hashed; once used it is kept, marked used, to recognize a replay.
+    expect((await db().query('SELECT used_at IS NOT NULL AS used FROM oauth_codes WHERE code_hash = $1', [hashSecret(d.code)])).rows).toEqual([{ used: true }]);
+  });
+
+  it("a code is bound to its client: another client presenting it (with the right verifier) gets nothing, and the code is spent", async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const c = await codeFor(who, clientId);
+    const exchange = (client: string) => form('/oauth/token', { grant_type: 'authorization_code', code: c.code, code_verifier: c.verifier, redirect_uri: c.redirect, client_id: client, resource: resource() });
+    const stolen = await exchange(await register());
+    expect(stolen.status).toBe(400);
+    expect(stolen.body).toEqual({ error: 'invalid_grant', error_description: 'The authorization code was issued to another client' });
+    expect((await exchange(clientId)).body.error).toBe('invalid_grant');
+    expect((await db().query('SELECT 1 FROM oauth_grants WHERE client_id = $1', [clientId])).rowCount).toBe(0);
+  });
+
+  it('a code presented again after it was redeemed ends the grant it created: its tokens stop (RFC 6749 §4.1.2)', async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const c = await codeFor(who, clientId);
+    const exchange = () => form('/oauth/token', { grant_type: 'authorization_code', code: c.code, code_verifier: c.verifier, redirect_uri: c.redirect, client_id: clientId, resource: resource() });
+    const first = await exchange();
+    expect(first.status).toBe(200);
+    expect((await mcp(first.body.access_token)).status).toBe(200);
+    // Whoever replays the code (it leaked through a log, a referrer, a history) gets nothing...
+    const replay = await exchange();
+    expect(replay.status).toBe(400);
+    expect(replay.body).toEqual({ error: 'invalid_grant', error_description: 'The authorization code is unknown, used or expired' });
+    // ...and the tokens issued from it stop: the access token at once, the refresh token too.
+    const res = await mcp(first.body.access_token);
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe('invalid_access_token');
+    expect(res.headers.get('www-authenticate')).toContain('error="invalid_token"');
+    expect(res.headers.get('www-authenticate')).toContain(`resource_metadata="${base()}/.well-known/oauth-protected-resource/mcp"`);
+    const refreshed = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: first.body.refresh_token, client_id: clientId, resource: resource() });
+    expect(refreshed.body.error).toBe('invalid_grant');
+    expect((await db().query('SELECT 1 FROM oauth_grants WHERE client_id = $1', [clientId])).rowCount).toBe(0);
+    // Two exchanges at once: one wins the race, the other's replay ends what it won.
+    const e = await codeFor(who, clientId);
+    const both = await Promise.all([0, 1].map(() =>
+      form('/oauth/token', { grant_type: 'authorization_code', code: e.code, code_verifier: e.verifier, redirect_uri: e.redirect, client_id: clientId, resource: resource() })));
+    const won = both.find((r) => r.status === 200)!;
+    expect((await mcp(won.body.access_token)).status).toBe(401);
   });
 
   it('a redirect URI not registered is shown, never redirected to; loopback may change port; the exchange must repeat it', async () => {
@@ -150,7 +230,8 @@ describe('authorization and code exchange', () => {
     const clientId = await register();
     const { challenge } = pkce();
     const params = { response_type: 'code', client_id: clientId, code_challenge: challenge, code_challenge_method: 'S256', resource: resource() };
-    for (const redirect of ['https://evil.example/cb', 'http://127.0.0.1:40123/other', 'http://10.0.0.1:40123/cb']) {
+    // A loopback URI may change its port only: not gain a fragment or credentials (no fragment ever).
+    for (const redirect of ['https://evil.example/cb', 'http://127.0.0.1:40123/other', 'http://10.0.0.1:40123/cb', 'http://127.0.0.1:5999/cb#x', 'http://127.0.0.1:40123/cb#', 'http://evil.example@127.0.0.1:5999/cb']) {
       const page = await who.client.get(authorizePath({ ...params, redirect_uri: redirect }));
       expect(page.status).toBe(400);
       expect(page.location).toBeNull();
@@ -320,6 +401,28 @@ describe('tokens on /mcp', () => {
     const stranger = await signedIn('owner');
     expect((await stranger.client.submit('/console/mcp-clients', '/console/mcp-clients/revoke', { client_id: clientId })).status).toBe(404);
     expect((await mcp(t3.access_token)).status).toBe(200);
+  });
+
+  it("revocation by another client is ignored (200, nothing ends); tokens are stored only as hashes", async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const t = await tokensFor(who, clientId);
+    const intruder = await register();
+    for (const token of [t.refresh_token, t.access_token]) {
+      const rev = await form('/oauth/revoke', { token, client_id: intruder });
+      expect(rev.status).toBe(200);
+    }
+    expect((await mcp(t.access_token)).status).toBe(200);
+    const refreshed = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: t.refresh_token, client_id: clientId, resource: resource() });
+    expect(refreshed.status).toBe(200);
+    // Neither token appears in any column of its rows; each is found by its SHA-256.
+    const rows = await db().query(`SELECT t.*, g.* FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE g.client_id = $1`, [clientId]);
+    expect(rows.rowCount).toBeGreaterThanOrEqual(2);
+    const dump = JSON.stringify(rows.rows);
+    for (const secret of [t.access_token, t.refresh_token, refreshed.body.access_token, refreshed.body.refresh_token]) {
+      expect(dump).not.toContain(secret.slice(7));
+      expect((await db().query('SELECT 1 FROM oauth_tokens WHERE token_hash = $1', [hashSecret(secret)])).rowCount).toBe(1);
+    }
   });
 
   it("a removed member's tokens stop at once", async () => {

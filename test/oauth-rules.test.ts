@@ -24,6 +24,9 @@ describe('redirect URIs', () => {
     expect(redirectUriMatches(reg, 'http://127.0.0.1:5000/other')).toBe(false);
     expect(redirectUriMatches(reg, 'http://localhost:33418/callback')).toBe(false);
     expect(redirectUriMatches(reg, 'https://127.0.0.1:33418/callback')).toBe(false);
+    expect(redirectUriMatches(reg, 'http://127.0.0.1:5000/callback#x')).toBe(false);
+    expect(redirectUriMatches(reg, 'http://127.0.0.1:33418/callback#')).toBe(false);
+    expect(redirectUriMatches(reg, 'http://u:p@127.0.0.1:5000/callback')).toBe(false);
   });
 });
 

@@ -12,7 +12,7 @@ export type AuthorizeParams = Partial<Record<(typeof AUTHORIZE_FIELDS)[number], 
 
 export type AuthorizeCheck =
   | { kind: 'ok'; client: ClientRow; redirectUri: string; state: string | undefined; codeChallenge: string; resource: string; scope: string }
-  | { kind: 'show'; message: string }
+  | { kind: 'show'; message: string; /** 503 when the service is busy (the request itself may be fine); 400 otherwise. */ status?: 503 }
   | { kind: 'redirect'; to: string };
 
 /** The request's own fields only, each a single string of bounded length (repeats are refused). */
@@ -40,7 +40,7 @@ export async function checkAuthorize(db: Db, p: AuthorizeParams | null, o: { iss
   if (!p) return { kind: 'show', message: 'The authorization request has a repeated or oversized parameter.' };
   if (!p.client_id) return { kind: 'show', message: 'The authorization request names no client (client_id).' };
   const client = await resolveClient(db, p.client_id, o.fetchDocument);
-  if (!client.ok) return { kind: 'show', message: client.message };
+  if (!client.ok) return { kind: 'show', message: client.message, ...(client.busy ? { status: 503 as const } : {}) };
   if (!p.redirect_uri || !redirectUriMatches(client.client.redirect_uris, p.redirect_uri)) {
     return { kind: 'show', message: 'The redirect address is not one this client registered, so the answer cannot be sent back to it.' };
   }

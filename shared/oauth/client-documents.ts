@@ -86,7 +86,15 @@ async function fetchClientDocument(url: string, dispatcher: Agent, hostMap: Host
   return { client_name: doc.data.client_name ?? u.host, redirect_uris: doc.data.redirect_uris, metadata: doc.data };
 }
 
-export type ResolvedClient = { ok: true; client: ClientRow } | { ok: false; message: string };
+export type ResolvedClient = { ok: true; client: ClientRow } | { ok: false; message: string; busy?: true };
+
+/**
+ * Document fetches this process runs at once. The authorization page needs no sign-in, so every
+ * request naming a new https client_id is an outbound fetch anyone can start, held up to 5 s: without
+ * a bound, one caller could hold any number of connections open (and aim them at any public host).
+ */
+export const MAX_DOCUMENT_FETCHES = 8;
+let fetching = 0;
 
 const guardedFetcher = clientDocumentFetcher();
 
@@ -106,7 +114,11 @@ export async function resolveClient(db: Db, id: string, fetchDocument: FetchClie
   const stale = known?.kind === 'cimd' && (!known.fetched_at || Date.now() - known.fetched_at.getTime() > DOCUMENT_CACHE_SECONDS * 1000);
   if (known && !stale) return { ok: true, client: known };
   if (!isClientIdUrl(id)) return { ok: false, message: 'This client is not registered with this service.' };
+  if (fetching >= MAX_DOCUMENT_FETCHES) {
+    return { ok: false, busy: true, message: 'This service is fetching too many client metadata documents right now. Try again in a moment.' };
+  }
   let doc;
+  fetching += 1;
   try {
     doc = await fetchDocument(id);
   } catch (err) {
@@ -115,6 +127,8 @@ export async function resolveClient(db: Db, id: string, fetchDocument: FetchClie
     // service can reach.
     const why = err instanceof ClientDocumentProblem ? err.message.slice(0, 200) : fetchFailure(err);
     return { ok: false, message: `The client's metadata document at ${id} cannot be used (${why}).` };
+  } finally {
+    fetching -= 1;
   }
   const r = await db.query<ClientRow>(
     `INSERT INTO oauth_clients (id, kind, client_name, redirect_uris, metadata, fetched_at) VALUES ($1, 'cimd', $2, $3, $4, now())

@@ -38,7 +38,9 @@ export function redirectUriMatches(registered: readonly string[], presented: str
   } catch {
     return false;
   }
-  if (!isLoopback(p)) return false;
+  // Only the port may differ: a fragment or credentials the registered URI could not have had are
+  // refused here as at registration (the comparison below looks at neither).
+  if (!isLoopback(p) || redirectUriProblem(presented) !== null) return false;
   const withoutPort = (u: URL) => `${u.protocol}//${u.hostname}${u.pathname}${u.search}`;
   return registered.some((r) => {
     try {

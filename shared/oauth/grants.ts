@@ -40,7 +40,7 @@ export async function createCode(db: Db, c: CodeRequest): Promise<string> {
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9))`,
     [hashSecret(code), c.clientId, c.userId, c.orgId, c.redirectUri, c.codeChallenge, c.resource, c.scope, CODE_TTL_SECONDS],
   );
-  // Housekeeping: codes nobody redeemed.
+  // Housekeeping: codes expired an hour ago, redeemed or not (a replay of one is then just unknown).
   if (Math.random() < 0.05) await db.query(`DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 hour'`);
   return code;
 }
@@ -66,34 +66,47 @@ async function issue(db: Db | DbClient, grantId: string, scope: string): Promise
 }
 
 /**
- * Redeem a code: deleted first (single use even under concurrent exchanges), then checked. Any
- * mismatch is invalid_grant, as RFC 6749 §5.2 says; the code is gone either way.
+ * Redeem a code. The code's row is locked and marked used first (single use even under concurrent
+ * exchanges), then checked. Any mismatch is invalid_grant, as RFC 6749 §5.2 says; the code is spent
+ * either way. A code presented again after it was used is a replay (it leaked, or someone raced the
+ * client): the grant it created ends, every token of it (RFC 6749 §4.1.2), and the answer is the
+ * same invalid_grant. A used code is kept, hashed, until the housekeeping delete after it expires.
  */
 export async function redeemCode(db: Db, a: { code: string; clientId: string; redirectUri: string; verifier: string; resource: string }): Promise<TokenSet> {
-  const r = await db.query(
-    `DELETE FROM oauth_codes c USING memberships m
-      WHERE c.code_hash = $1 AND m.org_id = c.org_id AND m.user_id = c.user_id
-      RETURNING c.client_id, c.user_id, c.org_id, c.redirect_uri, c.code_challenge, c.resource, c.scope, c.expires_at > now() AS live`,
-    [hashSecret(a.code)],
-  );
-  const row = r.rows[0];
-  if (!row || !row.live) throw new GrantError('invalid_grant', 'The authorization code is unknown, used or expired');
-  if (row.client_id !== a.clientId) throw new GrantError('invalid_grant', 'The authorization code was issued to another client');
-  if (row.redirect_uri !== a.redirectUri) throw new GrantError('invalid_grant', 'redirect_uri differs from the authorization request');
-  if (!pkceMatches(a.verifier, row.code_challenge)) throw new GrantError('invalid_grant', 'code_verifier does not match the code_challenge');
-  if (row.resource !== a.resource) throw new GrantError('invalid_target', 'resource differs from the authorization request');
-  // The grant and its first tokens together: no grant without tokens, no tokens without a grant.
-  // A membership removed meanwhile fails the grant's foreign key: the same refusal as a stale code.
-  return tx(db, async (c) => {
+  const outcome = await tx(db, async (c): Promise<TokenSet | GrantError> => {
+    const r = await c.query(
+      `SELECT c.client_id, c.user_id, c.org_id, c.redirect_uri, c.code_challenge, c.resource, c.scope, c.used_at, c.grant_id, c.expires_at > now() AS live
+         FROM oauth_codes c WHERE c.code_hash = $1 FOR UPDATE`,
+      [hashSecret(a.code)],
+    );
+    const row = r.rows[0];
+    const gone = new GrantError('invalid_grant', 'The authorization code is unknown, used or expired');
+    if (!row) return gone;
+    if (row.used_at) {
+      if (row.grant_id) await c.query('DELETE FROM oauth_grants WHERE id = $1', [row.grant_id]);
+      return gone;
+    }
+    await c.query('UPDATE oauth_codes SET used_at = now() WHERE code_hash = $1', [hashSecret(a.code)]);
+    if (!row.live) return gone;
+    if (row.client_id !== a.clientId) return new GrantError('invalid_grant', 'The authorization code was issued to another client');
+    if (row.redirect_uri !== a.redirectUri) return new GrantError('invalid_grant', 'redirect_uri differs from the authorization request');
+    if (!pkceMatches(a.verifier, row.code_challenge)) return new GrantError('invalid_grant', 'code_verifier does not match the code_challenge');
+    if (row.resource !== a.resource) return new GrantError('invalid_target', 'resource differs from the authorization request');
+    // The grant and its first tokens together: no grant without tokens, no tokens without a grant.
+    // The code row's foreign key cascades from the membership, so a member removed before this
+    // exchange left no code; one removed meanwhile fails the grant's foreign key (23503, below).
     const grantId = newGrantId();
     await c.query(`INSERT INTO oauth_grants (id, client_id, user_id, org_id, resource, scope) VALUES ($1, $2, $3, $4, $5, $6)`, [
       grantId, row.client_id, row.user_id, row.org_id, row.resource, row.scope,
     ]);
+    await c.query('UPDATE oauth_codes SET grant_id = $1 WHERE code_hash = $2', [grantId, hashSecret(a.code)]);
     return issue(c, grantId, row.scope);
   }).catch((err: { code?: string }) => {
     if (err.code === '23503') throw new GrantError('invalid_grant', 'The person is no longer a member of the organization');
     throw err;
   });
+  if (outcome instanceof GrantError) throw outcome;
+  return outcome;
 }
 
 /**

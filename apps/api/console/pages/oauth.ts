@@ -18,6 +18,12 @@ const RevokeForm = z.object({ _csrf: z.string(), client_id: z.string().max(2048)
 export const isAuthorizeReturn = (next: unknown): next is string =>
   typeof next === 'string' && next.length <= 8192 && next.startsWith(`${AUTHORIZE_PATH}?`) && !/[\r\n\\]/.test(next);
 
+/** A refusal shown to the person: the request's fault (400), or the service busy (503, Retry-After). */
+const cannotConnect = (c: { message: string; status?: 503 }) =>
+  c.status === 503
+    ? new ConsolePageError(503, 'Try again in a moment', c.message, { 'retry-after': '5' })
+    : new ConsolePageError(400, 'This app cannot connect', c.message);
+
 export default async function oauthPages(app: FastifyInstance, ctx: ConsoleContext) {
   const issuer = () => app.baseUrl();
   // SITE_HOST_MAP (dev and tests) may route a client document's host to a local server.
@@ -27,7 +33,7 @@ export default async function oauthPages(app: FastifyInstance, ctx: ConsoleConte
 
   async function consent(request: FastifyRequest, reply: FastifyReply, p: AuthorizeParams) {
     const checked = await check(p);
-    if (checked.kind === 'show') throw new ConsolePageError(400, 'This app cannot connect', checked.message);
+    if (checked.kind === 'show') throw cannotConnect(checked);
     if (checked.kind === 'redirect') return reply.redirect(checked.to, 303);
     if (!request.consoleSession) return reply.redirect(`/console/sign-in?next=${encodeURIComponent(authorizeUrl(p))}`, 303);
     const s = sessionOf(request);
@@ -52,7 +58,7 @@ export default async function oauthPages(app: FastifyInstance, ctx: ConsoleConte
     const s = sessionOf(request);
     const p = authorizeParams(request.body);
     const checked = await check(p);
-    if (checked.kind === 'show') throw new ConsolePageError(400, 'This app cannot connect', checked.message);
+    if (checked.kind === 'show') throw cannotConnect(checked);
     if (checked.kind === 'redirect') return reply.redirect(checked.to, 303);
     const form = Decision.safeParse(request.body);
     if (!form.success) throw new ConsolePageError(400, 'Bad request', 'Choose an organization and Approve or Deny.');
