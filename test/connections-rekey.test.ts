@@ -113,9 +113,9 @@ function expectNothingSecret(text: string) {
 
 const rowsOf = async (ids: string[]) => (await db().query('SELECT * FROM connections WHERE id = ANY($1) ORDER BY id', [ids])).rows;
 /** What a run should find: rows not under the new key, and rows under it. */
-async function census() {
+async function census(orgId: string) {
   const newId = (await ringOf(NEW)).current.id;
-  const r = await db().query('SELECT count(*) FILTER (WHERE key_id <> $1)::int AS old, count(*) FILTER (WHERE key_id = $1)::int AS current FROM connections', [newId]);
+  const r = await db().query('SELECT count(*) FILTER (WHERE key_id <> $1)::int AS old, count(*) FILTER (WHERE key_id = $1)::int AS current FROM connections WHERE org_id = $2', [newId, orgId]);
   return r.rows[0] as { old: number; current: number };
 }
 
@@ -137,8 +137,12 @@ describe('connection rekey', () => {
     const weather = await addConnection(db(), oldRing, { orgId: org.org_id, ...WEATHER_REQ, secret: { WEATHER_API_KEY: VALID_KEY } });
     const shop = await addConnection(db(), oldRing, { orgId: org.org_id, ...SHOP_REQ, secret: { email: SHOP_EMAIL, password: SHOP_PASSWORD } });
     // One written after the rotation, already under the new key.
-    const other = await newOrg(1);
-    const fresh = await addConnection(db(), await ringOf(NEW), { orgId: other.org_id, ...WEATHER_REQ, secret: { WEATHER_API_KEY: VALID_KEY } });
+    const fresh = await addConnection(db(), await ringOf(NEW), { orgId: org.org_id, kind: 'access_key', name: 'OTHER_API_KEY', site: WEATHER, secret: { OTHER_API_KEY: VALID_KEY } });
+    // Another organization's row under a key this command is not given: outside `--org`, so
+    // neither listed nor touched (and no reason for exit 1).
+    const stranger = await newOrg(1);
+    const foreign = await addConnection(db(), await ringOf(LOST), { orgId: stranger.org_id, ...WEATHER_REQ, secret: { WEATHER_API_KEY: VALID_KEY } });
+    const foreignRow = await rowsOf([foreign.connection_id]);
     const mine = [revoked, weather, shop].map((c) => c.connection_id);
     expect((await rowsOf([revoked.connection_id]))[0].status).toBe('revoked'); // replaced by `weather`
 
@@ -147,12 +151,14 @@ describe('connection rekey', () => {
     expect(before.status, before.text).toBe(500);
     expect(before.body.error.code).toBe('internal_error');
 
-    const expected = await census();
-    expect(expected.old).toBeGreaterThanOrEqual(3);
+    // The command runs for this organization only (`--org`): other test files' rows, some under
+    // keys this file does not know, are not its business.
+    const expected = await census(org.org_id);
+    expect(expected).toEqual({ old: 3, current: 1 });
     const stored = await rowsOf([...mine, fresh.connection_id]);
 
     // Dry run: the same report, nothing written.
-    const dry = await admin(['connection', 'rekey', '--dry-run']);
+    const dry = await admin(['connection', 'rekey', '--org', org.org_id, '--dry-run']);
     expect(dry.code, dry.out).toBe(0);
     const newId = (await ringOf(NEW)).current.id;
     expect(dry.json).toEqual({
@@ -166,7 +172,7 @@ describe('connection rekey', () => {
     expect(await rowsOf([...mine, fresh.connection_id])).toEqual(stored);
     expectNothingSecret(dry.out);
 
-    const run = await admin(['connection', 'rekey']);
+    const run = await admin(['connection', 'rekey', '--org', org.org_id]);
     expect(run.code, run.out).toBe(0);
     expect(run.json).toEqual({
       dry_run: false,
@@ -203,13 +209,16 @@ describe('connection rekey', () => {
     expect(res.body.data.output).toEqual({ min_c: 8.2, max_c: 18.3 });
 
     // Idempotent: a rerun finds everything current.
-    const rerun = await admin(['connection', 'rekey']);
+    const rerun = await admin(['connection', 'rekey', '--org', org.org_id]);
     expect(rerun.code, rerun.out).toBe(0);
     expect(rerun.json).toMatchObject({ dry_run: false, reencrypted: 0, already_current: expected.current + expected.old, undecryptable: [], remaining_on_old_keys: 0 });
     expect(await rowsOf(mine)).toEqual(after.filter((r) => mine.includes(r.id)));
 
+    expect(await rowsOf([foreign.connection_id])).toEqual(foreignRow);
+    await db().query('DELETE FROM connections WHERE id = $1', [foreign.connection_id]);
+
     const help = await admin(['--help']);
-    expect(help.out).toMatch(/connection rekey \[--dry-run\]/);
+    expect(help.out).toMatch(/connection rekey \[--org <org_id>\] \[--dry-run\]/);
   });
 
   it('a row no configured key decrypts is listed by id and left as it is; the others still move; the exit code is non-zero', async () => {
@@ -229,12 +238,12 @@ describe('connection rekey', () => {
         { connection_id: altered.connection_id, org_id: org.org_id, key_id: ids.old, reason: 'cannot be decrypted (wrong key or altered row)' },
       ].sort((a, b) => a.connection_id.localeCompare(b.connection_id));
 
-      const dry = await admin(['connection', 'rekey', '--dry-run']);
+      const dry = await admin(['connection', 'rekey', '--org', org.org_id, '--dry-run']);
       expect(dry.code, dry.out).toBe(1);
       expect(dry.json).toMatchObject({ dry_run: true, would_reencrypt: 1, undecryptable: listed, remaining_on_old_keys: 3 });
       expect((await rowsOf([good.connection_id]))[0].key_id).toBe(ids.old);
 
-      const run = await admin(['connection', 'rekey']);
+      const run = await admin(['connection', 'rekey', '--org', org.org_id]);
       expect(run.code, run.out).toBe(1);
       expect(run.json).toMatchObject({ dry_run: false, reencrypted: 1, undecryptable: listed, remaining_on_old_keys: 2 });
       expect(run.stderr).toMatch(/^admin: 2 connection\(s\) could not be decrypted with any configured key and were left unchanged\n$/);
@@ -244,7 +253,7 @@ describe('connection rekey', () => {
       expect(await loadSecrets(db(), await ringOf(NEW), org.org_id, [WEATHER_REQ])).toMatchObject({ ok: true, secrets: { WEATHER_API_KEY: VALID_KEY } });
 
       // Configuring the lost key again (as a previous key) recovers that row; the altered one stays.
-      const again = await admin(['connection', 'rekey'], { CONNECTIONS_PREVIOUS_KEYS: `${OLD},${LOST}` });
+      const again = await admin(['connection', 'rekey', '--org', org.org_id], { CONNECTIONS_PREVIOUS_KEYS: `${OLD},${LOST}` });
       expect(again.code, again.out).toBe(1);
       expect(again.json).toMatchObject({ reencrypted: 1, undecryptable: [listed.find((l) => l.connection_id === altered.connection_id)], remaining_on_old_keys: 1 });
       expect(await loadSecrets(db(), await ringOf(NEW), org.org_id, [SHOP_REQ])).toMatchObject({ ok: true, secrets: { SHOP_EMAIL, SHOP_PASSWORD } });
@@ -271,11 +280,11 @@ describe('connection rekey', () => {
       }
       if (id === b.connection_id) {
         // Another operator runs the command at the same time and gets there first.
-        secondRun = await rekeyConnections(db(), ring);
+        secondRun = await rekeyConnections(db(), ring, { orgId: org.org_id });
         bSecondRunRow = (await rowsOf([b.connection_id]))[0];
       }
     });
-    const report = await rekeyConnections(racing, ring);
+    const report = await rekeyConnections(racing, ring, { orgId: org.org_id });
     expect(report.undecryptable).toEqual([]);
     expect(report.remaining_on_old_keys).toBe(0);
     expect(secondRun?.remaining_on_old_keys).toBe(0);

@@ -22,8 +22,9 @@ const USAGE = `usage:
   npm run admin -- connection revoke --id <conn_id>      (disconnected: queries get auth_revoked)
   npm run admin -- connection expire --id <conn_id>      (needs a fresh sign-in: queries get auth_required)
   npm run admin -- connection list --org <org_id>
-  npm run admin -- connection rekey [--dry-run]          (re-encrypts rows still under a CONNECTIONS_PREVIOUS_KEYS key
-      with CONNECTIONS_ENCRYPTION_KEY; exit 1 when a row no configured key decrypts; docs/connections.md)
+  npm run admin -- connection rekey [--org <org_id>] [--dry-run]
+      (re-encrypts rows still under a CONNECTIONS_PREVIOUS_KEYS key with CONNECTIONS_ENCRYPTION_KEY, every
+      organization's or one's; exit 1 when a row no configured key decrypts; docs/connections.md)
 ${ACCOUNT_USAGE}
 ${WORKFLOW_USAGE}`;
 
@@ -147,7 +148,7 @@ try {
       out = { connections: await listConnections(db, need('org')) };
       break;
     case 'connection rekey': {
-      const report = await rekeyConnections(db, await loadKeyring(config), { dryRun: values['dry-run'] === true });
+      const report = await rekeyConnections(db, await loadKeyring(config), { dryRun: values['dry-run'] === true, orgId: values.org });
       out = report;
       if (report.undecryptable.length > 0) {
         // Ids only (they are in the JSON too): an operator must look at these rows before dropping a key.

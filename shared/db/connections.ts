@@ -407,10 +407,12 @@ const SECRET_COLUMNS = 'id, org_id, kind, name, site, key_id, secret_ciphertext,
  * replace keeps its effect. Rows already under the current key are recognized by their `key_id`
  * without decrypting; a rerun re-encrypts nothing. Safe while the service runs.
  */
-export async function rekeyConnections(db: Db, ring: Keyring, opts: { dryRun?: boolean; batchSize?: number } = {}): Promise<RekeyReport> {
+export async function rekeyConnections(db: Db, ring: Keyring, opts: { dryRun?: boolean; batchSize?: number; orgId?: string } = {}): Promise<RekeyReport> {
   const batchSize = opts.batchSize ?? 100;
   const current = ring.current.id;
-  const alreadyCurrent = await db.query('SELECT count(*)::int AS n FROM connections WHERE key_id = $1', [current]);
+  // One organization's rows only (`--org`), or every row.
+  const org = opts.orgId ?? null;
+  const alreadyCurrent = await db.query('SELECT count(*)::int AS n FROM connections WHERE key_id = $1 AND ($2::text IS NULL OR org_id = $2)', [current, org]);
   let moved = 0;
   let turnedCurrent = 0;
   const undecryptable: UndecryptableConnection[] = [];
@@ -453,12 +455,17 @@ export async function rekeyConnections(db: Db, ring: Keyring, opts: { dryRun?: b
   };
 
   for (let after = ''; ; ) {
-    const batch = await db.query(`SELECT ${SECRET_COLUMNS} FROM connections WHERE id > $1 AND key_id <> $2 ORDER BY id LIMIT $3`, [after, current, batchSize]);
+    const batch = await db.query(`SELECT ${SECRET_COLUMNS} FROM connections WHERE id > $1 AND key_id <> $2 AND ($4::text IS NULL OR org_id = $4) ORDER BY id LIMIT $3`, [
+      after,
+      current,
+      batchSize,
+      org,
+    ]);
     for (const row of batch.rows as SecretRow[]) await rekeyRow(row);
     if (batch.rows.length < batchSize) break;
     after = (batch.rows[batch.rows.length - 1] as SecretRow).id;
   }
-  const remaining = await db.query('SELECT count(*)::int AS n FROM connections WHERE key_id <> $1', [current]);
+  const remaining = await db.query('SELECT count(*)::int AS n FROM connections WHERE key_id <> $1 AND ($2::text IS NULL OR org_id = $2)', [current, org]);
   return {
     dry_run: Boolean(opts.dryRun),
     current_key_id: current,
