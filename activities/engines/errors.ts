@@ -2,6 +2,7 @@
 
 import { ServiceError, type ErrorCode } from '../../shared/errors.ts';
 import { DestinationRefusedError } from './net-guard.ts';
+import { escapeHtml } from '../../shared/format/html.ts';
 
 export interface StatusContext {
   status: number;
@@ -108,7 +109,6 @@ export function timeoutError(step: string | undefined): ServiceError {
   return new ServiceError('execution_timeout', 'The website task did not finish within its time limit', { details: step === undefined ? undefined : { step } });
 }
 
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
 /**
  * The spellings in which a website may echo a secret back: as is, percent-encoded (as by
@@ -122,8 +122,8 @@ export function secretSpellings(sec: string): string[] {
     forms.add(f.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()));
   }
   forms.add(JSON.stringify(sec).slice(1, -1));
-  forms.add(sec.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!));
-  forms.add(sec.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!.replace('&#39;', '&#x27;')));
+  forms.add(escapeHtml(sec));
+  forms.add(escapeHtml(sec).replace(/&#39;/g, '&#x27;'));
   const b64 = Buffer.from(sec, 'utf8').toString('base64');
   forms.add(b64);
   forms.add(b64.replace(/=+$/, ''));

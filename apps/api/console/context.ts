@@ -5,6 +5,7 @@ import type { Config } from '../../../shared/config.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { Session } from '../../../shared/accounts/sessions.ts';
 import { canManage, membershipsOf } from '../../../shared/accounts/users.ts';
+import { escapeHtml } from '../../../shared/format/html.ts';
 import type { ConsoleSessions } from '../plugins/console-session.ts';
 import { NAV } from './nav.ts';
 
@@ -24,9 +25,6 @@ export class ConsolePageError extends Error {
 /** The console's Content-Security-Policy; `formAction` is widened only where a form must leave the origin. */
 export const consoleCsp = (formAction = "'self'") =>
   `default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'`;
-
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-const escapeHtml = (v: string) => v.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
 
 /**
  * The page answered when even the layout cannot be rendered (its database is unreachable): no

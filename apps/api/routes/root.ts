@@ -6,10 +6,9 @@ import { ERRORS, ERROR_GUIDE_PATH, type ErrorCode } from '../../../shared/errors
 import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
 import { AuthResponse, ErrorGuideResponse, HealthEnvelope, ServiceInfo } from '../../../shared/openapi/schemas.ts';
 import { readiness } from './probes.ts';
+import { escapeHtml } from '../../../shared/format/html.ts';
 
 const Html = z.string().describe('an HTML page');
-
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 export default async function rootRoutes(fastify: FastifyInstance, opts: { version: string; startedAt: number; temporalHealthy: () => Promise<boolean> }) {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
