@@ -11,16 +11,15 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ApiDefinition } from '../shared/catalog/types.ts';
 import { loadConfig } from '../shared/config.ts';
 import { publishApi } from '../shared/db/catalog.ts';
 import { addConnection, keyringFrom, loadKeyring, loadSecrets, rekeyConnections, revokeConnection, type Keyring } from '../shared/db/connections.ts';
 import type { Db } from '../shared/db/pool.ts';
 import { parseRecipe } from '../shared/recipes/schema.ts';
+import { WEATHER, WEATHER_REQ, weatherHistoryApi } from './helpers/access-fixtures.ts';
 import { ROOT } from './helpers/processes.ts';
 import { closeDb, db, demo, newOrg, query, stack } from './helpers/stack.ts';
 
-const WEATHER = 'weather.example.test';
 const SHOP = 'shop.example.test';
 const VALID_KEY = 'wk_demo_valid_key_123';
 const SHOP_EMAIL = 'rekey-demo@shop.example.test';
@@ -36,55 +35,9 @@ const ringOf = (current: string, previous?: string): Promise<Keyring> =>
   keyringFrom({ names: { current: 'CONNECTIONS_ENCRYPTION_KEY', previous: 'CONNECTIONS_PREVIOUS_KEYS' }, current, previous, dataDir: '/nonexistent', devFile: 'none' });
 
 const W_API = '@rekey-fixture-weather';
-const WEATHER_REQ = { kind: 'access_key' as const, name: 'WEATHER_API_KEY', site: WEATHER };
 const SHOP_REQ = { kind: 'account' as const, name: 'shop_account', site: SHOP };
 
-/** Weather on a past day with the organization's WEATHER_API_KEY (as in connections.test.ts). */
-const weatherFixture: ApiDefinition = {
-  handle: W_API,
-  name: 'Rekey fixture: weather history',
-  description: 'Past weather with the organization’s access key (test fixture).',
-  category: 'weather',
-  website_url: `http://${WEATHER}/`,
-  sites: [{ name: 'Skyline Weather', host: WEATHER }],
-  operations: [
-    {
-      name: 'history',
-      label: 'Weather on a past day',
-      description: 'Needs WEATHER_API_KEY.',
-      cost_credits: 2,
-      default_version: 1,
-      access: [WEATHER_REQ],
-      versions: [
-        {
-          version: 1,
-          input_schema: { type: 'object', additionalProperties: false, required: ['city', 'date'], properties: { city: { type: 'string' }, date: { type: 'string' } } },
-          output_schema: { type: 'object', additionalProperties: false, required: ['min_c', 'max_c'], properties: { min_c: { type: 'number' }, max_c: { type: 'number' } } },
-          examples: [],
-          recipe: {
-            engine: 'http',
-            hosts: [WEATHER],
-            secrets: ['WEATHER_API_KEY'],
-            steps: [
-              {
-                type: 'request',
-                name: 'Historical observations',
-                url: `http://${WEATHER}/api/v1/history`,
-                query: { city: '{{input.city}}', date: '{{input.date}}' },
-                headers: { 'X-Api-Key': '{{secrets.WEATHER_API_KEY}}' },
-                parse: 'json',
-                expect_status: [200],
-                save_as: 'h',
-              },
-              { type: 'extract', from: { var: 'h' }, fields: { min_c: { type: 'number', pointer: '/min_c' }, max_c: { type: 'number', pointer: '/max_c' } }, save_as: 'day' },
-            ],
-            output: '{{vars.day}}',
-          },
-        },
-      ],
-    },
-  ],
-};
+const weatherFixture = weatherHistoryApi(W_API, 'Rekey fixture: weather history');
 const weatherQuery = { api: W_API, operation: 'history', input: { city: 'London', date: '2025-05-01' } };
 
 /** `npm run admin -- …` with the rotated keyring: `NEW` current, `OLD` previous (unless `env` says otherwise). */
@@ -206,7 +159,7 @@ describe('connection rekey', () => {
     // …and so does the service, which has no previous key.
     const res = await query(org.api_key, weatherQuery);
     expect(res.status, res.text).toBe(200);
-    expect(res.body.data.output).toEqual({ min_c: 8.2, max_c: 18.3 });
+    expect(res.body.data.output).toEqual({ city: 'London', date: '2025-05-01', min_c: 8.2, max_c: 18.3 });
 
     // Idempotent: a rerun finds everything current.
     const rerun = await admin(['connection', 'rekey', '--org', org.org_id]);

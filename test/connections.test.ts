@@ -13,10 +13,10 @@ import { parseRecipe } from '../shared/recipes/schema.ts';
 import type { ApiDefinition } from '../shared/catalog/types.ts';
 import { loadConfig } from '../shared/config.ts';
 import { addConnection, expireConnection, loadKeyring, loadSecrets, revokeConnection } from '../shared/db/connections.ts';
+import { WEATHER, WEATHER_REQ, weatherHistoryApi } from './helpers/access-fixtures.ts';
 import { ROOT } from './helpers/processes.ts';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
 
-const WEATHER = 'weather.example.test';
 const SHOP = 'shop.example.test';
 const VALID_KEY = 'wk_demo_valid_key_123';
 const DENIED_KEY = 'wk_demo_denied_key';
@@ -28,75 +28,9 @@ const ALL_SECRETS = [VALID_KEY, DENIED_KEY, WRONG_KEY, SHOP_PASSWORD, WRONG_PASS
 
 const W_API = '@conn-fixture-weather';
 const S_API = '@conn-fixture-shop';
-const WEATHER_REQ = { kind: 'access_key' as const, name: 'WEATHER_API_KEY', site: WEATHER };
 const SHOP_REQ = { kind: 'account' as const, name: 'shop_account', site: SHOP };
 
-const weatherFixture: ApiDefinition = {
-  handle: W_API,
-  name: 'Connection fixture: weather history',
-  description: 'Past weather with the organization’s access key (test fixture).',
-  category: 'weather',
-  website_url: `http://${WEATHER}/`,
-  sites: [{ name: 'Skyline Weather', host: WEATHER }],
-  operations: [
-    {
-      name: 'history',
-      label: 'Weather on a past day',
-      description: 'Needs WEATHER_API_KEY.',
-      cost_credits: 2,
-      default_version: 1,
-      access: [WEATHER_REQ],
-      versions: [
-        {
-          version: 1,
-          input_schema: {
-            type: 'object',
-            additionalProperties: false,
-            required: ['city', 'date'],
-            properties: { city: { type: 'string', minLength: 1 }, date: { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$' } },
-          },
-          output_schema: {
-            type: 'object',
-            additionalProperties: false,
-            required: ['city', 'date', 'min_c', 'max_c'],
-            properties: { city: { type: 'string' }, date: { type: 'string' }, min_c: { type: 'number' }, max_c: { type: 'number' } },
-          },
-          examples: [],
-          recipe: {
-            engine: 'http',
-            hosts: [WEATHER],
-            secrets: ['WEATHER_API_KEY'],
-            steps: [
-              {
-                type: 'request',
-                name: 'Historical observations',
-                url: `http://${WEATHER}/api/v1/history`,
-                query: { city: '{{input.city}}', date: '{{input.date}}' },
-                headers: { 'X-Api-Key': '{{secrets.WEATHER_API_KEY}}' },
-                parse: 'json',
-                expect_status: [200],
-                not_found_status: [404],
-                save_as: 'h',
-              },
-              {
-                type: 'extract',
-                from: { var: 'h' },
-                fields: {
-                  city: { type: 'text', pointer: '/city' },
-                  date: { type: 'text', pointer: '/date' },
-                  min_c: { type: 'number', pointer: '/min_c' },
-                  max_c: { type: 'number', pointer: '/max_c' },
-                },
-                save_as: 'day',
-              },
-            ],
-            output: '{{vars.day}}',
-          },
-        },
-      ],
-    },
-  ],
-};
+const weatherFixture = weatherHistoryApi(W_API, 'Connection fixture: weather history');
 
 const shopFixture: ApiDefinition = {
   handle: S_API,
