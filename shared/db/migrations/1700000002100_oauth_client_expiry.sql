@@ -10,7 +10,13 @@ UPDATE oauth_clients c SET last_used_at = g.last
   FROM (SELECT client_id, max(greatest(created_at, last_used_at)) AS last FROM oauth_grants GROUP BY client_id) g
  WHERE g.client_id = c.id;
 CREATE INDEX oauth_clients_unused ON oauth_clients (created_at) WHERE last_used_at IS NULL AND kind = 'dcr';
+-- Removing a client looks up (and cascades to) its grants and codes by client_id: without these,
+-- every removal would scan both tables.
+CREATE INDEX oauth_grants_client ON oauth_grants (client_id);
+CREATE INDEX oauth_codes_client ON oauth_codes (client_id);
 
 -- Down Migration
+DROP INDEX oauth_codes_client;
+DROP INDEX oauth_grants_client;
 DROP INDEX oauth_clients_unused;
 ALTER TABLE oauth_clients DROP COLUMN last_used_at;
