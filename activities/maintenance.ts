@@ -16,6 +16,7 @@ import {
   type StaleRequest,
 } from '../shared/db/requests.ts';
 import { pruneRunEvents } from '../shared/db/catalog.ts';
+import { deleteIdleClients } from '../shared/oauth/clients.ts';
 
 /**
  * What the reconciler did with one request:
@@ -54,12 +55,14 @@ export interface RetentionSummary {
   run_events_deleted: number;
   /** Uploaded files past their 30 days. */
   files_deleted: number;
+  /** MCP OAuth clients idle past OAUTH_CLIENT_IDLE_HOURS with no live grant (shared/oauth/clients.ts). */
+  oauth_clients_deleted: number;
 }
 
 export interface MaintenanceActivities {
   /** Settle unresolved requests older than `olderThanMs` from their workflow's state. */
   reconcileUnresolved(a: { olderThanMs: number; overdueAfterMs: number; batchSize: number; perOrg: number; retentionMs: number }): Promise<ReconcileSummary>;
-  /** Delete expired retained results and old catalog run events, up to `batchSize` of each. */
+  /** Delete expired retained results, old catalog run events and idle OAuth clients, up to `batchSize` of each. */
   applyRetention(a: { batchSize: number; runEventsHours: number }): Promise<RetentionSummary>;
 }
 
@@ -107,7 +110,12 @@ async function fateOf(client: Client, row: StaleRequest): Promise<Fate> {
   return { workflow, running: false, finalized: envelopeOf(result, row.id) };
 }
 
-export function createMaintenanceActivities(deps: { db: Db; temporal: { address: string; namespace: string; dataConverter: DataConverter } }): MaintenanceActivities {
+export function createMaintenanceActivities(deps: {
+  db: Db;
+  temporal: { address: string; namespace: string; dataConverter: DataConverter };
+  /** OAUTH_CLIENT_IDLE_HOURS: a worker setting, not the workflow's input, so the workflow code and its histories stay as they are. */
+  oauthClientIdleHours: number;
+}): MaintenanceActivities {
   const { db } = deps;
 
   async function reconcileOne(client: Client, row: StaleRequest, a: { overdueAfterMs: number; retentionMs: number }): Promise<ReconciledRequest> {
@@ -179,6 +187,7 @@ export function createMaintenanceActivities(deps: { db: Db; temporal: { address:
         results_deleted: await deleteExpiredResults(db, batchSize),
         run_events_deleted: await pruneRunEvents(db, runEventsHours, batchSize),
         files_deleted: await purgeExpiredFiles(db),
+        oauth_clients_deleted: await deleteIdleClients(db, { idleHours: deps.oauthClientIdleHours, batchSize }),
       };
     },
   };

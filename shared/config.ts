@@ -245,6 +245,21 @@ const ConfigSchema = z.object({
   RECONCILE_PER_ORG: int(50),
   /** Expired retained results deleted per run (a backlog drains over several runs). */
   RETENTION_BATCH_SIZE: int(5_000),
+  /**
+   * MCP OAuth clients idle this long are removed by maintenance (shared/oauth/clients.ts,
+   * deleteIdleClients): a registration never completed this long after it was made, a client whose
+   * grants have all ended this long after it last got tokens, a cached metadata document this long
+   * after it was fetched. A client with a live grant is never removed. An expired client_id is
+   * unknown: `invalid_client` at the token endpoint, "not registered" on the consent page.
+   */
+  OAUTH_CLIENT_IDLE_HOURS: int(24),
+  /**
+   * Registration (POST /oauth/register) answers 503 `temporarily_unavailable` with Retry-After while
+   * this many registered clients younger than OAUTH_CLIENT_IDLE_HOURS were never used (no grant):
+   * the per-address limit (30/min) does not bound a caller with many addresses. Clients already
+   * registered and metadata-document clients keep working.
+   */
+  OAUTH_UNUSED_CLIENTS_MAX: int(10_000),
   /** `GET /metrics` (Prometheus text, key-free, no organization's data in it). `false` answers 404
    *  there: for deployments whose API port is reachable by people who should not see traffic figures. */
   METRICS_ENABLED: z

@@ -240,6 +240,37 @@ describe('a client registered by its metadata document', () => {
     expect(hits.get(`/direct-${run}.json`) ?? 0).toBe(0);
   }, 60_000);
 
+  it('remembers a failed fetch for a minute: the same client_id is refused at once with the same words, unfetched', async () => {
+    // A slow document holds a fetch slot for 5 s; asked again, it must not be fetched again.
+    const slow = clientUrl('slow-remembered');
+    const first = await new ConsoleClient(base).get(authorizePath(slow));
+    expect(first.status).toBe(400);
+    expect(first.text).toContain('cannot be used (it did not answer within 5 s)');
+    for (let i = 0; i < 3; i++) {
+      const started = Date.now();
+      const again = await new ConsoleClient(base).get(authorizePath(slow));
+      expect(Date.now() - started).toBeLessThan(1_000);
+      expect(again.status).toBe(400);
+      expect(again.location).toBeNull();
+      expect(again.text).toContain('cannot be used (it did not answer within 5 s)');
+    }
+    expect(hits.get(new URL(slow).pathname)).toBe(1);
+    // A refused document (HTTP 302 here) is remembered the same way, by its exact URL only.
+    const refused = clientUrl('redirect-remembered');
+    for (let i = 0; i < 2; i++) {
+      const page = await new ConsoleClient(base).get(authorizePath(refused));
+      expect(page.status).toBe(400);
+      expect(page.text).toContain('cannot be used (it answered HTTP 302)');
+    }
+    expect(hits.get(new URL(refused).pathname)).toBe(1);
+    const other = `${refused}?v=2`;
+    expect((await new ConsoleClient(base).get(authorizePath(other))).text).toContain('cannot be used (it answered HTTP 302)');
+    expect(hits.get(`${new URL(refused).pathname}?v=2`)).toBe(1);
+    expect(hits.get(new URL(refused).pathname)).toBe(1);
+    expect(await cimdRow(slow)).toBeUndefined();
+    expect(await cimdRow(refused)).toBeUndefined();
+  }, 60_000);
+
   it('runs at most 8 document fetches at once: a ninth request is told to retry (503), unfetched', async () => {
     const slow = Array.from({ length: 8 }, (_, i) => clientUrl(`slow-busy${i}`));
     const held = slow.map((id) => new ConsoleClient(base).get(authorizePath(id)));

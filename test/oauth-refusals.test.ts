@@ -5,7 +5,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { changeMember } from '../shared/accounts/users.ts';
 import { hashSecret } from '../shared/oauth/secrets.ts';
-import { call, closeDb, db, stack } from './helpers/stack.ts';
+import { call, closeDb, db, ownPair, stack } from './helpers/stack.ts';
+import { startApiProcess } from './helpers/processes.ts';
 import { orgWithUser, signedIn } from './helpers/console-http.ts';
 
 afterAll(closeDb);
@@ -99,6 +100,43 @@ describe('registration', () => {
       const res = await call('POST', '/oauth/register', { body });
       expect(res.status, JSON.stringify(body).slice(0, 80)).toBe(400);
       expect(res.body.error).toBe(error);
+    }
+  });
+});
+
+describe('registration bound', () => {
+  it('refuses registration (503 temporarily_unavailable, Retry-After) while too many registered clients were never used; a client used, or aged past the bound, frees room', async () => {
+    // The bound counts every organization's clients in the database: this API's is set just above
+    // what is there now (files run one at a time, so nobody else registers meanwhile).
+    const unused = async () =>
+      (await db().query(`SELECT count(*)::int AS n FROM oauth_clients WHERE kind = 'dcr' AND last_used_at IS NULL AND created_at > now() - interval '24 hours'`)).rows[0].n as number;
+    const own = await startApiProcess(ownPair('oauth-cap', { WQS_SKIP_MIGRATIONS: '1', OAUTH_UNUSED_CLIENTS_MAX: String((await unused()) + 2) }));
+    const ownBase = String(own.started.url).replace(/\/$/, '');
+    const reg = async () => {
+      const res = await fetch(`${ownBase}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: 'Bounded', redirect_uris: [REDIRECT] }) });
+      return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+    };
+    try {
+      const first = await reg();
+      const second = await reg();
+      expect([first.status, second.status]).toEqual([201, 201]);
+      const full = await reg();
+      expect(full.status).toBe(503);
+      expect(full.body).toEqual({ error: 'temporarily_unavailable', error_description: expect.stringContaining('Too many registered clients have not been used yet') });
+      expect(full.headers.get('cache-control')).toBe('no-store');
+      const retry = Number(full.headers.get('retry-after'));
+      expect(retry).toBeGreaterThan(0);
+      expect(retry).toBeLessThanOrEqual(24 * 3600);
+      // A client someone signed in with is used: no longer counted, so one more may register.
+      await tokensFor(await signedIn('member'), first.body.client_id as string);
+      expect((await reg()).status).toBe(201);
+      expect((await reg()).status).toBe(503);
+      // One registered longer ago than OAUTH_CLIENT_IDLE_HOURS is out of the count too (maintenance removes it).
+      await db().query(`UPDATE oauth_clients SET created_at = now() - interval '25 hours' WHERE id = $1`, [second.body.client_id]);
+      expect((await reg()).status).toBe(201);
+      expect((await reg()).status).toBe(503);
+    } finally {
+      await own.kill();
     }
   });
 });

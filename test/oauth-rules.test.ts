@@ -2,7 +2,7 @@
 // URLs of metadata documents, and PKCE S256 (checked against RFC 7636's own example).
 import { describe, expect, it } from 'vitest';
 import { redirectUriMatches, redirectUriProblem } from '../shared/oauth/clients.ts';
-import { isClientIdUrl } from '../shared/oauth/client-documents.ts';
+import { FailureCache, isClientIdUrl } from '../shared/oauth/client-documents.ts';
 import { pkceMatches } from '../shared/oauth/secrets.ts';
 import { isAuthorizeReturn } from '../apps/api/console/pages/oauth.ts';
 
@@ -52,5 +52,23 @@ describe('PKCE S256', () => {
     expect(pkceMatches(verifier.replace('d', 'e'), challenge)).toBe(false);
     expect(pkceMatches(verifier, challenge.slice(0, -1))).toBe(false);
     expect(pkceMatches('short', challenge)).toBe(false);
+  });
+});
+
+describe('the failed-fetch cache of metadata documents', () => {
+  it('answers a failure until its time is up, and keeps at most its bound of entries (least recently used go first)', () => {
+    const cache = new FailureCache(60_000, 3);
+    cache.set('https://a.example/c.json', 'a failed', 1_000);
+    expect(cache.get('https://a.example/c.json', 60_999)).toBe('a failed');
+    expect(cache.get('https://a.example/c.json', 61_000)).toBeUndefined();
+    expect(cache.size).toBe(0); // an expired entry is dropped when looked at
+    for (const k of ['a', 'b', 'c']) cache.set(`https://${k}.example/c.json`, `${k} failed`, 1_000);
+    expect(cache.get('https://a.example/c.json', 2_000)).toBe('a failed'); // a is now the most recent
+    cache.set('https://d.example/c.json', 'd failed', 2_000);
+    expect(cache.size).toBe(3);
+    expect(cache.get('https://b.example/c.json', 2_000)).toBeUndefined();
+    for (const k of ['a', 'c', 'd']) expect(cache.get(`https://${k}.example/c.json`, 2_000)).toBe(`${k} failed`);
+    for (let i = 0; i < 100; i++) cache.set(`https://e.example/${i}.json`, 'e', 3_000);
+    expect(cache.size).toBe(3);
   });
 });

@@ -2,6 +2,7 @@
 // Schedule every 2 s. Requests left unresolved are settled from their workflow's real state
 // (released and `interrupted`, or the completed workflow's envelope written); running ones are left
 // alone; retained results are deleted after their retention and their key can run again.
+import { createHash } from 'node:crypto';
 import { Client, Connection, ScheduleOverlapPolicy } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -15,6 +16,9 @@ import { listStaleUnresolved } from '../shared/db/requests.ts';
 import { newRequestId, queryWorkflowId, sha256Hex } from '../shared/ids.ts';
 import { balanceOf, call, closeDb, dataConverter, db, demo, ledgerOf, newOrg, ownPair, query, until } from './helpers/stack.ts';
 import { processPool, type ServiceProcess } from './helpers/processes.ts';
+import { signedIn } from './helpers/console-http.ts';
+
+const sha256Base64url = (v: string) => createHash('sha256').update(v).digest('base64url');
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 const INTERVAL_SECONDS = 2;
@@ -407,6 +411,96 @@ describe('retention', () => {
   });
 });
 
+describe('OAuth client expiry', () => {
+  const REDIRECT = 'http://127.0.0.1:40177/cb';
+  const apiBase = () => String(api.started.url).replace(/\/$/, '');
+  const post = async (path: string, body: Record<string, string>, json = false) => {
+    const res = await fetch(`${apiBase()}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': json ? 'application/json' : 'application/x-www-form-urlencoded' },
+      body: json ? JSON.stringify(body) : new URLSearchParams(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined };
+  };
+  async function register(name: string) {
+    const res = await fetch(`${apiBase()}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: name, redirect_uris: [REDIRECT] }) });
+    expect(res.status).toBe(201);
+    return ((await res.json()) as { client_id: string }).client_id;
+  }
+  const authorizeParams = (clientId: string, challenge: string) => ({
+    response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', state: 's', resource: `${apiBase()}/mcp`,
+  });
+  /** A person consents and the client exchanges the code, as a real client would: a grant with live tokens. */
+  async function signInWith(clientId: string) {
+    const who = await signedIn('member', undefined, apiBase());
+    const verifier = `v-${Math.random().toString(36).slice(2)}-${'x'.repeat(43)}`;
+    const challenge = sha256Base64url(verifier);
+    const params = authorizeParams(clientId, challenge);
+    const answer = await who.client.submit(`/console/oauth/authorize?${new URLSearchParams(params)}`, '/console/oauth/authorize', { ...params, org_id: who.org.org_id, decision: 'approve' });
+    expect(answer.status).toBe(303);
+    const code = new URL(answer.location!).searchParams.get('code')!;
+    const tokens = await post('/oauth/token', { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: REDIRECT, client_id: clientId, resource: `${apiBase()}/mcp` });
+    expect(tokens.status).toBe(200);
+    return tokens.body as { access_token: string; refresh_token: string };
+  }
+  const clientRow = async (id: string) => (await db().query('SELECT id, last_used_at FROM oauth_clients WHERE id = $1', [id])).rows[0] as { id: string; last_used_at: Date | null } | undefined;
+  /** Registered (and, unless said, last used) 25 hours ago: past the default OAUTH_CLIENT_IDLE_HOURS (24). */
+  const age = (id: string, o: { lastUse?: boolean } = {}) =>
+    db().query(
+      `UPDATE oauth_clients SET created_at = now() - interval '25 hours', last_used_at = CASE WHEN $2 THEN last_used_at - interval '25 hours' ELSE last_used_at END WHERE id = $1`,
+      [id, o.lastUse ?? true],
+    );
+
+  it('removes a registration never completed, and a client whose grants all ended, once idle 24 h; never one with a live grant', async () => {
+    const neverUsed = await register('Never used');
+    const fresh = await register('Registered just now');
+    const live = await register('Signed in, grant live');
+    const revoked = await register('Signed in, then revoked');
+    const expired = await register('Signed in, refresh token expired');
+    const recentlyUsed = await register('Registered long ago, revoked after recent use');
+
+    const liveTokens = await signInWith(live);
+    expect((await clientRow(live))?.last_used_at).toBeInstanceOf(Date); // a grant made is a use
+    expect((await clientRow(fresh))?.last_used_at).toBeNull();
+    const revokedTokens = await signInWith(revoked);
+    expect((await post('/oauth/revoke', { token: revokedTokens.refresh_token, client_id: revoked })).status).toBe(200);
+    const expiredTokens = await signInWith(expired);
+    await db().query(
+      `UPDATE oauth_tokens SET expires_at = now() - interval '1 minute' WHERE grant_id = (SELECT grant_id FROM oauth_tokens WHERE token_hash = $1)`,
+      [createHash('sha256').update(expiredTokens.refresh_token).digest()],
+    );
+    const recentTokens = await signInWith(recentlyUsed);
+    expect((await post('/oauth/revoke', { token: recentTokens.refresh_token, client_id: recentlyUsed })).status).toBe(200);
+
+    for (const id of [neverUsed, live, revoked, expired]) await age(id);
+    await age(recentlyUsed, { lastUse: false });
+    await until(async () => (await clientRow(neverUsed)) === undefined, 60_000, 500);
+    await nextRun();
+
+    expect(await clientRow(revoked)).toBeUndefined();
+    expect(await clientRow(expired)).toBeUndefined();
+    for (const kept of [fresh, live, recentlyUsed]) expect(await clientRow(kept), kept).toBeDefined();
+    // The live grant still works: its refresh token rotates.
+    const refreshed = await post('/oauth/token', { grant_type: 'refresh_token', refresh_token: liveTokens.refresh_token, client_id: live });
+    expect(refreshed.status).toBe(200);
+
+    // A removed client_id is unknown: the token endpoint's invalid_client, the consent page's refusal (never a 500).
+    const token = await post('/oauth/token', { grant_type: 'refresh_token', refresh_token: revokedTokens.refresh_token, client_id: revoked });
+    expect(token.status).toBe(401);
+    expect(token.body).toMatchObject({ error: 'invalid_client' });
+    const code = await post('/oauth/token', { grant_type: 'authorization_code', code: 'wqs_ac_x', code_verifier: 'x'.repeat(43), redirect_uri: REDIRECT, client_id: neverUsed, resource: `${apiBase()}/mcp` });
+    expect(code.status).toBe(401);
+    expect(code.body).toMatchObject({ error: 'invalid_client' });
+    const who = await signedIn('member', undefined, apiBase());
+    const page = await who.client.get(`/console/oauth/authorize?${new URLSearchParams(authorizeParams(neverUsed, sha256Base64url('y'.repeat(43))))}`);
+    expect(page.status).toBe(400);
+    expect(page.location).toBeNull();
+    expect(page.text).toContain('This client is not registered with this service.');
+    expect((await post('/oauth/revoke', { token: 'wqs_rt_x', client_id: expired })).status).toBe(401);
+  });
+});
+
 describe('ledger after maintenance', () => {
   it('granted = available + reserved + charged for every organization here, and nothing stays reserved', async () => {
     const r = await db().query(
@@ -465,7 +559,7 @@ describe('maintenance workflow', () => {
       reconcileUnresolved: async () => {
         throw ApplicationFailure.nonRetryable('database unreachable', 'db_down');
       },
-      applyRetention: async () => ({ results_deleted: 3, run_events_deleted: 1, files_deleted: 0 }),
+      applyRetention: async () => ({ results_deleted: 3, run_events_deleted: 1, files_deleted: 0, oauth_clients_deleted: 0 }),
     };
     try {
       const worker = await Worker.create({ connection: nc, taskQueue, workflowBundle: { codePath: pair.workflowBundlePath }, activities, dataConverter: await dataConverter() });
@@ -476,7 +570,7 @@ describe('maintenance workflow', () => {
           args: [{ reconcileOlderThanMs: 1, overdueAfterMs: 1, batchSize: 1, perOrg: 1, resultRetentionMs: 1, retentionBatchSize: 1 }],
         }),
       );
-      expect(summary).toEqual({ reconcile: { failed: 'database unreachable' }, retention: { results_deleted: 3, run_events_deleted: 1, files_deleted: 0 } });
+      expect(summary).toEqual({ reconcile: { failed: 'database unreachable' }, retention: { results_deleted: 3, run_events_deleted: 1, files_deleted: 0, oauth_clients_deleted: 0 } });
     } finally {
       await nc.close();
     }

@@ -99,7 +99,7 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
         dataConverter,
         // A prebuilt bundle starts a worker in a second instead of bundling again.
         workflowBundle: await workflowCode(config, tracing),
-        activities: { ...activities, ...createMaintenanceActivities({ db, temporal: { address: config.TEMPORAL_ADDRESS, namespace: config.TEMPORAL_NAMESPACE, dataConverter } }) },
+        activities: { ...activities, ...createMaintenanceActivities({ db, temporal: { address: config.TEMPORAL_ADDRESS, namespace: config.TEMPORAL_NAMESPACE, dataConverter }, oauthClientIdleHours: config.OAUTH_CLIENT_IDLE_HOURS }) },
         shutdownGraceTime: '10 seconds',
         ...workerTuning(config),
         ...tracing?.workerOptions, // activity spans, and the sink exporting the workflow's spans

@@ -98,6 +98,46 @@ let fetching = 0;
 
 const guardedFetcher = clientDocumentFetcher();
 
+/** A failed fetch is remembered this long: the same client_id is answered the same refusal, unfetched. */
+export const FAILURE_CACHE_SECONDS = 60;
+/** Failures remembered at once per process; beyond, the least recently used is forgotten. */
+export const FAILURE_CACHE_ENTRIES = 1000;
+
+/**
+ * Recent fetch failures by exact client_id URL. Without it, anyone could make this process fetch a
+ * slow or failing URL again and again (each up to 5 s, holding one of the 8 fetch slots). Bounded
+ * in age and in entries (a Map keeps insertion order; a hit is moved to the end, so the first key is
+ * the least recently used). Per process, like the fetch bound: each API process fetches once.
+ */
+export class FailureCache {
+  private readonly entries = new Map<string, { message: string; until: number }>();
+  constructor(
+    readonly ttlMs = FAILURE_CACHE_SECONDS * 1000,
+    readonly maxEntries = FAILURE_CACHE_ENTRIES,
+  ) {}
+
+  get(key: string, now = Date.now()): string | undefined {
+    const hit = this.entries.get(key);
+    if (!hit) return undefined;
+    this.entries.delete(key);
+    if (hit.until <= now) return undefined;
+    this.entries.set(key, hit);
+    return hit.message;
+  }
+
+  set(key: string, message: string, now = Date.now()): void {
+    this.entries.delete(key);
+    this.entries.set(key, { message, until: now + this.ttlMs });
+    while (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+  }
+
+  get size() {
+    return this.entries.size;
+  }
+}
+
+const failures = new FailureCache();
+
 /** Why a document could not be fetched, in words of the service's own (never the error's text). */
 function fetchFailure(err: unknown): string {
   if (err instanceof DestinationRefusedError) return 'its host is a private, loopback or link-local address';
@@ -114,6 +154,8 @@ export async function resolveClient(db: Db, id: string, fetchDocument: FetchClie
   const stale = known?.kind === 'cimd' && (!known.fetched_at || Date.now() - known.fetched_at.getTime() > DOCUMENT_CACHE_SECONDS * 1000);
   if (known && !stale) return { ok: true, client: known };
   if (!isClientIdUrl(id)) return { ok: false, message: 'This client is not registered with this service.' };
+  const failed = failures.get(id);
+  if (failed !== undefined) return { ok: false, message: failed };
   if (fetching >= MAX_DOCUMENT_FETCHES) {
     return { ok: false, busy: true, message: 'This service is fetching too many client metadata documents right now. Try again in a moment.' };
   }
@@ -126,7 +168,9 @@ export async function resolveClient(db: Db, id: string, fetchDocument: FetchClie
     // error's text (addresses, ports, refused or unreachable) would make it a probe of what the
     // service can reach.
     const why = err instanceof ClientDocumentProblem ? err.message.slice(0, 200) : fetchFailure(err);
-    return { ok: false, message: `The client's metadata document at ${id} cannot be used (${why}).` };
+    const message = `The client's metadata document at ${id} cannot be used (${why}).`;
+    failures.set(id, message);
+    return { ok: false, message };
   } finally {
     fetching -= 1;
   }

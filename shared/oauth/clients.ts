@@ -115,3 +115,47 @@ export async function findClient(db: Db, id: string): Promise<ClientRow | undefi
   const r = await db.query<ClientRow>('SELECT id, kind, client_name, redirect_uris, created_at, fetched_at FROM oauth_clients WHERE id = $1', [id]);
   return r.rows[0];
 }
+
+/**
+ * Registration is refused (503) while this many never-used registered clients are younger than the
+ * idle bound: the per-address limit does not bound a caller with many addresses, and each such
+ * client is a row until maintenance removes it. Null when there is room; otherwise the seconds
+ * until the oldest of them ages out of the count (the Retry-After). Two registrations racing at the
+ * bound may both pass: the bound is approximate by a few, never unbounded.
+ */
+export async function unusedClientsFull(db: Db, a: { max: number; idleHours: number }): Promise<number | null> {
+  const r = await db.query<{ n: number; retry: number | null }>(
+    `SELECT count(*)::int AS n, ceil(extract(epoch FROM min(created_at) + make_interval(hours => $2) - now()))::int AS retry
+       FROM (SELECT created_at FROM oauth_clients
+              WHERE kind = 'dcr' AND last_used_at IS NULL AND created_at > now() - make_interval(hours => $2)
+              ORDER BY created_at LIMIT $1) recent`,
+    [a.max, a.idleHours],
+  );
+  const row = r.rows[0]!;
+  return row.n >= a.max ? Math.max(1, row.retry ?? 1) : null;
+}
+
+/**
+ * Housekeeping (the maintenance Schedule's retention step): remove clients nobody uses. A client
+ * goes once it has no live token (access or refresh, rotated or not) in any grant, no unexpired
+ * unredeemed code, and its last use (tokens issued to it, its metadata document fetched, or else
+ * its registration) is older than `idleHours`. So a registration never completed goes `idleHours`
+ * after it was made, a client whose grants all ended (revoked, refresh tokens expired) `idleHours`
+ * after it last got tokens, and a cached metadata document `idleHours` after it was last fetched
+ * (it is fetched again when named). A client with a live grant is never removed. Its grants, codes
+ * and tokens (all ended) go with it by the foreign keys. The rows are locked first, skipping any a
+ * request holds; a code being created for one meanwhile fails its foreign key (createCode: null).
+ */
+export async function deleteIdleClients(db: Db, a: { idleHours: number; batchSize: number }): Promise<number> {
+  const r = await db.query(
+    `DELETE FROM oauth_clients WHERE id IN (
+       SELECT c.id FROM oauth_clients c
+        WHERE greatest(c.created_at, c.fetched_at, c.last_used_at) < now() - make_interval(hours => $1)
+          AND NOT EXISTS (SELECT 1 FROM oauth_grants g JOIN oauth_tokens t ON t.grant_id = g.id WHERE g.client_id = c.id AND t.expires_at > now())
+          AND NOT EXISTS (SELECT 1 FROM oauth_codes k WHERE k.client_id = c.id AND k.expires_at > now() AND k.used_at IS NULL)
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED)`,
+    [a.idleHours, a.batchSize],
+  );
+  return r.rowCount ?? 0;
+}

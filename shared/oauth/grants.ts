@@ -33,13 +33,19 @@ export interface CodeRequest {
   scope: string;
 }
 
-export async function createCode(db: Db, c: CodeRequest): Promise<string> {
+/** A code, or null when the client was removed meanwhile (maintenance removes idle clients). */
+export async function createCode(db: Db, c: CodeRequest): Promise<string | null> {
   const code = newSecret(CODE_PREFIX);
-  await db.query(
-    `INSERT INTO oauth_codes (code_hash, client_id, user_id, org_id, redirect_uri, code_challenge, resource, scope, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9))`,
-    [hashSecret(code), c.clientId, c.userId, c.orgId, c.redirectUri, c.codeChallenge, c.resource, c.scope, CODE_TTL_SECONDS],
-  );
+  try {
+    await db.query(
+      `INSERT INTO oauth_codes (code_hash, client_id, user_id, org_id, redirect_uri, code_challenge, resource, scope, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now() + make_interval(secs => $9))`,
+      [hashSecret(code), c.clientId, c.userId, c.orgId, c.redirectUri, c.codeChallenge, c.resource, c.scope, CODE_TTL_SECONDS],
+    );
+  } catch (err) {
+    if ((err as { code?: string; constraint?: string }).code === '23503' && (err as { constraint?: string }).constraint === 'oauth_codes_client_id_fkey') return null;
+    throw err;
+  }
   // Housekeeping: codes expired an hour ago, redeemed or not (a replay of one is then just unknown).
   if (Math.random() < 0.05) await db.query(`DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 hour'`);
   return code;
@@ -53,7 +59,7 @@ export interface TokenSet {
   scope: string;
 }
 
-async function issue(db: Db | DbClient, grantId: string, scope: string): Promise<TokenSet> {
+async function issue(db: Db | DbClient, grantId: string, clientId: string, scope: string): Promise<TokenSet> {
   const access = newSecret(ACCESS_PREFIX);
   const refresh = newSecret(REFRESH_PREFIX);
   await db.query(
@@ -62,6 +68,9 @@ async function issue(db: Db | DbClient, grantId: string, scope: string): Promise
        ($2, $3, 'refresh', now() + make_interval(days => $5))`,
     [hashSecret(access), hashSecret(refresh), grantId, ACCESS_TTL_SECONDS, REFRESH_TTL_DAYS],
   );
+  // The client's last use: maintenance removes a client only once it is idle (clients.ts,
+  // deleteIdleClients), and registration counts the clients never used.
+  await db.query('UPDATE oauth_clients SET last_used_at = now() WHERE id = $1', [clientId]);
   return { access_token: access, token_type: 'Bearer', expires_in: ACCESS_TTL_SECONDS, refresh_token: refresh, scope };
 }
 
@@ -100,7 +109,7 @@ export async function redeemCode(db: Db, a: { code: string; clientId: string; re
       grantId, row.client_id, row.user_id, row.org_id, row.resource, row.scope,
     ]);
     await c.query('UPDATE oauth_codes SET grant_id = $1 WHERE code_hash = $2', [grantId, hashSecret(a.code)]);
-    return issue(c, grantId, row.scope);
+    return issue(c, grantId, row.client_id, row.scope);
   }).catch((err: { code?: string }) => {
     if (err.code === '23503') throw new GrantError('invalid_grant', 'The person is no longer a member of the organization');
     throw err;
@@ -141,7 +150,7 @@ export async function refresh(db: Db, a: { refreshToken: string; clientId: strin
   // Expired tokens are of no further use. Rotated refresh tokens stay until they expire: a replay of
   // one is recognized (above) for as long as it could have been used.
   if (Math.random() < 0.05) await db.query(`DELETE FROM oauth_tokens WHERE expires_at < now()`);
-  return issue(db, row.id, row.scope);
+  return issue(db, row.id, a.clientId, row.scope);
 }
 
 /**

@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import formbody from '@fastify/formbody';
 import rateLimit from '@fastify/rate-limit';
 import { z } from 'zod';
-import { ClientRegistration, findClient, registerClient } from '../../../shared/oauth/clients.ts';
+import { ClientRegistration, findClient, registerClient, unusedClientsFull } from '../../../shared/oauth/clients.ts';
 import { GrantError, MCP_SCOPE, redeemCode, refresh, revokeToken } from '../../../shared/oauth/grants.ts';
 import { documentOnly } from '../plugins/errors.ts';
 import { errors } from '../../../shared/openapi/document.ts';
@@ -63,7 +63,13 @@ function describeIssues(err: z.ZodError): string {
   return err.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ').slice(0, 500);
 }
 
-export default async function oauthRoutes(app: FastifyInstance) {
+export interface OAuthRouteOptions {
+  /** OAUTH_UNUSED_CLIENTS_MAX and OAUTH_CLIENT_IDLE_HOURS (shared/config.ts). */
+  unusedClientsMax: number;
+  clientIdleHours: number;
+}
+
+export default async function oauthRoutes(app: FastifyInstance, opts: OAuthRouteOptions) {
   // Token and revocation requests are form-encoded (RFC 6749 §4.1.3); only in this scope.
   await app.register(formbody, { bodyLimit: 16 * 1024 });
   // Registration and token attempts are bounded per client address: rows and guesses cost us.
@@ -108,6 +114,12 @@ export default async function oauthRoutes(app: FastifyInstance) {
       // Only one scope exists; a client asking for none (or for it) gets it.
       const asked = (parsed.data.scope ?? MCP_SCOPE).split(' ').filter(Boolean);
       if (asked.some((s) => s !== MCP_SCOPE)) throw new OAuthFailure(400, 'invalid_client_metadata', `scope: only "${MCP_SCOPE}" exists`);
+      // A global bound on registrations nobody completed: the per-address limit above does not stop
+      // a caller with many addresses, and each one is a row until maintenance removes it (idle).
+      const retryAfter = await unusedClientsFull(app.db, { max: opts.unusedClientsMax, idleHours: opts.clientIdleHours });
+      if (retryAfter !== null) {
+        return send(reply.header('retry-after', String(retryAfter)), 503, 'temporarily_unavailable', 'Too many registered clients have not been used yet; retry later, or use a client metadata document (an https client_id)');
+      }
       const client = await registerClient(app.db, parsed.data, MCP_SCOPE);
       return reply.code(201).header('cache-control', 'no-store').send(client);
     },

@@ -77,6 +77,8 @@ export default async function oauthPages(app: FastifyInstance, ctx: ConsoleConte
       resource: checked.resource,
       scope: checked.scope,
     });
+    // Maintenance removed the client (idle) between the check and the code: as if it never existed.
+    if (code === null) throw cannotConnect({ message: 'This client is not registered with this service.' });
     return reply.redirect(redirectWith(checked.redirectUri, { code, state: checked.state }, issuer()), 303);
   });
 
