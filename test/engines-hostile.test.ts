@@ -30,6 +30,17 @@ const pages: Record<string, () => string> = {
   // a small page whose script writes 8 MB of markup into itself (the browser engine reads the rendered
   // DOM); in a thousand elements, not a million, so Chromium builds it in a moment even on a busy machine
   '/grows': () => `<html><body><p class="x">grown</p><script>document.body.insertAdjacentHTML('beforeend', ('<i>' + 'a'.repeat(8_000) + '</i>').repeat(1_000))</script></body></html>`,
+  // an ordinary page just under the 5 MiB body limit: 28,000 table rows of links, prices and comments
+  '/big': () => {
+    const rows: string[] = [];
+    for (let i = 0, size = 0; size < 5 * 1024 * 1024 - 1024; i++) {
+      const row = `<tr class="r"><td><a href="/item/${i}">Item ${i} &amp; more</a></td><td class="price">${i}.99</td><td><span data-x="${i}">text ${i}</span><!-- c${i} --></td></tr>\n`;
+      rows.push(row);
+      size += row.length + (i === 0 ? 200 : 0);
+    }
+    rows.pop();
+    return `<!doctype html><html><head><title>Big</title></head><body><table>${rows.join('')}</table><p class="x">end</p></body></html>`;
+  },
   // a real page near the bounds: 400 levels deep, an element with 200 attributes
   '/busy': () =>
     `<html><body>${'<div>'.repeat(400)}<p class="x" ${Array.from({ length: 200 }, (_, i) => `data-a${i}="v${i}"`).join(' ')}>fine</p>${'</div>'.repeat(400)}</body></html>`,
@@ -146,6 +157,17 @@ describe('pathological HTML never blocks the worker', () => {
     expect(error?.code).toBe('upstream_http_error');
     expect(error?.details).toMatchObject({ step: '0', host: HOST, reason: 'response_too_large' }); // read by the navigation's challenge check
     expect(stallMs).toBeLessThan(1_000);
+  });
+
+  it('an ordinary 5 MiB page is parsed a slice at a time: the thread goes on with other work meanwhile', async () => {
+    const started = performance.now();
+    const { result, error, stallMs } = await timed(page('/big'));
+    const elapsed = performance.now() - started;
+    expect(error).toBeUndefined();
+    expect(result).toEqual({ text: 'end' });
+    // Parsing it takes parse5 about a second (several on a busy machine). In one piece, the longest
+    // stall was nearly all of the run; in slices, it is a small part of it, whatever the machine's speed.
+    expect(stallMs, `longest stall ${Math.round(stallMs)} ms of a ${Math.round(elapsed)} ms run`).toBeLessThan(elapsed / 4);
   });
 
   it('a deep and attribute-heavy page within the bounds is read as before', async () => {

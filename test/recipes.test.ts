@@ -2,7 +2,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { RecipeValidationError, parseRecipe, safeParseRecipe, recipePerformsActions } from '../shared/recipes/schema.ts';
 import { TemplateError, renderUrl, renderValue, renderHeader, type TemplateScope } from '../shared/recipes/template.ts';
-import { parseDate, parseDateTime, parseInteger, parseNumber } from '../activities/engines/extract.ts';
+import * as cheerio from 'cheerio';
+import { loadHtml, parseDate, parseDateTime, parseInteger, parseNumber } from '../activities/engines/extract.ts';
 import { guardedLookup, isPrivateAddress } from '../activities/engines/net-guard.ts';
 import { linearExtract, linearTest, toRe2 } from '../shared/regex.ts';
 import { proxyTarget } from '../activities/engines/guarded-proxy.ts';
@@ -149,6 +150,31 @@ describe('value parsing', () => {
       expect(isPrivateAddress(ip), ip).toBe(true);
     for (const ip of ['93.184.216.34', '8.8.8.8', '2606:4700::1111', '::ffff:808:808', '64:ff9b::808:808', '2002:808:808::1', '2a00:1450:4009:81f::200e'])
       expect(isPrivateAddress(ip), ip).toBe(false);
+  });
+});
+
+describe('HTML parsed in slices', () => {
+  // Every construct whose tokens a slice boundary can cut: a doctype, entities (named, numeric, without
+  // their semicolon), CRLF, a surrogate pair, comments, raw text (script, style, textarea, title),
+  // attributes in every quoting, tables that need implied elements, a template, a misnested tag.
+  const tricky =
+    '<!DOCTYPE html>\r\n<html><head><title>A &amp; B &lt;c&gt;</title><style>p > a { x: "</p>" }</style>' +
+    '<script>var s = "</div>" + \'<!--\' + "&amp;";</script></head><body>\r\n' +
+    '<p class=x id="a" data-y=\'b\' hidden>caf&eacute; &#233; &#x1F600; 😀 &notit; &copy</p><!-- a -- comment -->' +
+    '<table><tr><td>1<td>2</table><textarea>a <b> &amp; </textarea><template><i>t</i></template>' +
+    '<b><i>mis</b>nested</i><select><option>o<option>p</select></body></html>';
+
+  it('makes the same document as one parse, wherever the slices fall', async () => {
+    const whole = cheerio.load(tricky).html();
+    for (const slice of [1, 2, 3, 4, 5, 7, 11, 16, 64, 1024]) {
+      expect((await loadHtml(tricky, undefined, slice)).html(), `slices of ${slice}`).toBe(whole);
+    }
+  });
+
+  it('stops between slices once the run has ended', async () => {
+    const ended = new AbortController();
+    ended.abort(new Error('run ended'));
+    await expect(loadHtml(tricky, ended.signal, 16)).rejects.toThrow('run ended');
   });
 });
 

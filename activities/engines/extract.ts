@@ -4,7 +4,8 @@
 
 import * as cheerio from 'cheerio';
 import type { AnyNode } from 'domhandler';
-import { adapter as domAdapter } from 'parse5-htmlparser2-tree-adapter';
+import { Parser } from 'parse5';
+import { adapter as domAdapter, type Htmlparser2TreeAdapterMap } from 'parse5-htmlparser2-tree-adapter';
 import { ServiceError } from '../../shared/errors.ts';
 import type { Field, FieldType } from '../../shared/recipes/schema.ts';
 import { linearExtract } from '../../shared/regex.ts';
@@ -101,10 +102,37 @@ function boundedAdapter() {
   } satisfies typeof domAdapter;
 }
 
-/** A website's HTML, parsed within the bounds above (upstream_http_error `document_too_complex` beyond them). */
-export function loadHtml(html: string): CheerioDoc {
+/**
+ * How much HTML is parsed before the thread is given back. Parsing is CPU work on the thread every
+ * organization's runs share (and, for HTTP operations run as local activities, the workflow tasks
+ * of every run on the worker): a 5 MiB page of ordinary markup takes parse5 seconds. In slices of
+ * 16 KiB (a few milliseconds each) other runs, heartbeats and workflow tasks go on in between.
+ */
+export const HTML_PARSE_SLICE = 16 * 1024;
+
+const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * A website's HTML, parsed within the bounds above (upstream_http_error `document_too_complex`
+ * beyond them), a slice at a time: parse5's own streaming (the tokenizer takes chunks and holds a
+ * tag, entity or surrogate pair cut at a slice's end until the next), so the document is exactly
+ * the one a single parse makes. `signal` ends the parse between slices (a cancelled run).
+ */
+export async function loadHtml(html: string, signal?: AbortSignal, slice = HTML_PARSE_SLICE): Promise<CheerioDoc> {
   assertAttributeBound(html);
-  return cheerio.load(html, { treeAdapter: boundedAdapter() } as Parameters<typeof cheerio.load>[1]);
+  const options = { treeAdapter: boundedAdapter(), scriptingEnabled: true };
+  const parser = new Parser<Htmlparser2TreeAdapterMap>(options);
+  for (let at = 0; ; ) {
+    let end = Math.min(html.length, at + slice);
+    // never split a surrogate pair (parse5 would wait for its second half anyway; this keeps it simple)
+    if (end < html.length && (html.charCodeAt(end - 1) & 0xfc00) === 0xd800) end++;
+    parser.tokenizer.write(html.slice(at, end), end === html.length);
+    at = end;
+    if (at === html.length) break;
+    await yieldToLoop();
+    signal?.throwIfAborted();
+  }
+  return cheerio.load(parser.document, options as Parameters<typeof cheerio.load>[1]);
 }
 
 // ------------------------------------------------------------------------------------------

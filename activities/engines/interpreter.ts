@@ -493,8 +493,8 @@ export class Interpreter {
   }
 
   /** A document parsed once, however many steps read it (extraction never changes it). */
-  private readonly parsedDocs = new WeakMap<PageSnapshot, CheerioDoc>();
-  private parsed(doc: PageSnapshot): CheerioDoc {
+  private readonly parsedDocs = new WeakMap<PageSnapshot, Promise<CheerioDoc>>();
+  private parsed(doc: PageSnapshot): Promise<CheerioDoc> {
     let $ = this.parsedDocs.get(doc);
     if (!$) {
       $ = this.loadHtml(doc.html);
@@ -503,10 +503,13 @@ export class Interpreter {
     return $;
   }
 
-  /** A page too complex to parse within the bounds (extract.ts) names the step that read it. */
-  private loadHtml(html: string): CheerioDoc {
+  /**
+   * A page too complex to parse within the bounds (extract.ts) names the step that read it. The
+   * parse gives the thread back between slices; a run ended meanwhile stops it.
+   */
+  private async loadHtml(html: string): Promise<CheerioDoc> {
     try {
-      return loadHtml(html);
+      return await loadHtml(html, this.signal);
     } catch (e) {
       if (!(e instanceof ServiceError)) throw e;
       throw atStep(e, this.state.currentStep);
@@ -542,7 +545,7 @@ export class Interpreter {
     if (from === 'page' || typeof this.state.scope.vars[from.var] === 'string') {
       const doc = from === 'page' ? await this.currentDoc() : null;
       opts.baseUrl = doc?.url ?? this.state.lastUrl ?? undefined;
-      const $ = doc ? this.parsed(doc) : this.loadHtml(this.state.scope.vars[(from as { var: string }).var] as string);
+      const $ = doc ? await this.parsed(doc) : await this.loadHtml(this.state.scope.vars[(from as { var: string }).var] as string);
       let scope = null;
       if (step.scope) {
         scope = $(step.scope).first();
@@ -596,7 +599,7 @@ export class Interpreter {
         vars[pageVar!] = c;
       } else {
         const doc = await this.currentDoc();
-        const $ = this.parsed(doc);
+        const $ = await this.parsed(doc);
         const link = $(next.selector).first();
         if (link.length === 0) break;
         const href = link.attr('href');
@@ -636,7 +639,7 @@ export class Interpreter {
     const vars = this.state.scope.vars;
     if ('selector_present' in c || 'selector_absent' in c) {
       const doc = await this.currentDoc();
-      const $ = this.parsed(doc);
+      const $ = await this.parsed(doc);
       const sel = 'selector_present' in c ? c.selector_present : c.selector_absent;
       let n: number;
       try {
@@ -648,7 +651,7 @@ export class Interpreter {
     }
     if ('text_contains' in c) {
       const doc = await this.currentDoc();
-      const text = this.parsed(doc).root().text().replace(/\s+/g, ' ');
+      const text = (await this.parsed(doc)).root().text().replace(/\s+/g, ' ');
       return text.toLowerCase().includes(renderString(c.text_contains, this.state.scope).toLowerCase());
     }
     if ('status' in c) return this.state.lastStatus !== null && c.status.includes(this.state.lastStatus);
