@@ -189,9 +189,9 @@ const ConfigSchema = z.object({
     .transform((v) => v === 'true' || v === '1'),
   /** Seconds between health-check runs (the Schedule's interval). */
   HEALTH_CHECK_INTERVAL_SECONDS: int(900),
-  /** Time limit of one example run during a health check (includes waiting for a browser slot). */
+  /** Time limit of one example run during a health check, from when it reaches the website (a wait for a browser page has its own bound). */
   HEALTH_CHECK_EXAMPLE_TIMEOUT_MS: int(60_000),
-  /** Operations checked at once during a health check; low, as checks share browsers with queries. */
+  /** Operations checked at once during a health check; low, as checks share browsers with queries. Browser workers add this many activity task slots for them. */
   HEALTH_CHECK_CONCURRENCY: int(2),
   /** Retention of terminal envelopes in milliseconds; when set it overrides RESULT_RETENTION_HOURS (tests). */
   RESULT_RETENTION_MS: z.coerce.number().int().positive().optional(),

@@ -19,7 +19,10 @@ import { db, newOrg, query, sleep, stack, until } from './helpers/stack.ts';
 const PAGES = 2;
 // A shorter query deadline: a query stuck behind the health checks fails in 30 s, not 170 (a query
 // on the free page takes a second or two, under load a few more).
-const pool = ownPairPool('health-cap', { BROWSER_CONCURRENCY: String(PAGES), QUERY_DEADLINE_MS: '30000' });
+// Health lanes as many as the worker's task slots for pages (2 × pages): the third test shows the
+// worker keeps slots for queries anyway.
+const HEALTH_LANES = 2 * PAGES;
+const pool = ownPairPool('health-cap', { BROWSER_CONCURRENCY: String(PAGES), QUERY_DEADLINE_MS: '30000', HEALTH_CHECK_CONCURRENCY: String(HEALTH_LANES) });
 
 const HOST = 'news.example.test';
 /** PendingActivityState STARTED (temporal.api.enums.v1): a worker has taken the activity task. */
@@ -147,6 +150,49 @@ describe('health checks and the browser pages', () => {
       await release(healthKey);
       await withTemporal((c) => c.workflow.getHandle(workflowId).terminate('test over').catch(() => undefined));
       // Out of later health runs of the shared stack.
+      await db().query(`UPDATE apis SET status = 'inactive' WHERE handle = $1 AND owner_org_id = $2`, [handle, org.org_id]);
+    }
+  });
+
+  it(`with ${HEALTH_LANES} health lanes, health examples waiting for a page never take the task slots a query needs`, async () => {
+    const [api] = await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
+    const org = await newOrg(10, 'Health slots org');
+    const tag = `${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+    const healthKey = `health-slots-${tag}`;
+    const queryKey = `query-slots-${tag}`;
+    const handle = `@slots-${tag}`;
+    // As many operations as the worker has task slots for its pages, all checked at once.
+    const operations = Array.from({ length: HEALTH_LANES }, (_, i) => `held_page_${i + 1}`);
+    await heldWorkflow(org.org_id, handle, healthKey, operations);
+    await arm(healthKey);
+    const workflowId = `health-slots-${tag}`;
+    try {
+      await withTemporal(async (client) => {
+        const run = await client.workflow.start<typeof healthCheckWorkflow>('healthCheckWorkflow', {
+          taskQueue: pool.pair.taskQueue,
+          workflowId,
+          args: [{ apis: [handle], concurrency: HEALTH_LANES, exampleTimeoutMs: 90_000, browserTaskQueue: `${pool.pair.taskQueue}-browser` }],
+        });
+        const startedChecks = async () =>
+          ((await run.describe()).raw.pendingActivities ?? []).filter((a) => a.activityType?.name === 'runHealthExample' && a.state === ACTIVITY_STARTED).length;
+        // Every health example is in the worker: one on its page, the others waiting for a page.
+        await until(async () => (await startedChecks()) === HEALTH_LANES && (await hold(healthKey)).waiting === PAGES - 1, 30_000, 100);
+
+        // A query meanwhile: the worker takes it (without slots of the health checks' own, they held
+        // every slot and the query stayed in Temporal's queue until its deadline) and runs it on the free page.
+        const res = await query(org.api_key, { api: handle, operation: operations[0], input: { key: queryKey } }, {}, String(api.started.url));
+        expect(res.status, res.text).toBe(200);
+        expect(res.body.data.output).toEqual({ key: queryKey });
+        expect(await hold(healthKey)).toMatchObject({ requests: PAGES - 1, max_waiting: PAGES - 1 });
+        expect(await startedChecks()).toBe(HEALTH_LANES);
+
+        await release(healthKey);
+        const summary = await run.result();
+        expect(summary.operations.map((o) => o.status)).toEqual(operations.map(() => 'healthy'));
+      });
+    } finally {
+      await release(healthKey);
+      await withTemporal((c) => c.workflow.getHandle(workflowId).terminate('test over').catch(() => undefined));
       await db().query(`UPDATE apis SET status = 'inactive' WHERE handle = $1 AND owner_org_id = $2`, [handle, org.org_id]);
     }
   });

@@ -118,8 +118,11 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
         activities: { executeOperation: activities.executeOperation, runHealthExample: activities.runHealthExample, runDraftExample: activities.runDraftExample },
         shutdownGraceTime: '10 seconds',
         ...(config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS ? { maxConcurrentActivityTaskPolls: config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS } : {}),
-        // More browser steps than Chromium pages would only queue inside this process.
-        maxConcurrentActivityTaskExecutions: Math.max(1, config.BROWSER_CONCURRENCY) * 2,
+        // More browser steps than Chromium pages would only queue inside this process; and the
+        // health checks' lanes on top: a health example waiting for a page (they never hold every
+        // page) holds a task slot meanwhile, and without slots of their own, lanes of them could
+        // take every slot and leave a query in Temporal's queue while a page is free.
+        maxConcurrentActivityTaskExecutions: Math.max(1, config.BROWSER_CONCURRENCY) * 2 + config.HEALTH_CHECK_CONCURRENCY,
         ...(tracing ? { interceptors: tracing.workerOptions.interceptors } : {}), // activity spans
       }),
     );
