@@ -463,6 +463,25 @@ describe('SameSite: a hop another site redirected to is cross-site', () => {
   });
 });
 
+describe('a secret redaction cannot protect is never run with', () => {
+  it('a secret shorter than MIN_SECRET_LENGTH, from anywhere, stops the run before anything is sent: auth_required, secret_too_short', async () => {
+    const state = async () => ((await demo('/__demo/state')) as { requests: Record<string, number> }).requests['books.example.test'] ?? 0;
+    const before = await state();
+    const recipe: Recipe = {
+      engine: 'http',
+      hosts: ['books.example.test'],
+      secrets: ['PIN'],
+      steps: [{ type: 'request', url: 'http://books.example.test/__probe/headers', headers: { 'x-pin': '{{secrets.PIN}}' }, parse: 'json', save_as: 'r' }],
+      output: '{{vars.r.headers}}',
+    };
+    const e = await runError(recipe, {}, ctx({ secrets: { PIN: '42' }, secretSites: { PIN: 'books.example.test' } }));
+    expect(e.code).toBe('auth_required');
+    expect(e.details).toEqual({ reason: 'secret_too_short' });
+    expect(e.message).not.toContain('42');
+    expect(await state()).toBe(before);
+  });
+});
+
 describe('a body never follows a redirect to another origin', () => {
   const state = async () => ((await demo('/__demo/state')) as { requests: Record<string, number> }).requests;
   const post = (status: number, to: string, extra: Partial<Extract<Recipe['steps'][number], { type: 'request' }>> = {}): Recipe => ({
