@@ -156,7 +156,7 @@ export class HttpCookies implements RunCookies {
     if (this.empty) return '';
     let cookies: Cookie[];
     try {
-      cookies = this.jar.getCookiesSync(url.href, { sameSiteContext: sameSite });
+      cookies = this.jar.getCookiesSync(url.href, { sameSiteContext: sameSite, sort: true });
     } catch {
       // tough-cookie refuses to look up some names (a bare special-use name such as "test"): no cookie goes there.
       return '';
