@@ -13,6 +13,7 @@ import { redact } from './engines/errors.ts';
 import { accessFailure } from './execute.ts';
 import { failedExample, type BuilderActivities, type DraftExampleResult } from './types.ts';
 import { compileOrgSchema } from '../shared/org-schemas.ts';
+import { isProtectableSecret } from '../shared/secrets.ts';
 
 /** JSON's view of a value: what a caller would receive. */
 const asJson = (v: unknown): unknown => (v === undefined ? null : JSON.parse(JSON.stringify(v)));
@@ -30,13 +31,13 @@ export function createBuilderActivities(deps: { db: Db; runner: RecipeRunner; ke
         // The testing organization's own connections, exactly as its queries would use them.
         const loaded = await loadSecrets(deps.db, await deps.keyring(), orgId, example.access);
         if (!loaded.ok) {
-          const f = accessFailure(loaded.items);
+          const f = accessFailure(loaded.items, loaded.reason);
           return failed(f.type ?? 'credentials_missing', f.message);
         }
         secrets = loaded.secrets;
         secretSites = loaded.sites;
       }
-      const secretValues = Object.values(secrets).filter((s) => s.length >= 3);
+      const secretValues = Object.values(secrets).filter(isProtectableSecret);
       const beat = setInterval(() => ctx.heartbeat(), 1_000);
       try {
         const raw = await deps.runner.run(parseRecipe(example.recipe), example.input, {

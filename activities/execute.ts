@@ -7,6 +7,7 @@ import { loadOperationVersion } from '../shared/db/catalog.ts';
 import { ERRORS, ServiceError, type ErrorCode } from '../shared/errors.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { loadSecrets, type AccessItem, type Keyring } from '../shared/db/connections.ts';
+import { MIN_SECRET_LENGTH, isProtectableSecret } from '../shared/secrets.ts';
 import type { RecipeRunner } from './engines/index.ts';
 import { isFinalRefusal, redact } from './engines/errors.ts';
 import type { ExecuteActivities } from './types.ts';
@@ -19,11 +20,21 @@ function toApplicationFailure(code: ErrorCode, message: string, details?: unknow
   return ApplicationFailure.create({ type: code, message, details: details === undefined ? [] : [details], nonRetryable: final });
 }
 
-/** A connection that stopped being usable between the API's check and the run (also a builder test run's answer). */
-export function accessFailure(items: AccessItem[]): ApplicationFailure {
+/**
+ * A connection that stopped being usable between the API's check and the run (also a builder test
+ * run's answer). `secret_too_short`: a connection stored before the minimum secret length, which is
+ * never run with: `auth_required` (add it again), `details.reason` saying why.
+ */
+export function accessFailure(items: AccessItem[], reason?: 'secret_too_short'): ApplicationFailure {
   const bad = items.filter((i) => i.status !== 'connected');
   const details = { access: items.map(({ kind, name, site, status }) => ({ kind, name, site, status })) };
   const list = (s: string) => bad.filter((i) => i.status === s).map((i) => `${i.name} (${i.site})`).join(', ');
+  if (reason === 'secret_too_short')
+    return toApplicationFailure(
+      'auth_required',
+      `The connected ${list('needs_reauth')} has a secret shorter than ${MIN_SECRET_LENGTH} characters, which cannot be kept out of outputs: add it again with its full value`,
+      { ...details, reason },
+    );
   if (bad.some((i) => i.status === 'missing'))
     return toApplicationFailure('credentials_missing', `The organization has no connection ${list('missing')} that this operation needs`, details);
   if (bad.some((i) => i.status === 'needs_reauth')) return toApplicationFailure('auth_required', `The connected ${list('needs_reauth')} must sign in again`, details);
@@ -116,11 +127,11 @@ export function createExecuteActivities(deps: {
           ctx.log.error('connection secrets could not be loaded', { operationId, version, error: err instanceof Error ? err.message : 'unknown' });
           throw toApplicationFailure('internal_error', 'The connected account or access key could not be read', undefined, true);
         }
-        if (!loaded.ok) throw accessFailure(loaded.items);
+        if (!loaded.ok) throw accessFailure(loaded.items, loaded.reason);
         secrets = loaded.secrets;
         secretSites = loaded.sites;
       }
-      const secretValues = Object.values(secrets).filter((s) => s.length >= 3);
+      const secretValues = Object.values(secrets).filter(isProtectableSecret);
       // Beat steadily so a dead worker is noticed fast and cancellation reaches us mid-step. A local
       // activity (read-only HTTP) cannot heartbeat: its workflow task notices a dead worker instead.
       // Each beat carries the step the run is on (the Web UI shows it as the pending activity's

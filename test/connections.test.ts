@@ -7,12 +7,14 @@
 // WEATHER_API_KEY) and @shop-api (account shop_account) so these tests do not depend on how the
 // demo catalog evolves; one test also checks the demo operations' declared access.
 import { spawn } from 'node:child_process';
+import { createCipheriv, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { publishApi } from '../shared/db/catalog.ts';
 import { parseRecipe } from '../shared/recipes/schema.ts';
 import type { ApiDefinition } from '../shared/catalog/types.ts';
 import { loadConfig } from '../shared/config.ts';
-import { addConnection, expireConnection, loadKeyring, loadSecrets, revokeConnection } from '../shared/db/connections.ts';
+import { addConnection, ConnectionError, expireConnection, loadKeyring, loadSecrets, revokeConnection } from '../shared/db/connections.ts';
+import { MIN_SECRET_LENGTH } from '../shared/secrets.ts';
 import { WEATHER, WEATHER_REQ, weatherHistoryApi } from './helpers/access-fixtures.ts';
 import { ROOT } from './helpers/processes.ts';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
@@ -254,6 +256,29 @@ describe('running with a connection', () => {
     await expectReleased(org.org_id, res, 'credentials_rejected', 1);
   });
 
+  it('a connection stored before the minimum secret length fails closed: 409 auth_required (secret_too_short), released, nothing sent to the site', async () => {
+    const org = await newOrg(10);
+    // A row as addConnection wrote it before it refused short values (the stored format of docs/connections.md).
+    const key = (await ring()).current;
+    const row = { id: `conn_${randomBytes(12).toString('hex')}`, org_id: org.org_id, ...WEATHER_REQ };
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', key.key, iv);
+    cipher.setAAD(Buffer.from(`wqs-connection:v1|${row.id}|${row.org_id}|${row.kind}|${row.name}|${row.site}`));
+    const ciphertext = Buffer.concat([cipher.update(JSON.stringify({ WEATHER_API_KEY: 'wk' }), 'utf8'), cipher.final()]);
+    await db().query(
+      `INSERT INTO connections (id, org_id, kind, name, site, status, secret_ciphertext, secret_iv, secret_tag, key_id, key_version, secret_names)
+       VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, 1, $10)`,
+      [row.id, row.org_id, row.kind, row.name, row.site, ciphertext, iv, cipher.getAuthTag(), key.id, ['WEATHER_API_KEY']],
+    );
+    expect(await loadSecrets(db(), await ring(), org.org_id, [WEATHER_REQ])).toEqual({ ok: false, reason: 'secret_too_short', items: [{ ...WEATHER_REQ, status: 'needs_reauth' }] });
+    const res = await query(org.api_key, weatherQuery());
+    expect(res.status, res.text).toBe(409);
+    expect(res.body.error).toMatchObject({ code: 'auth_required', details: { reason: 'secret_too_short', access: [{ name: 'WEATHER_API_KEY', status: 'needs_reauth' }] } });
+    expect(res.body.error.message).toMatch(/shorter than 3 characters/);
+    await expectReleased(org.org_id, res, 'auth_required', 2);
+    expect(((await demo('/__demo/state')) as { requests: Record<string, number> }).requests[WEATHER] ?? 0).toBe(0);
+  });
+
   it('a key the site denies is 422 source_permission_denied, released and not charged', async () => {
     const org = await newOrg(10);
     await connect(org.org_id, WEATHER_REQ, { WEATHER_API_KEY: DENIED_KEY });
@@ -370,6 +395,7 @@ describe('isolation and storage', () => {
     expectNoSecrets(stdin.out);
     const bad = await admin(['connection', 'add', '--org', org.org_id, '--kind', 'account', '--name', 'shop_account', '--site', SHOP, '--secret', `{"password": ${JSON.stringify(SHOP_PASSWORD)}, "n": 1}`]);
     expect(bad.code).not.toBe(0);
+    expect(bad.json).toMatchObject({ success: false, error: { code: 'invalid_input', param: 'secret.n' } });
     expectNoSecrets(bad.out);
 
     // A mistyped flag carrying a secret: refused by name with the usage, no stack trace, no secret.
@@ -381,6 +407,36 @@ describe('isolation and storage', () => {
     const help = await admin(['--help']);
     expect(help.code).toBe(0);
     expect(help.out).toMatch(/^usage:\n/);
+  });
+
+  it('a secret shorter than redaction can protect is refused on every path that stores one: invalid_input, param at the field, details.issues', async () => {
+    const org = await newOrg(10);
+    const issue = (field: string) => ({
+      code: 'invalid_input',
+      param: `secret.${field}`,
+      details: { issues: [{ path: `secret.${field}`, message: expect.stringContaining(`at least ${MIN_SECRET_LENGTH} characters`) }] },
+    });
+    // The module every path goes through (the console and the admin command call it).
+    for (const [req, secret, field] of [
+      [SHOP_REQ, { email: SHOP_EMAIL, password: 'ab' }, 'password'],
+      [WEATHER_REQ, { WEATHER_API_KEY: 'k' }, 'WEATHER_API_KEY'],
+      [WEATHER_REQ, 'k2', 'WEATHER_API_KEY'], // an access key as a bare string
+    ] as const) {
+      const err = await connect(org.org_id, req, secret).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(ConnectionError);
+      expect(err).toMatchObject(issue(field));
+    }
+    // The admin command prints the spec's envelope (and never the value).
+    const short = await admin(['connection', 'add', '--org', org.org_id, '--kind', 'access_key', '--name', 'WEATHER_API_KEY', '--site', WEATHER, '--secret', '-'], JSON.stringify({ WEATHER_API_KEY: 'q7' }));
+    expect(short.code).toBe(1);
+    expect(short.json).toMatchObject({ success: false, error: { type: 'validation_error', status: 400, ...issue('WEATHER_API_KEY') } });
+    expect(short.out).not.toContain('q7');
+    expect((await db().query('SELECT count(*)::int AS n FROM connections WHERE org_id = $1', [org.org_id])).rows[0].n).toBe(0);
+    // The minimum is redaction's: a value that long is stored and runs.
+    await connect(org.org_id, WEATHER_REQ, { WEATHER_API_KEY: 'x'.repeat(MIN_SECRET_LENGTH) });
   });
 
   it('the demo catalog names the same connections (when its access operations are published)', async (ctx) => {

@@ -530,6 +530,18 @@ describe('pages of an organization', () => {
     const bad = await client.submit('/console/connections', '/console/connections', { kind: 'account', name: 'bad name!', site: 'shop.example.test', email: 'x', password: 'y' });
     expect(bad.status).toBe(400);
     expect(bad.text).toContain('Not saved: name must match');
+    expect(bad.text).toMatch(/<input id="name" name="name"[^>]* aria-invalid="true"/);
+    // A secret redaction could not protect (shared/secrets.ts) is refused, its field marked; nothing stored.
+    const before = (await db().query('SELECT count(*)::int AS n FROM connections WHERE org_id = $1', [org.org_id])).rows[0].n;
+    const short = await add('q9');
+    expect(short.status).toBe(400);
+    expect(short.text).toContain('Not saved: secret field &quot;password&quot; must be at least 3 characters');
+    expect(short.text).toMatch(/<input id="conn-password"[^>]* aria-invalid="true" aria-describedby="add-error"/);
+    expect(short.text).not.toContain('q9');
+    const key = await client.submit('/console/connections', '/console/connections', { kind: 'access_key', name: 'WEATHER_API_KEY', site: 'weather.example.test', value: 'k' });
+    expect(key.status).toBe(400);
+    expect(key.text).toMatch(/<input id="conn-value"[^>]* aria-invalid="true"/);
+    expect((await db().query('SELECT count(*)::int AS n FROM connections WHERE org_id = $1', [org.org_id])).rows[0].n).toBe(before);
   });
 });
 

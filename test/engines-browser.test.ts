@@ -2,7 +2,7 @@
 // every browser demo operation, destination checks, actions, aborts, concurrency and relaunch.
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startDemoSites, type DemoSites } from '../apps/demo-sites/server.ts';
+import { PROBE_ONLY_HOST, startDemoSites, type DemoSites } from '../apps/demo-sites/server.ts';
 import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
 import { BrowserPool } from '../activities/engines/browser-engine.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
@@ -297,6 +297,45 @@ describe.skipIf(!existsSync(CHROMIUM))('browser engine', () => {
     expect(seen(out.books_page)).toEqual(['plain=1', 'shared=1']);
     expect(seen(out.news_page)).toEqual(['shared=1']);
     expect(sent(out.after)).toEqual(['http_only=1', 'shared=1']);
+  });
+
+  it("request steps keep the HTTP engine's cookie bounds and SameSite rule with the context's cookies", async () => {
+    // probe.example.net is another site (example.net) than books.example.test: a redirect from it is cross-site.
+    const cross = createRecipeRunner({ hostMap: { ...sites.hostMap, [PROBE_ONLY_HOST]: sites.hostMap['books.example.test']! }, chromiumPath: CHROMIUM, browserConcurrency: 1 });
+    const echo = 'http://books.example.test/__probe/headers';
+    const via = (host: string, to: string) => `http://${host}/__probe/redirect?to=${encodeURIComponent(to)}`;
+    const flood = (name: string, n: number, bytes: number, attr?: string) =>
+      `http://books.example.test/__probe/cookie-flood?${new URLSearchParams({ name, n: String(n), bytes: String(bytes), ...(attr ? { attr } : {}) })}`;
+    const request = (url: string, save_as: string) => ({ type: 'request', url, parse: 'json', save_as });
+    try {
+      const out = (await cross.run(
+        parseRecipe({
+          engine: 'browser',
+          hosts: ['books.example.test', PROBE_ONLY_HOST],
+          steps: [
+            request(flood('strict', 1, 1, 'SameSite=Strict'), 's'),
+            request(flood('lax', 1, 1, 'SameSite=Lax'), 'l'),
+            request(flood('over', 1, 4096), 'o'), // "over0" + 4096 bytes: over the bound
+            request(echo, 'own'),
+            request(via(PROBE_ONLY_HOST, echo), 'cross'),
+            // 5 × 3 KB: more than the 8 KB the Cookie header may carry.
+            request(flood('big', 5, 3000), 'b'),
+            request(echo, 'big'),
+          ],
+          output: { own: '{{vars.own.headers}}', cross: '{{vars.cross.headers}}', big: '{{vars.big.headers}}' },
+        }),
+        {},
+        ctx(),
+      )) as Record<string, { cookie?: string }>;
+      const names = (echo: { cookie?: string }) => String(echo.cookie ?? '').split('; ').filter(Boolean).map((c) => c.split('=')[0]!).sort();
+      expect(names(out.own!)).toEqual(['lax0', 'strict0']);
+      expect(names(out.cross!)).toEqual(['lax0']);
+      expect(Buffer.byteLength(String(out.big!.cookie))).toBeLessThanOrEqual(8192);
+      expect(names(out.big!)).toContain('strict0');
+      expect(names(out.big!).filter((n) => n.startsWith('big')).length).toBeGreaterThanOrEqual(1);
+    } finally {
+      await cross.close();
+    }
   });
 
   it('an abort closes the page quickly and is execution_timeout', async () => {

@@ -4,14 +4,14 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { startDemoSites, type DemoSites } from '../apps/demo-sites/server.ts';
+import { PROBE_ONLY_HOST, startDemoSites, type DemoSites } from '../apps/demo-sites/server.ts';
 import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { ServiceError } from '../shared/errors.ts';
 import { isFinalRefusal } from '../activities/engines/errors.ts';
 import { detectChallenge } from '../activities/engines/interpreter.ts';
-import { HttpCookies } from '../activities/engines/http-engine.ts';
+import { COOKIE_LIMITS, HttpCookies } from '../activities/engines/http-engine.ts';
 
 let sites: DemoSites;
 let runner: RecipeRunner;
@@ -354,6 +354,131 @@ describe('cookies (RFC 6265, as tough-cookie implements it)', () => {
     const lines = ['=nameless; Path=/', 'no-equals-sign', ';;;', 'bad_domain=1; Path=/; Domain=..', 'bad_age=1; Path=/; Max-Age=soon', 'bad_date=1; Path=/; Expires=someday', '__Host-h=1; Path=/', '__Secure-s=1; Path=/', 'good=1; Path=/'];
     const out = await run([read(setCookies('books.example.test', lines), 'set'), read('http://books.example.test/__probe/headers', 'root')], { root: '{{vars.root.headers}}' });
     expect(cookiesOf(out.root)).toEqual(['bad_age=1', 'bad_date=1', 'good=1']);
+  });
+});
+
+/** A probe answer setting `n` cookies `<name><i>` of `bytes` bytes each (with `to`, as a redirect there). */
+function flood(host: string, q: { n: number; bytes: number; name: string; attr?: string; to?: string }): string {
+  const p = new URLSearchParams({ n: String(q.n), bytes: String(q.bytes), name: q.name });
+  if (q.attr) p.set('attr', q.attr);
+  if (q.to) p.set('to', q.to);
+  return `http://${host}/__probe/cookie-flood?${p}`;
+}
+
+describe('cookies within bounds (COOKIE_LIMITS): a hostile site cannot grow the jar or the Cookie header', () => {
+  const SITES = ['books.example.test', 'news.example.test'];
+  const read = (url: string, save_as: string): Recipe['steps'][number] => ({ type: 'request', url, parse: 'json', save_as });
+  const echo = 'http://books.example.test/__probe/headers';
+  const run = async (steps: Recipe['steps'], output: Record<string, string>) =>
+    (await runner.run({ engine: 'http', hosts: SITES, steps, output }, {}, ctx())) as Record<string, { cookie?: string }>;
+
+  it('the bounds are the documented ones (docs/contract-decisions.md, "Cookie bounds")', () => {
+    expect(COOKIE_LIMITS).toEqual({ cookieBytes: 4096, perSite: 50, total: 300, headerBytes: 8192 });
+  });
+
+  it(`a site keeps at most ${COOKIE_LIMITS.perSite} cookies, set across hops and steps: the least recently used go first`, async () => {
+    // 30 on each hop of a redirect (books → news → books), then 30 more in a second step: 120 in all,
+    // for one site (example.test).
+    const chain = flood('books.example.test', { n: 30, bytes: 8, name: 'a', to: flood('news.example.test', { n: 30, bytes: 8, name: 'b', attr: 'Domain=example.test', to: flood('books.example.test', { n: 30, bytes: 8, name: 'c' }) }) });
+    const out = await run([read(chain, 'set'), read(flood('books.example.test', { n: 30, bytes: 8, name: 'd' }), 'more'), read(echo, 'root')], { root: '{{vars.root.headers}}' });
+    const got = cookiesOf(out.root).map((c) => c.split('=')[0]!);
+    expect(got).toHaveLength(COOKIE_LIMITS.perSite);
+    // The newest 50: all of d, and the last 20 of c.
+    expect(got.filter((n) => n.startsWith('d'))).toHaveLength(30);
+    expect(got.filter((n) => n.startsWith('c')).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `c${i + 10}`).sort());
+  });
+
+  it(`a cookie over ${COOKIE_LIMITS.cookieBytes} bytes (name and value) is ignored; the Cookie header stays within ${COOKIE_LIMITS.headerBytes} bytes and the run succeeds`, async () => {
+    const size = COOKIE_LIMITS.cookieBytes;
+    const out = await run(
+      [
+        read(flood('books.example.test', { n: 1, bytes: size - 3, name: 'ok' }), 'fits'), // "ok0" + value: exactly the limit
+        read(flood('books.example.test', { n: 1, bytes: size - 2, name: 'no' }), 'over'), // one byte more
+        // 3 × 3 cookies of 3 KB across the hops of one redirect, then 3 more in another step: 36 KB in
+        // the jar, more than the demo server (Node: 16 KB of headers) takes in one request.
+        read(flood('books.example.test', { n: 3, bytes: 3000, name: 'x', to: flood('books.example.test', { n: 3, bytes: 3000, name: 'y', to: flood('books.example.test', { n: 3, bytes: 3000, name: 'z' }) }) }), 'big'),
+        read(flood('books.example.test', { n: 3, bytes: 3000, name: 'w' }), 'more'),
+        read(echo, 'root'),
+      ],
+      { root: '{{vars.root.headers}}' },
+    );
+    const header = String(out.root.cookie ?? '');
+    expect(Buffer.byteLength(header)).toBeLessThanOrEqual(COOKIE_LIMITS.headerBytes);
+    const names = cookiesOf(out.root).map((c) => c.split('=')[0]!);
+    // RFC 6265 §5.4 order (same Path: the older first) until the next would not fit: ok0 (4 KB) and
+    // x0 (3 KB); every later 3 KB cookie would overflow. ("no0" was never kept.)
+    expect(names).toEqual(['ok0', 'x0']);
+    // Whole cookies, never a cut one.
+    for (const c of cookiesOf(out.root)) expect(c.split('=')[1]!).toMatch(/^v+$/);
+  });
+
+  it(`a run keeps at most ${COOKIE_LIMITS.total} cookies in all, over many sites (the jar itself: the demo sites are one site)`, () => {
+    const jar = new HttpCookies();
+    for (let site = 0; site < 12; site++) {
+      const url = new URL(`http://www.site${site}.example/`);
+      jar.store(url, Array.from({ length: 40 }, (_, i) => `k${i}=1; Path=/`));
+    }
+    expect(jar.size).toBe(COOKIE_LIMITS.total);
+    // The least recently used went: the first sites' cookies.
+    expect(jar.header(new URL('http://www.site0.example/'))).toBe('');
+    expect(jar.header(new URL('http://www.site11.example/')).split('; ')).toHaveLength(40);
+  });
+});
+
+describe('SameSite: a hop another site redirected to is cross-site', () => {
+  const read = (url: string, save_as: string, extra: Partial<Extract<Recipe['steps'][number], { type: 'request' }>> = {}): Recipe['steps'][number] => ({ type: 'request', url, parse: 'json', save_as, ...extra });
+  const echo = 'http://books.example.test/__probe/headers';
+  const via = (host: string, to: string, status = 302) => `http://${host}/__probe/redirect?status=${status}&to=${encodeURIComponent(to)}`;
+
+  it('the recipe\'s own requests carry every cookie; a cross-site redirect leaves Strict cookies behind, and Lax ones unless GET', async () => {
+    // probe.example.net is another site (example.net): the demo server answers its probe pages.
+    const cross = createRecipeRunner({ hostMap: { ...sites.hostMap, [PROBE_ONLY_HOST]: sites.hostMap['books.example.test']! } });
+    try {
+      const out = (await cross.run(
+        {
+          engine: 'http',
+          hosts: ['books.example.test', 'news.example.test', PROBE_ONLY_HOST],
+          steps: [
+            read(setCookies('books.example.test', ['strict=1; Path=/; SameSite=Strict', 'lax=1; Path=/; SameSite=Lax', 'plain=1; Path=/']), 'set'),
+            read(echo, 'own'),
+            read(via('news.example.test', echo), 'same_site'),
+            read(via(PROBE_ONLY_HOST, echo), 'cross_get'),
+            read(via(PROBE_ONLY_HOST, echo, 307), 'cross_post', { method: 'POST' }),
+            // Back on books after the cross-site hop: still cross-site (the chain counts).
+            read(via(PROBE_ONLY_HOST, via('books.example.test', echo)), 'back'),
+          ],
+          output: { own: '{{vars.own.headers}}', same_site: '{{vars.same_site.headers}}', cross_get: '{{vars.cross_get.headers}}', cross_post: '{{vars.cross_post.headers}}', back: '{{vars.back.headers}}' },
+        },
+        {},
+        ctx(),
+      )) as Record<string, unknown>;
+      expect(cookiesOf(out.own)).toEqual(['lax=1', 'plain=1', 'strict=1']);
+      expect(cookiesOf(out.same_site)).toEqual(['lax=1', 'plain=1', 'strict=1']);
+      expect(cookiesOf(out.cross_get)).toEqual(['lax=1', 'plain=1']);
+      expect(cookiesOf(out.cross_post)).toEqual(['plain=1']);
+      expect(cookiesOf(out.back)).toEqual(['lax=1', 'plain=1']);
+    } finally {
+      await cross.close();
+    }
+  });
+});
+
+describe('a secret redaction cannot protect is never run with', () => {
+  it('a secret shorter than MIN_SECRET_LENGTH, from anywhere, stops the run before anything is sent: auth_required, secret_too_short', async () => {
+    const state = async () => ((await demo('/__demo/state')) as { requests: Record<string, number> }).requests['books.example.test'] ?? 0;
+    const before = await state();
+    const recipe: Recipe = {
+      engine: 'http',
+      hosts: ['books.example.test'],
+      secrets: ['PIN'],
+      steps: [{ type: 'request', url: 'http://books.example.test/__probe/headers', headers: { 'x-pin': '{{secrets.PIN}}' }, parse: 'json', save_as: 'r' }],
+      output: '{{vars.r.headers}}',
+    };
+    const e = await runError(recipe, {}, ctx({ secrets: { PIN: '42' }, secretSites: { PIN: 'books.example.test' } }));
+    expect(e.code).toBe('auth_required');
+    expect(e.details).toEqual({ reason: 'secret_too_short' });
+    expect(e.message).not.toContain('42');
+    expect(await state()).toBe(before);
   });
 });
 

@@ -17,7 +17,7 @@ import { defaultChromiumPath } from '../../shared/config.ts';
 import { ServiceError } from '../../shared/errors.ts';
 import type { ClickStep, LoadState, Recipe, WaitStep } from '../../shared/recipes/schema.ts';
 import { afterSending, notSent } from './errors.ts';
-import { HttpDriver, MAX_BODY_BYTES, createHttpDispatcher, newCookieJar, type RunCookies } from './http-engine.ts';
+import { HttpDriver, MAX_BODY_BYTES, boundedCookieHeader, cookieLineFits, createHttpDispatcher, newCookieJar, type RunCookies, type SameSiteContext } from './http-engine.ts';
 import { HEALTH_PARTY, Interpreter, makeUrlCheck, type Driver, type HttpRequestSpec, type HttpResponseData, type PageSnapshot, type RunContext, type UrlCheck } from './interpreter.ts';
 import { startGuardedProxy, type GuardedProxy, type ProxyRefusal } from './guarded-proxy.ts';
 import { mappedTarget } from './net-guard.ts';
@@ -557,14 +557,18 @@ const MAX_EXPIRES_S = 253_402_300_799;
  * sets is first judged by tough-cookie with the HTTP engine's rules (`addCookies` itself would take a
  * cookie for any domain), then added with every attribute the line had: host-only or Domain,
  * Path, Secure, HttpOnly (the page's scripts must not read what the site meant them not to),
- * SameSite and expiry; a line that expires a cookie removes it.
+ * SameSite and expiry; a line that expires a cookie removes it. The size and header bounds and the
+ * SameSite rule of http-engine.ts hold here too; the count bounds are Chromium's own (180 per
+ * domain, 3000 in all), for a context that lives one run.
  */
 export class ContextCookies implements RunCookies {
   constructor(private readonly context: BrowserContext) {}
 
-  async header(url: URL): Promise<string> {
+  async header(url: URL, sameSite: SameSiteContext): Promise<string> {
     const cookies = await this.context.cookies(url.href);
-    return cookies.map((c) => (c.name ? `${c.name}=${c.value}` : c.value)).join('; ');
+    // The same SameSite rule as the HTTP engine's jar: a cross-site hop leaves Strict cookies behind (and Lax ones unless GET or HEAD).
+    const allowed = (c: (typeof cookies)[number]) => sameSite === 'strict' || (c.sameSite !== 'Strict' && (sameSite === 'lax' || c.sameSite !== 'Lax'));
+    return boundedCookieHeader(cookies.filter(allowed).map((c) => (c.name ? `${c.name}=${c.value}` : c.value)));
   }
 
   async store(url: URL, lines: string[]): Promise<void> {
@@ -572,6 +576,8 @@ export class ContextCookies implements RunCookies {
     const now = new Date();
     const cookies: Array<Parameters<BrowserContext['addCookies']>[0][number]> = [];
     for (const line of lines) {
+      // Chromium refuses these too; judged here so both engines keep the same bound.
+      if (!cookieLineFits(line)) continue;
       let c: Cookie | undefined;
       try {
         c = judge.setCookieSync(line, url.href, { ignoreError: true, now });

@@ -3,6 +3,7 @@
 import { ServiceError, type ErrorCode } from '../../shared/errors.ts';
 import { DestinationRefusedError } from './net-guard.ts';
 import { escapeHtml } from '../../shared/format/html.ts';
+import { MIN_SECRET_LENGTH } from '../../shared/secrets.ts';
 
 export interface StatusContext {
   status: number;
@@ -128,7 +129,8 @@ export function secretSpellings(sec: string): string[] {
   forms.add(b64);
   forms.add(b64.replace(/=+$/, ''));
   forms.add(Buffer.from(sec, 'utf8').toString('base64url'));
-  return [...forms].filter((f) => f.length >= 3);
+  // Every spelling of a secret of MIN_SECRET_LENGTH or more is at least that long (each is the value or longer).
+  return [...forms].filter((f) => f.length >= MIN_SECRET_LENGTH);
 }
 
 /** Replaces every secret value, in every spelling of secretSpellings, in strings of a value. */

@@ -4,7 +4,7 @@
 // after redirects and against DNS rebinding).
 
 import { isIP } from 'node:net';
-import { CookieJar } from 'tough-cookie';
+import { CookieJar, getPublicSuffix, type Cookie } from 'tough-cookie';
 import { Agent, buildConnector, request } from 'undici';
 import type { LoadState } from '../../shared/recipes/schema.ts';
 import { ServiceError } from '../../shared/errors.ts';
@@ -47,16 +47,83 @@ export function createHttpDispatcher(opts: HttpDispatcherOptions): Agent {
 }
 
 /**
+ * Bounds of a run's cookies. RFC 6265 §6.1 asks a user agent for at least 50 cookies per domain,
+ * 3000 in all and 4096 bytes per cookie; Chromium keeps 180 per domain and 3000 in all. A run is one
+ * task against a few sites, not a browsing profile, so it keeps the RFC's per-domain minimum and far
+ * fewer in all: a hostile site setting cookies on every answer, hop and step cannot grow the run's
+ * memory or the requests it sends.
+ */
+export const COOKIE_LIMITS = {
+  /** Name plus value, in bytes (RFC 6265bis §5.6, Chromium): a larger cookie is ignored whole. */
+  cookieBytes: 4096,
+  /** Per site (registrable domain: example.test for books.example.test); beyond it the least recently used go first (RFC 6265 §5.3, as browsers do). */
+  perSite: 50,
+  /** Per run; beyond it the least recently used of all go first. */
+  total: 300,
+  /**
+   * The Cookie header of one request, in bytes (servers commonly refuse a header line beyond 8 KB).
+   * Cookies are taken in RFC 6265 §5.4 order (longer Path first, then older); one that would take
+   * the header beyond the bound is left out of that request, never cut.
+   */
+  headerBytes: 8192,
+} as const;
+
+/**
+ * How a request stands to the cookies' SameSite attribute (RFC 6265bis §5.2): the recipe's own
+ * requests are first party (`strict`: every cookie goes); a redirect hop that another site sent the
+ * engine to is cross-site: `lax` for GET and HEAD (a top-level navigation: SameSite=Strict cookies
+ * stay behind), `none` for other methods (SameSite=Lax ones stay behind too).
+ * docs/contract-decisions.md, "SameSite in the engines".
+ */
+export type SameSiteContext = 'strict' | 'lax' | 'none';
+
+/** A host's registrable domain (example.test for books.example.test); an address, or a name without one, is its own. */
+export function registrableDomain(hostname: string): string {
+  const host = hostname.toLowerCase().replace(/^\[|\]$/g, '');
+  if (isIP(host)) return host;
+  try {
+    return getPublicSuffix(host, { allowSpecialUseDomain: true, ignoreError: true }) ?? host;
+  } catch {
+    return host;
+  }
+}
+
+/** A URL's schemeful site (RFC 6265bis §5.2, HTML's "site"): its scheme and registrable domain. */
+export const siteOf = (url: URL): string => `${url.protocol}//${registrableDomain(url.hostname)}`;
+
+/** Whether a Set-Cookie line's name and value fit COOKIE_LIMITS.cookieBytes (a line that does not parse is judged by the jar). */
+export function cookieLineFits(line: string): boolean {
+  const semi = line.indexOf(';');
+  const pair = semi === -1 ? line : line.slice(0, semi);
+  // Name and value without the '=' and the spaces around them: the bytes a browser counts.
+  return Buffer.byteLength(pair.replace(/\s*=\s*/, '').trim(), 'utf8') <= COOKIE_LIMITS.cookieBytes;
+}
+
+/** A Cookie header of `pairs` (name=value, in order) within COOKIE_LIMITS.headerBytes: a pair that does not fit is left out. */
+export function boundedCookieHeader(pairs: string[]): string {
+  const kept: string[] = [];
+  let bytes = 0;
+  for (const pair of pairs) {
+    const add = Buffer.byteLength(pair, 'utf8') + (kept.length ? 2 : 0);
+    if (bytes + add > COOKIE_LIMITS.headerBytes) continue;
+    kept.push(pair);
+    bytes += add;
+  }
+  return kept.join('; ');
+}
+
+/**
  * Where a run's cookies live: the HTTP engine's own jar (`HttpCookies`), or for `request` steps of a
  * browser recipe the browser context's cookies (browser-engine.ts). Either way RFC 6265's rules
  * decide, as tough-cookie implements them: a cookie goes only to the hosts its Domain allows (a host
  * only cookie to its host alone), only on its Path, a Secure one never over plain http; one for a
- * public suffix or for another site's domain is never kept; Max-Age and Expires hold.
+ * public suffix or for another site's domain is never kept; Max-Age and Expires hold. Both keep
+ * COOKIE_LIMITS and SameSite (`SameSiteContext`).
  */
 export interface RunCookies {
-  /** The Cookie header for a request to `url` ('' when no cookie goes there). */
-  header(url: URL): string | Promise<string>;
-  /** Keeps the cookies of the Set-Cookie lines `url` answered with. A malformed line, or one that `url` may not set, is ignored (as a browser does), never thrown. */
+  /** The Cookie header for a request to `url` ('' when no cookie goes there), within COOKIE_LIMITS.headerBytes. */
+  header(url: URL, sameSite: SameSiteContext): string | Promise<string>;
+  /** Keeps the cookies of the Set-Cookie lines `url` answered with. A malformed line, one that `url` may not set, or one beyond COOKIE_LIMITS.cookieBytes is ignored (as a browser does), never thrown. */
   store(url: URL, lines: string[]): Promise<void> | undefined;
 }
 
@@ -77,30 +144,87 @@ export function newCookieJar(): CookieJar {
   });
 }
 
-/** The HTTP engine's per-run jar. tough-cookie's synchronous API: no await on the request path. */
+const accessed = (c: Cookie) => (c.lastAccessed instanceof Date ? c.lastAccessed.getTime() : 0);
+
+/** The HTTP engine's per-run jar, within COOKIE_LIMITS. tough-cookie's synchronous API (its memory store answers at once): no await on the request path. */
 export class HttpCookies implements RunCookies {
   private readonly jar = newCookieJar();
   /** Most runs never get a cookie: then nothing is looked up at all. */
   private empty = true;
 
-  header(url: URL): string {
+  header(url: URL, sameSite: SameSiteContext = 'strict'): string {
     if (this.empty) return '';
+    let cookies: Cookie[];
     try {
-      return this.jar.getCookieStringSync(url.href);
+      cookies = this.jar.getCookiesSync(url.href, { sameSiteContext: sameSite, sort: true });
     } catch {
       // tough-cookie refuses to look up some names (a bare special-use name such as "test"): no cookie goes there.
       return '';
     }
+    return boundedCookieHeader(cookies.map((c) => c.cookieString()));
   }
 
   store(url: URL, lines: string[]): undefined {
+    let added = false;
     for (const line of lines) {
+      if (!cookieLineFits(line)) continue;
       try {
-        if (this.jar.setCookieSync(line, url.href, { ignoreError: true })) this.empty = false;
+        if (this.jar.setCookieSync(line, url.href, { ignoreError: true })) added = true;
       } catch {
         // A line the website got wrong in a way ignoreError does not cover: ignored like the others.
       }
     }
+    if (added) {
+      this.empty = false;
+      this.evict();
+    }
+  }
+
+  /** How many cookies the jar holds (expired ones included until the next eviction). */
+  get size(): number {
+    return this.all().length;
+  }
+
+  private all(): Cookie[] {
+    let out: Cookie[] = [];
+    this.jar.store.getAllCookies((err, cookies) => {
+      if (!err && cookies) out = cookies;
+    });
+    return out;
+  }
+
+  private remove(c: Cookie): void {
+    this.jar.store.removeCookie(c.domain, c.path, c.key, () => undefined);
+  }
+
+  /** Drops expired cookies, then the least recently used beyond COOKIE_LIMITS.perSite of a site, then beyond COOKIE_LIMITS.total. */
+  private evict(): void {
+    const now = Date.now();
+    const live: Cookie[] = [];
+    for (const c of this.all()) {
+      const at = c.expiryTime();
+      if (at !== undefined && at <= now) this.remove(c);
+      else live.push(c);
+    }
+    if (live.length <= COOKIE_LIMITS.perSite) return;
+    // Least recently used first; of those set at the same moment, the one set first.
+    live.sort((a, b) => accessed(a) - accessed(b) || a.creationIndex - b.creationIndex);
+    const perSite = new Map<string, number>();
+    const siteOfCookie = (c: Cookie) => registrableDomain(c.domain ?? '');
+    for (const c of live) {
+      const site = siteOfCookie(c);
+      perSite.set(site, (perSite.get(site) ?? 0) + 1);
+    }
+    const kept: Cookie[] = [];
+    for (const c of live) {
+      const site = siteOfCookie(c);
+      const n = perSite.get(site)!;
+      if (n > COOKIE_LIMITS.perSite) {
+        perSite.set(site, n - 1);
+        this.remove(c);
+      } else kept.push(c);
+    }
+    for (let i = 0; i < kept.length - COOKIE_LIMITS.total; i++) this.remove(kept[i]!);
   }
 }
 
@@ -134,12 +258,20 @@ export class HttpDriver implements Driver {
     let method = spec.method;
     let body = spec.body;
     const headers = { ...spec.headers };
+    /** The sites of the hops so far: the recipe's own request, then each site that redirected. */
+    const chain: string[] = [];
     for (let hop = 0; ; hop++) {
       const host = url.hostname.toLowerCase();
       const sendHeaders: Record<string, string> = { ...headers };
+      // The recipe's own request is first party. A hop that a site other than its own sent the
+      // engine to (anywhere in the chain) is cross-site: SameSite cookies stay behind as a browser's
+      // would on a cross-site navigation, so one site cannot spend another's session.
+      const site = siteOf(url);
+      const sameSite: SameSiteContext = !chain.some((s) => s !== site) ? 'strict' : method === 'GET' || method === 'HEAD' ? 'lax' : 'none';
+      chain.push(site);
       // The cookies for this hop's own URL (a recipe's cookie header, kept only on its origin, wins).
       if (!sendHeaders.cookie) {
-        const got = this.cookies.header(url);
+        const got = this.cookies.header(url, sameSite);
         const cookie = typeof got === 'string' ? got : await got;
         if (cookie) sendHeaders.cookie = cookie;
       }

@@ -3,6 +3,7 @@
 // with catalog codes and never contain secrets.
 
 import { ServiceError } from '../../shared/errors.ts';
+import { MIN_SECRET_LENGTH, isProtectableSecret } from '../../shared/secrets.ts';
 import { RecipeValidationError, parseRecipe, type Recipe } from '../../shared/recipes/schema.ts';
 import { redactError } from './errors.ts';
 import { HttpDriver, createHttpDispatcher } from './http-engine.ts';
@@ -73,7 +74,14 @@ export function createRecipeRunner(opts: RecipeRunnerOptions = {}): RecipeRunner
       const signals = [ctx.signal];
       if (recipe.timeout_ms) signals.push(AbortSignal.timeout(recipe.timeout_ms));
       const signal = signals.length > 1 ? AbortSignal.any(signals) : ctx.signal;
-      const secrets = Object.values(ctx.secrets ?? {}).filter((s) => typeof s === 'string' && s.length >= 3);
+      // A secret redaction cannot protect is never run with, wherever it came from (connections
+      // refuse to store one and fail a stored one closed first: shared/secrets.ts).
+      const values = Object.values(ctx.secrets ?? {});
+      if (values.some((s) => !isProtectableSecret(s)))
+        throw new ServiceError('auth_required', `A secret shorter than ${MIN_SECRET_LENGTH} characters cannot be kept out of outputs; the run was not started`, {
+          details: { reason: 'secret_too_short' },
+        });
+      const secrets = values as string[];
       if (recipe.engine === 'http') {
         const driver = new HttpDriver(dispatcher, makeUrlCheck(recipe.hosts));
         ctx.beforeSite?.();

@@ -17,6 +17,7 @@ import type {
 } from '../../shared/recipes/schema.ts';
 import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, type TemplateScope } from '../../shared/recipes/template.ts';
 import { DEFINITE_REFUSALS, isAbortError, notSent, redactError, secretSpellings, statusError, timeoutError } from './errors.ts';
+import { isProtectableSecret } from '../../shared/secrets.ts';
 import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, type CheerioDoc, type ExtractOptions } from './extract.ts';
 
 /** The party health checks run as (organizations' runs use their organization id, `org_…`). */
@@ -170,11 +171,11 @@ export class Interpreter {
   ) {
     this.checkUrl = makeUrlCheck(recipe.hosts);
     const secrets = ctx.secrets ?? {};
-    this.secretValues = Object.values(secrets).filter((s) => typeof s === 'string' && s.length >= 3);
+    this.secretValues = Object.values(secrets).filter(isProtectableSecret);
     const homes = new Map<string, Set<string>>();
     for (const [name, site] of Object.entries(ctx.secretSites ?? {})) {
       const value = secrets[name];
-      if (typeof value !== 'string' || value.length < 3) continue;
+      if (!isProtectableSecret(value)) continue;
       let sites = homes.get(value);
       if (!sites) homes.set(value, (sites = new Set()));
       sites.add(site.toLowerCase());

@@ -4,6 +4,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../shared/config.ts';
+import { ServiceError, errorEnvelope } from '../../shared/errors.ts';
 import { createPool } from '../../shared/db/pool.ts';
 import { migrate } from '../../shared/db/migrate.ts';
 import { createKey, createOrg, grant, revokeKey } from '../../shared/db/orgs.ts';
@@ -167,7 +168,9 @@ try {
   }
   console.log(JSON.stringify(out));
 } catch (err) {
-  console.error(JSON.stringify({ error: err instanceof Error ? err.message : String(err) }));
+  // A refused argument (a connection's field, say): the spec's error envelope, code, param and details.issues.
+  if (err instanceof ServiceError) console.error(JSON.stringify(errorEnvelope(err.code, { message: err.message, param: err.param, details: err.details })));
+  else console.error(JSON.stringify({ error: err instanceof Error ? err.message : String(err) }));
   code = 1;
 } finally {
   await db.end();

@@ -175,6 +175,9 @@ function write(req: http.IncomingMessage, res: http.ServerResponse, reply: Reply
   res.end(req.method === 'HEAD' || reply.status === 204 || reply.status === 304 ? undefined : body);
 }
 
+/** Serves the probe pages only, on a site of its own (example.net is not example.test): see the request handler. */
+export const PROBE_ONLY_HOST = 'probe.example.net';
+
 export async function startDemoSites(opts: { port?: number; host?: string } = {}): Promise<DemoSites> {
   const listenHost = opts.host ?? '127.0.0.1';
   const mapHost = listenHost === '0.0.0.0' || listenHost === '::' ? '127.0.0.1' : listenHost;
@@ -200,6 +203,9 @@ export async function startDemoSites(opts: { port?: number; host?: string } = {}
 
       if (path.startsWith('/__demo/')) return write(req, res, inst.control(method, path, url.searchParams, body));
 
+      // A host on another registrable domain than the demo sites (example.test), serving the probe
+      // pages only: for the engines' cross-site tests, which map it themselves (it is not in hostMap).
+      if (host === PROBE_ONLY_HOST) return write(req, res, probeReply(path, url.searchParams, req.headers, method, body) ?? text(404, 'Not found: only /__probe/ pages here.\n'));
       const site = inst.siteByHost.get(host);
       if (!site) {
         if (localNames.has(host)) return write(req, res, path === '/' ? indexPage(inst.sites, origin) : text(404, 'Not found. Use a demo host (see /).\n'));

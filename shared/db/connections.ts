@@ -20,6 +20,8 @@ import path from 'node:path';
 import type { AccessRequirement } from '../catalog/types.ts';
 import type { Config } from '../config.ts';
 import { tx, type Db, type DbClient } from './pool.ts';
+import { ServiceError } from '../errors.ts';
+import { MIN_SECRET_LENGTH } from '../secrets.ts';
 
 export type ConnectionKind = AccessRequirement['kind'];
 export type ConnectionStatus = 'active' | 'needs_reauth' | 'revoked';
@@ -46,10 +48,14 @@ export interface ConnectionInfo {
   updated_at: string;
 }
 
-/** A bad argument to add/revoke/expire; the message never contains a secret. */
-export class ConnectionError extends Error {
-  constructor(message: string) {
-    super(message);
+/**
+ * A bad argument to add/revoke/expire: `invalid_input`, `param` naming the field (`secret.password`
+ * for a field of the secret) and `details.issues` (the same path and message), as the spec's error
+ * envelope has it. The message never contains a secret value.
+ */
+export class ConnectionError extends ServiceError {
+  constructor(message: string, param: string) {
+    super('invalid_input', message, { param, details: { issues: [{ path: param, message }] } });
     this.name = 'ConnectionError';
   }
 }
@@ -194,15 +200,18 @@ function decrypt(ring: Keyring, row: Identity & { secret_ciphertext: Buffer; sec
 /** Validate and normalize what an operator supplies: a JSON object of strings, or (for an access key) one string. */
 export function normalizeSecret(kind: ConnectionKind, name: string, secret: unknown): Record<string, string> {
   if (typeof secret === 'string') {
-    if (kind !== 'access_key') throw new ConnectionError('an account connection needs a JSON object of secrets, e.g. {"email": "…", "password": "…"}');
+    if (kind !== 'access_key') throw new ConnectionError('an account connection needs a JSON object of secrets, e.g. {"email": "…", "password": "…"}', 'secret');
     secret = { [name]: secret };
   }
-  if (!secret || typeof secret !== 'object' || Array.isArray(secret)) throw new ConnectionError('the secret must be a JSON object of strings');
+  if (!secret || typeof secret !== 'object' || Array.isArray(secret)) throw new ConnectionError('the secret must be a JSON object of strings', 'secret');
   const entries = Object.entries(secret as Record<string, unknown>);
-  if (entries.length === 0 || entries.length > 20) throw new ConnectionError('the secret must have 1 to 20 fields');
+  if (entries.length === 0 || entries.length > 20) throw new ConnectionError('the secret must have 1 to 20 fields', 'secret');
   for (const [k, v] of entries) {
-    if (!NAME_RE.test(k)) throw new ConnectionError(`secret field name "${k.slice(0, 100)}" must match ${NAME_RE.source}`);
-    if (typeof v !== 'string' || v.length === 0 || v.length > 8192) throw new ConnectionError(`secret field "${k}" must be a non-empty string of at most 8192 characters`);
+    if (!NAME_RE.test(k)) throw new ConnectionError(`secret field name "${k.slice(0, 100)}" must match ${NAME_RE.source}`, 'secret');
+    if (typeof v !== 'string' || v.length === 0 || v.length > 8192) throw new ConnectionError(`secret field "${k}" must be a non-empty string of at most 8192 characters`, `secret.${k}`);
+    // Redaction and the secret-host check cannot protect a shorter value (shared/secrets.ts).
+    if (v.length < MIN_SECRET_LENGTH)
+      throw new ConnectionError(`secret field "${k}" must be at least ${MIN_SECRET_LENGTH} characters: a shorter value cannot be kept out of outputs and errors`, `secret.${k}`);
   }
   return Object.fromEntries(entries) as Record<string, string>;
 }
@@ -252,16 +261,16 @@ export async function addConnection(
   ring: Keyring,
   a: { orgId: string; kind: ConnectionKind; name: string; site: string; secret: unknown },
 ): Promise<ConnectionInfo> {
-  if (a.kind !== 'account' && a.kind !== 'access_key') throw new ConnectionError('kind must be account or access_key');
-  if (!NAME_RE.test(a.name)) throw new ConnectionError(`name must match ${NAME_RE.source}`);
+  if (a.kind !== 'account' && a.kind !== 'access_key') throw new ConnectionError('kind must be account or access_key', 'kind');
+  if (!NAME_RE.test(a.name)) throw new ConnectionError(`name must match ${NAME_RE.source}`, 'name');
   const site = normSite(a.site);
-  if (!SITE_RE.test(site)) throw new ConnectionError('site must be a host name, e.g. shop.example.test');
+  if (!SITE_RE.test(site)) throw new ConnectionError('site must be a host name, e.g. shop.example.test', 'site');
   const secret = normalizeSecret(a.kind, a.name, a.secret);
   const row = { id: newConnectionId(), org_id: a.orgId, kind: a.kind, name: a.name, site };
   const enc = encrypt(ring, row, secret);
   return tx(db, async (c) => {
     const org = await c.query('SELECT 1 FROM organizations WHERE id = $1', [a.orgId]);
-    if (org.rowCount === 0) throw new ConnectionError(`organization ${a.orgId} not found`);
+    if (org.rowCount === 0) throw new ConnectionError(`organization ${a.orgId} not found`, 'org');
     await c.query(
       `UPDATE connections SET status = 'revoked', revoked_at = now(), updated_at = now()
         WHERE org_id = $1 AND kind = $2 AND name = $3 AND site = $4 AND status <> 'revoked'`,
@@ -279,7 +288,7 @@ export async function addConnection(
 /** `orgId`, when given, scopes the change to that organization's connection (the console's); the
  *  operator's CLI names a connection by id alone. Another organization's id is "not found". */
 async function setStatus(db: Db | DbClient, id: string, to: 'revoked' | 'needs_reauth', orgId?: string): Promise<ConnectionInfo> {
-  if (!ID_RE.test(id)) throw new ConnectionError('the connection id must look like conn_<24 hex>');
+  if (!ID_RE.test(id)) throw new ConnectionError('the connection id must look like conn_<24 hex>', 'id');
   const r = await db.query(
     `UPDATE connections SET status = $2::text, updated_at = now(), revoked_at = CASE WHEN $2::text = 'revoked' THEN now() ELSE revoked_at END
       WHERE id = $1 AND ($3::text IS NULL OR org_id = $3)
@@ -289,10 +298,10 @@ async function setStatus(db: Db | DbClient, id: string, to: 'revoked' | 'needs_r
   );
   if (r.rowCount) return info(r.rows[0]);
   const cur = await db.query(`SELECT ${INFO_COLUMNS} FROM connections WHERE id = $1 AND ($2::text IS NULL OR org_id = $2)`, [id, orgId ?? null]);
-  if (cur.rowCount === 0) throw new ConnectionError(`connection ${id} not found`);
+  if (cur.rowCount === 0) throw new ConnectionError(`connection ${id} not found`, 'id');
   const existing = info(cur.rows[0]);
   if (existing.status === to) return existing; // already there: idempotent
-  throw new ConnectionError(`connection ${id} is ${existing.status}; it cannot become ${to}`);
+  throw new ConnectionError(`connection ${id} is ${existing.status}; it cannot become ${to}`, 'id');
 }
 
 /** Disconnect: queries needing it fail with auth_revoked until a new connection is added. */
@@ -347,7 +356,11 @@ export function accessFailureCode(items: AccessItem[]): 'access_required' | 'aut
 export type LoadedSecrets =
   /** `sites`: the site of the connection each secret name comes from; the engines send a secret to that host only. */
   | { ok: true; secrets: Record<string, string>; sites: Record<string, string> }
-  | { ok: false; items: AccessItem[] };
+  /**
+   * `secret_too_short`: a connection stored before the minimum length (shared/secrets.ts) holds a
+   * shorter value; its item is `needs_reauth` (the organization adds it again) and nothing runs.
+   */
+  | { ok: false; items: AccessItem[]; reason?: 'secret_too_short' };
 
 /**
  * Decrypt the secrets an operation needs, for the calling organization only, flattened into the
@@ -359,12 +372,17 @@ export async function loadSecrets(db: Db | DbClient, ring: Keyring, orgId: strin
   if (items.some((i) => i.status !== 'connected')) return { ok: false, items };
   const secrets: Record<string, string> = {};
   const sites: Record<string, string> = {};
-  for (const q of reqs) {
+  const tooShort = new Set<number>();
+  reqs.forEach((q, i) => {
     const row = rows.get(reqKey(q.kind, q.name, normSite(q.site)))!;
-    const flat = flattenSecrets(q, decrypt(ring, row as any));
+    const secret = decrypt(ring, row as any);
+    // Stored before the minimum: redaction could not protect it, so it is never run with (fails closed).
+    if (Object.values(secret).some((v) => v.length < MIN_SECRET_LENGTH)) tooShort.add(i);
+    const flat = flattenSecrets(q, secret);
     Object.assign(secrets, flat);
     for (const name of Object.keys(flat)) sites[name] = normSite(q.site);
-  }
+  });
+  if (tooShort.size > 0) return { ok: false, reason: 'secret_too_short', items: items.map((it, i) => (tooShort.has(i) ? { ...it, status: 'needs_reauth' as const } : it)) };
   return { ok: true, secrets, sites };
 }
 

@@ -2,8 +2,8 @@
 // an echo of the request (headers, method, body), and a page whose scripts reach out (fetch, WebSocket,
 // EventSource) to addresses given in its query. They let a test point a "website" at a loopback
 // port outside the host map and check that nothing reaches it. A ticker page changes all the time.
-// For the engines' cookie tests: an answer with any Set-Cookie lines (also as a redirect hop) and a
-// page that shows what its scripts can read of its cookies.
+// For the engines' cookie tests: an answer with any Set-Cookie lines (also as a redirect hop), one
+// with many or large cookies, and a page that shows what its scripts can read of its cookies.
 import type { IncomingHttpHeaders } from 'node:http';
 import { esc, html, json, text, type Reply } from './http.ts';
 
@@ -27,6 +27,19 @@ export function probeReply(path: string, query: URLSearchParams, headers: Incomi
       if (!to) return json(200, { set: lines.length }, { 'set-cookie': lines });
       const status = Number(query.get('status') ?? 302);
       return { status: [301, 302, 303, 307, 308].includes(status) ? status : 302, headers: { location: to, 'cache-control': 'no-store', 'set-cookie': lines }, body: '' };
+    }
+    case '/__probe/cookie-flood': {
+      // A hostile site's cookies: `n` (at most 500) lines `<name><i>=<bytes × "v">; Path=/`, plus any
+      // `attr` ("SameSite=Strict"); with `to`, as a redirect there. Names come from the test, so
+      // tests never share cookies; nothing is kept on the server.
+      const n = Math.min(Math.max(Number(query.get('n') ?? 1) || 0, 0), 500);
+      const bytes = Math.min(Math.max(Number(query.get('bytes') ?? 1) || 0, 0), 16_384);
+      const name = (query.get('name') ?? 'flood').replace(/[^A-Za-z0-9_-]/g, '');
+      const attr = query.get('attr');
+      const lines = Array.from({ length: n }, (_, i) => `${name}${i}=${'v'.repeat(bytes)}; Path=/${attr ? `; ${attr}` : ''}`);
+      const to = query.get('to');
+      if (!to) return json(200, { set: n }, { 'set-cookie': lines });
+      return { status: 302, headers: { location: to, 'cache-control': 'no-store', 'set-cookie': lines }, body: '' };
     }
     case '/__probe/document-cookie':
       // What the page's own scripts can read of its cookies (HttpOnly ones are not there).

@@ -4,6 +4,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { addConnection, ConnectionError, listConnections, loadKeyring, revokeConnection, type Keyring } from '../../../../shared/db/connections.ts';
+import { MIN_SECRET_LENGTH } from '../../../../shared/secrets.ts';
 import { needManager, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
 
 const AddForm = z.object({
@@ -16,6 +17,14 @@ const AddForm = z.object({
   value: z.string().max(8192).optional(),
 });
 
+/** The form field for a ConnectionError's `param`: the secret's fields are the form's email, password or (an access key's) value. */
+function formField(kind: 'account' | 'access_key', param: string | undefined): string | null {
+  if (param === 'kind' || param === 'name' || param === 'site') return param;
+  if (param === 'secret.email' || param === 'secret.password') return param.slice('secret.'.length);
+  if (param?.startsWith('secret')) return kind === 'access_key' ? 'value' : 'password';
+  return null;
+}
+
 const STATE_LABELS = { active: 'connected', needs_reauth: 'needs sign-in', revoked: 'revoked' } as const;
 
 export default async function connectionPages(app: FastifyInstance, ctx: ConsoleContext) {
@@ -23,10 +32,11 @@ export default async function connectionPages(app: FastifyInstance, ctx: Console
   let ring: Promise<Keyring> | undefined;
   const keyring = () => (ring ??= loadKeyring(ctx.config));
 
-  async function page(request: FastifyRequest, reply: FastifyReply, form: Record<string, string>, error: string | null, status = 200) {
+  /** `invalid`: the form field the error's `param` points at (marked aria-invalid and described by the alert). */
+  async function page(request: FastifyRequest, reply: FastifyReply, form: Record<string, string>, error: string | null, status = 200, invalid: string | null = null) {
     const s = sessionOf(request);
     const connections = await listConnections(app.db, s.orgId);
-    return ctx.render(request, reply, 'connections.eta', { title: 'Connections', connections, STATE_LABELS, form, error }, status);
+    return ctx.render(request, reply, 'connections.eta', { title: 'Connections', connections, STATE_LABELS, form, error, invalid, minSecret: MIN_SECRET_LENGTH }, status);
   }
 
   app.get<{ Querystring: { replace?: string } }>('/console/connections', guard, async (request, reply) => {
@@ -46,8 +56,8 @@ export default async function connectionPages(app: FastifyInstance, ctx: Console
     try {
       await addConnection(app.db, await keyring(), { orgId: s.orgId, kind: f.kind, name: f.name, site: f.site, secret });
     } catch (err) {
-      // ConnectionError messages name fields, never values.
-      if (err instanceof ConnectionError) return page(request, reply, form, `Not saved: ${err.message}.`, 400);
+      // ConnectionError messages name fields, never values; its param (`secret.password`) names the form's field.
+      if (err instanceof ConnectionError) return page(request, reply, form, `Not saved: ${err.message}.`, 400, formField(f.kind, err.param));
       throw err;
     }
     return reply.redirect('/console/connections', 303);
