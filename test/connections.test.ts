@@ -270,13 +270,21 @@ describe('running with a connection', () => {
        VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9, 1, $10)`,
       [row.id, row.org_id, row.kind, row.name, row.site, ciphertext, iv, cipher.getAuthTag(), key.id, ['WEATHER_API_KEY']],
     );
-    expect(await loadSecrets(db(), await ring(), org.org_id, [WEATHER_REQ])).toEqual({ ok: false, reason: 'secret_too_short', items: [{ ...WEATHER_REQ, status: 'needs_reauth' }] });
     const res = await query(org.api_key, weatherQuery());
     expect(res.status, res.text).toBe(409);
     expect(res.body.error).toMatchObject({ code: 'auth_required', details: { reason: 'secret_too_short', access: [{ name: 'WEATHER_API_KEY', status: 'needs_reauth' }] } });
     expect(res.body.error.message).toMatch(/shorter than 3 characters/);
     await expectReleased(org.org_id, res, 'auth_required', 2);
     expect(((await demo('/__demo/state')) as { requests: Record<string, number> }).requests[WEATHER] ?? 0).toBe(0);
+    // The row now says it must be added again, as the console shows it, and the next query is
+    // refused before anything is reserved.
+    expect((await db().query('SELECT status FROM connections WHERE id = $1', [row.id])).rows[0].status).toBe('needs_reauth');
+    expect(await loadSecrets(db(), await ring(), org.org_id, [WEATHER_REQ])).toEqual({ ok: false, items: [{ ...WEATHER_REQ, status: 'needs_reauth' }] });
+    const again = await query(org.api_key, weatherQuery());
+    expect(again.status, again.text).toBe(409);
+    expect(again.body.error, again.text).toMatchObject({ code: 'auth_required', details: { access: [{ name: 'WEATHER_API_KEY', status: 'needs_reauth' }] } });
+    // Refused before anything was reserved: the ledger holds the first query's release only.
+    expect((await ledgerOf(org.org_id)).map((l) => l.kind)).toEqual(['reserve', 'release']);
   });
 
   it('a key the site denies is 422 source_permission_denied, released and not charged', async () => {

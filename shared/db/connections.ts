@@ -382,7 +382,13 @@ export async function loadSecrets(db: Db | DbClient, ring: Keyring, orgId: strin
     Object.assign(secrets, flat);
     for (const name of Object.keys(flat)) sites[name] = normSite(q.site);
   });
-  if (tooShort.size > 0) return { ok: false, reason: 'secret_too_short', items: items.map((it, i) => (tooShort.has(i) ? { ...it, status: 'needs_reauth' as const } : it)) };
+  if (tooShort.size > 0) {
+    // The row says so too, only from active (never over a revoke): the console shows it must be
+    // added again, and the API refuses the next query before reserving anything.
+    const ids = [...tooShort].map((i) => rows.get(reqKey(reqs[i]!.kind, reqs[i]!.name, normSite(reqs[i]!.site)))!.id as string);
+    await db.query(`UPDATE connections SET status = 'needs_reauth', updated_at = now() WHERE id = ANY($1::text[]) AND org_id = $2 AND status = 'active'`, [ids, orgId]);
+    return { ok: false, reason: 'secret_too_short', items: items.map((it, i) => (tooShort.has(i) ? { ...it, status: 'needs_reauth' as const } : it)) };
+  }
   return { ok: true, secrets, sites };
 }
 
