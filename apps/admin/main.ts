@@ -1,10 +1,13 @@
 // `npm run admin -- <noun> <verb> [--flags]`: operator commands against the service's database
-// (embedded via DATA_DIR, or DATABASE_URL). Each prints one JSON object on stdout.
+// (embedded via DATA_DIR, or DATABASE_URL). Each prints one JSON object on stdout, with every
+// character a terminal could act on escaped (shared/format/terminal.ts): what it prints comes from
+// the database and from websites, which others wrote.
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../shared/config.ts';
 import { createPool } from '../../shared/db/pool.ts';
+import { terminalJson, terminalText } from '../../shared/format/terminal.ts';
 import { migrate } from '../../shared/db/migrate.ts';
 import { createKey, createOrg, grant, revokeKey } from '../../shared/db/orgs.ts';
 import { ACCOUNT_USAGE, runAccountCommand } from './account-commands.ts';
@@ -29,7 +32,7 @@ ${ACCOUNT_USAGE}
 ${WORKFLOW_USAGE}`;
 
 function fail(message: string): never {
-  console.error(`admin: ${message}\n${USAGE}`);
+  console.error(`admin: ${terminalText(message)}\n${USAGE}`);
   process.exit(2);
 }
 
@@ -165,9 +168,9 @@ try {
       out = await runAccountCommand(db, `${noun} ${verb}`, { need, readStdin, fail });
       if (out === undefined) fail(`unknown command "${positionals.join(' ')}"`);
   }
-  console.log(JSON.stringify(out));
+  console.log(terminalJson(out));
 } catch (err) {
-  console.error(JSON.stringify({ error: err instanceof Error ? err.message : String(err) }));
+  console.error(terminalJson({ error: err instanceof Error ? err.message : String(err) }));
   code = 1;
 } finally {
   await db.end();
