@@ -80,6 +80,34 @@ function rawRequest(text: string): Promise<{ status: number; headers: string; bo
 }
 
 describe('authentication as an attacker meets it', () => {
+  it('two Authorization headers are refused, whichever comes first: which one counts must never depend on the reader', async () => {
+    const org = await newOrg(1);
+    const unknown = `svc_sk_${'C'.repeat(40)}`;
+    for (const [first, second] of [
+      [org.api_key, unknown],
+      [unknown, org.api_key],
+      [org.api_key, org.api_key],
+    ]) {
+      for (const path of ['/v1/auth', '/v1/catalog/tools']) {
+        const res = await rawRequest(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${first}\r\nauthorization: Bearer ${second}\r\nConnection: close\r\n\r\n`);
+        expect(res.status, JSON.stringify(res.body)).toBe(401);
+        expect(res.body.error.code).toBe('invalid_api_key');
+        expect(res.headers).toContain('www-authenticate: bearer realm="workflow-query-service", error="invalid_token"');
+      }
+    }
+    // MCP too (its bearer may also be an OAuth access token).
+    const rpc = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const mcp = await rawRequest(
+      `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${org.api_key}\r\nAuthorization: Bearer ${unknown}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: ${rpc.length}\r\nConnection: close\r\n\r\n${rpc}`,
+    );
+    expect(mcp.status, JSON.stringify(mcp.body)).toBe(401);
+    expect(mcp.body.error.code).toBe('invalid_api_key');
+    expect(mcp.headers).toMatch(/www-authenticate: bearer realm="workflow-query-service", error="invalid_token".*resource_metadata=/);
+    // The same key once passes.
+    const one = await rawRequest(`GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${org.api_key}\r\nConnection: close\r\n\r\n`);
+    expect(one.status).toBe(200);
+  });
+
   it('headers too large for the server get the 400 envelope; a key in the query string is no credential', async () => {
     const huge = await rawRequest(`GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer svc_sk_${'A'.repeat(70_000)}\r\nConnection: close\r\n\r\n`);
     expect(huge.status).toBe(400);
