@@ -35,3 +35,38 @@ describe('codec endpoint: the token before the body', () => {
     }
   });
 });
+
+describe('key-free routes take no path and tell nothing of any organization', () => {
+  it('icons and the reference assets refuse traversal and prototype names', async () => {
+    for (const p of ['/v1/icons/..%2f..%2fetc%2fpasswd', `/v1/icons/${'A'.repeat(64)}`]) {
+      const res = await call('GET', p);
+      expect(res.status, p).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'invalid_input', param: 'sha256' });
+    }
+    for (const p of ['/docs/assets/..%2fpackage.json', '/docs/assets/..%2f..%2f..%2fpackage.json', '/docs/assets/__proto__', '/docs/assets/constructor']) {
+      const res = await call('GET', p);
+      expect(res.status, p).toBe(404);
+      expect(res.body.error.code, p).toBe('route_not_found');
+      expect(res.text).not.toContain('"name"'); // no package.json
+    }
+  });
+
+  it('probes, discovery, the OpenAPI document and the API catalog carry no organization, key or secret', async () => {
+    const org = await newOrg(3);
+    // Something of the organization's exists: a request and a file.
+    await call('GET', '/v1/auth', { key: org.api_key });
+    const file = await call('POST', '/v1/files', { key: org.api_key, rawBody: 'hello', headers: { 'content-type': 'application/octet-stream', 'x-file-name': 'probe.txt' } });
+    expect(file.status).toBe(201);
+    const texts: string[] = [];
+    for (const p of ['/', '/health', '/livez', '/readyz', '/openapi.json', '/.well-known/api-catalog', '/docs', '/docs/assets/init.js']) {
+      const res = await call('GET', p);
+      expect(res.status, p).toBe(200);
+      texts.push(res.text, [...res.headers.entries()].join(' '));
+    }
+    const all = texts.join('\n');
+    for (const secret of [org.org_id, org.key_id, org.api_key, org.api_key.slice(0, 12), org.name, 'probe.txt', 'postgres://', 'DATABASE_URL', 'CODEC_ENDPOINT_TOKEN=', file.body.data.id]) {
+      expect(all.includes(secret), secret).toBe(false);
+    }
+  });
+});
+
