@@ -1,5 +1,6 @@
 // Authentication exactly as specified: four 401 codes with Bearer challenges, immediate revocation,
 // 503 when keys cannot be checked; plus /, /health and /v1/auth.
+import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { call, closeDb, db, newOrg, stack } from './helpers/stack.ts';
 import { createKey, revokeKey } from '../shared/db/orgs.ts';
@@ -54,6 +55,108 @@ describe('authentication', () => {
     const org = await newOrg(1);
     const r = await db().query('SELECT * FROM api_keys WHERE org_id = $1', [org.org_id]);
     expect(JSON.stringify(r.rows)).not.toContain(org.api_key);
+  });
+});
+
+/** One request written as is (fetch would fold repeated headers into one): status line, headers and body. */
+function rawRequest(text: string): Promise<{ status: number; headers: string; body: any }> {
+  const u = new URL(stack().baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(u.port), u.hostname, () => socket.write(text));
+    let out = '';
+    socket.on('data', (d) => (out += d.toString('latin1')));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const [head = '', body = ''] = out.split('\r\n\r\n');
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(body);
+      } catch {
+        parsed = undefined;
+      }
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), headers: head.toLowerCase(), body: parsed });
+    });
+  });
+}
+
+describe('authentication as an attacker meets it', () => {
+  it('two Authorization headers are refused, whichever comes first: which one counts must never depend on the reader', async () => {
+    const org = await newOrg(1);
+    const unknown = `svc_sk_${'C'.repeat(40)}`;
+    for (const [first, second] of [
+      [org.api_key, unknown],
+      [unknown, org.api_key],
+      [org.api_key, org.api_key],
+    ]) {
+      for (const path of ['/v1/auth', '/v1/catalog/tools']) {
+        const res = await rawRequest(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${first}\r\nauthorization: Bearer ${second}\r\nConnection: close\r\n\r\n`);
+        expect(res.status, JSON.stringify(res.body)).toBe(401);
+        expect(res.body.error.code).toBe('invalid_api_key');
+        expect(res.headers).toContain('www-authenticate: bearer realm="workflow-query-service", error="invalid_token"');
+      }
+    }
+    // MCP too (its bearer may also be an OAuth access token).
+    const rpc = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const mcp = await rawRequest(
+      `POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${org.api_key}\r\nAuthorization: Bearer ${unknown}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: ${rpc.length}\r\nConnection: close\r\n\r\n${rpc}`,
+    );
+    expect(mcp.status, JSON.stringify(mcp.body)).toBe(401);
+    expect(mcp.body.error.code).toBe('invalid_api_key');
+    expect(mcp.headers).toMatch(/www-authenticate: bearer realm="workflow-query-service", error="invalid_token".*resource_metadata=/);
+    // The same key once passes.
+    const one = await rawRequest(`GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${org.api_key}\r\nConnection: close\r\n\r\n`);
+    expect(one.status).toBe(200);
+  });
+
+  it('headers too large for the server get the 400 envelope; a key in the query string is no credential', async () => {
+    const huge = await rawRequest(`GET /v1/auth HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer svc_sk_${'A'.repeat(70_000)}\r\nConnection: close\r\n\r\n`);
+    expect(huge.status).toBe(400);
+    expect(huge.body.error).toMatchObject({ code: 'invalid_input', message: 'The request headers are too large' });
+    const org = await newOrg(1);
+    expect401(await call('GET', `/v1/auth?api_key=${org.api_key}&access_token=${org.api_key}`), 'api_key_required', false);
+    // Scheme case does not matter (RFC 9110); anything after the key does.
+    expect((await call('GET', '/v1/auth', { headers: { authorization: `bEaReR ${org.api_key}` } })).status).toBe(200);
+    expect401(await call('GET', '/v1/auth', { headers: { authorization: `Bearer ${org.api_key} extra` } }), 'invalid_api_key', true);
+    expect401(await call('GET', '/v1/auth', { headers: { authorization: `Bearer ${org.api_key}, Bearer ${org.api_key}` } }), 'invalid_api_key', true);
+  });
+
+  it('a revoked key is refused on every keyed route at once; the organization\'s other keys and other organizations keep working', async () => {
+    const org = await newOrg(5);
+    const other = await newOrg(5);
+    const spare = await createKey(db(), org.org_id);
+    await revokeKey(db(), org.api_key);
+    const keyed: Array<[string, string, Record<string, unknown>]> = [
+      ['GET', '/v1/auth', {}],
+      ['POST', '/v1/query', { body: { api: '@weather', operation: 'current_weather', input: { city: 'London' } } }],
+      ['GET', '/v1/query/requests/req_AAAAAAAAAAAA', {}],
+      ['POST', '/v1/query/requests/req_AAAAAAAAAAAA/feedback', { body: { value: 1 } }],
+      ['POST', '/v1/files', { rawBody: 'hello', headers: { 'content-type': 'application/octet-stream', 'x-file-name': 'a.txt' } }],
+      ['GET', '/v1/catalog/tools', {}],
+      ['POST', '/mcp', { body: { jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers: { accept: 'application/json, text/event-stream' } }],
+    ];
+    for (const [method, path, opts] of keyed) {
+      const res = await call(method, path, { ...opts, key: org.api_key });
+      expect(res.status, `${method} ${path}: ${res.text.slice(0, 200)}`).toBe(401);
+      expect(res.body.error.code, `${method} ${path}`).toBe('revoked_api_key');
+    }
+    expect((await call('GET', '/v1/auth', { key: spare.api_key })).status).toBe(200);
+    expect((await call('GET', '/v1/auth', { key: other.api_key })).status).toBe(200);
+  });
+
+  it('refusals name nothing of the key\'s organization: no organization or key id, no prefix, no key', async () => {
+    const org = await newOrg(1);
+    const expired = await createKey(db(), org.org_id, new Date(Date.now() - 1000));
+    const revoked = await createKey(db(), org.org_id);
+    await revokeKey(db(), revoked.api_key);
+    for (const [key, code] of [
+      [expired.api_key, 'expired_api_key'],
+      [revoked.api_key, 'revoked_api_key'],
+    ] as const) {
+      const res = await call('GET', '/v1/auth', { key });
+      expect401(res, code, true);
+      const seen = `${res.text} ${[...res.headers.entries()].join(' ')}`;
+      for (const secret of [org.org_id, expired.key_id, revoked.key_id, key, key.slice(0, 12)]) expect(seen).not.toContain(secret);
+    }
   });
 });
 

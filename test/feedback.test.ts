@@ -197,6 +197,28 @@ describe('refusals', () => {
   });
 });
 
+describe('ratings sent at once', () => {
+  it('obey the cap and keep the workflow\'s counters equal to the stored ratings; the balance does not move', async () => {
+    const o = await newOrg(10);
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push(await run(o.api_key));
+    const before = await stats('@weather');
+    const balance = (await db().query('SELECT available, reserved, charged FROM credit_balances WHERE org_id = $1', [o.org_id])).rows[0];
+    const answers = await Promise.all(ids.map((id) => rate(o.api_key, id, { value: 1 })));
+    expect(answers.filter((a) => a.status === 200)).toHaveLength(3);
+    expect(answers.filter((a) => a.status === 409 && a.body.error.details.reason === 'not_independent')).toHaveLength(3);
+    // One rating changed, removed and given again, all at once.
+    const rated = ids.filter((_, i) => answers[i]!.status === 200);
+    await Promise.all(Array.from({ length: 12 }, (_, i) => rate(o.api_key, rated[0]!, { value: i % 3 === 0 ? null : i % 2 ? 1 : -1 })));
+    const values = (await db().query('SELECT value FROM request_feedback WHERE request_id = ANY($1)', [ids])).rows.map((r) => Number(r.value));
+    expect(values.length).toBeLessThanOrEqual(3);
+    const after = await stats('@weather');
+    expect(after.up - before.up).toBe(values.filter((v) => v === 1).length);
+    expect(after.down - before.down).toBe(values.filter((v) => v === -1).length);
+    expect((await db().query('SELECT available, reserved, charged FROM credit_balances WHERE org_id = $1', [o.org_id])).rows[0]).toEqual(balance);
+  });
+});
+
 describe('popularity', () => {
   it('a well-rated workflow moves up the popular order; a paging cursor keeps its first page\'s view', async () => {
     const word = `zfb${randomBytes(4).toString('hex').replace(/[0-9]/g, 'q')}`;

@@ -141,6 +141,45 @@ describe('GET /metrics', () => {
     expect(c(after, 'granted')).toBe(c(after, 'available') + c(after, 'reserved') + c(after, 'charged'));
   }, 120_000);
 
+  it('scrapes at once share one read of the credit totals: anonymous callers cannot take the pool every organization\'s requests need', async () => {
+    const org = await newOrg(1); // before the lock: creating one writes credit_balances
+    // The totals' read held up (a slow aggregate over many organizations, a busy database): a
+    // transaction of the test's own locks the table, so every read of it waits.
+    const lock = await db().connect();
+    const waiting = async () =>
+      Number(
+        (
+          await db().query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%coalesce(sum(granted), 0)%FROM credit_balances%' AND pid <> pg_backend_pid()`,
+          )
+        ).rows[0].n,
+      );
+    let scrapes: Promise<Array<{ status: number; text: string }>> | undefined;
+    try {
+      await lock.query('BEGIN');
+      await lock.query('LOCK TABLE credit_balances IN ACCESS EXCLUSIVE MODE');
+      scrapes = Promise.all(Array.from({ length: 40 }, () => call('GET', '/metrics', { baseUrl: base })));
+      await until(async () => (await waiting()) >= 1);
+      await new Promise((r) => setTimeout(r, 1_000)); // time for any further reads to be sent
+      expect(await waiting()).toBe(1);
+      // Meanwhile an organization's request still gets a connection at once.
+      const started = Date.now();
+      const auth = await call('GET', '/v1/auth', { key: org.api_key, baseUrl: base });
+      expect(auth.status, auth.text).toBe(200);
+      expect(Date.now() - started).toBeLessThan(2_000);
+    } finally {
+      await lock.query('ROLLBACK');
+      lock.release();
+    }
+    // Every scrape then answers with figures read for it, and says so.
+    for (const a of await scrapes!) {
+      expect(a.status).toBe(200);
+      const samples = parse(a.text);
+      expect(value(samples, 'wqs_credits_scrape_success')).toBe(1);
+      expect(value(samples, 'wqs_credits', { state: 'granted' })).toBeGreaterThanOrEqual(1);
+    }
+  }, 120_000);
+
   it('counts streamed answers as sse and opens and closes the stream gauge; MCP exchanges likewise', async () => {
     const org = await newOrg(10);
     const before = (await scrape()).samples;

@@ -1,13 +1,16 @@
 // `npm run admin -- <noun> <verb> [--flags]`: operator commands against the service's database
-// (embedded via DATA_DIR, or DATABASE_URL). Each prints one JSON object on stdout.
+// (embedded via DATA_DIR, or DATABASE_URL). Each prints one JSON object on stdout, with every
+// character a terminal could act on escaped (shared/format/terminal.ts): what it prints comes from
+// the database and from websites, which others wrote.
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../shared/config.ts';
 import { ServiceError, errorEnvelope } from '../../shared/errors.ts';
 import { createPool } from '../../shared/db/pool.ts';
+import { terminalJson, terminalText } from '../../shared/format/terminal.ts';
 import { migrate } from '../../shared/db/migrate.ts';
-import { createKey, createOrg, grant, revokeKey } from '../../shared/db/orgs.ts';
+import { createKey, createOrg, grant, listKeys, revokeKey, revokeKeyById } from '../../shared/db/orgs.ts';
 import { ACCOUNT_USAGE, runAccountCommand } from './account-commands.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
 import { WORKFLOW_USAGE, workflowCommand } from './workflow-commands.ts';
@@ -16,7 +19,10 @@ import { addConnection, expireConnection, listConnections, loadKeyring, rekeyCon
 const USAGE = `usage:
   npm run admin -- org create --name <name> --credits <n>
   npm run admin -- key create --org <org_id> [--expires-at <ISO date>]
-  npm run admin -- key revoke --key <api_key>
+  npm run admin -- key list --org <org_id>              (ids, prefixes, use and revocation; never the keys)
+  npm run admin -- key revoke --id <key_id>
+  npm run admin -- key revoke --key -                   (reads the key from stdin, keeping it out of shell
+      history and the process list; --key <api_key> works too)
   npm run admin -- credits grant --org <org_id> --credits <n>
   npm run admin -- connection add --org <org_id> --kind account|access_key --name <name> --site <host> --secret '<json>'
       (--secret - reads the JSON from stdin, keeping it out of shell history; the output never shows it)
@@ -30,7 +36,7 @@ ${ACCOUNT_USAGE}
 ${WORKFLOW_USAGE}`;
 
 function fail(message: string): never {
-  console.error(`admin: ${message}\n${USAGE}`);
+  console.error(`admin: ${terminalText(message)}\n${USAGE}`);
   process.exit(2);
 }
 
@@ -120,9 +126,19 @@ try {
       out = await createKey(db, need('org'), date);
       break;
     }
-    case 'key revoke':
-      out = await revokeKey(db, need('key'));
+    case 'key list':
+      out = { keys: await listKeys(db, need('org')) };
       break;
+    case 'key revoke': {
+      if ((values.id === undefined) === (values.key === undefined)) fail('key revoke takes one of --id <key_id> or --key <api_key>|-');
+      if (values.id !== undefined) {
+        out = await revokeKeyById(db, need('id'));
+        break;
+      }
+      const key = need('key') === '-' ? (await readStdin()).trim() : need('key');
+      out = await revokeKey(db, key);
+      break;
+    }
     case 'credits grant':
       out = await grant(db, need('org'), credits());
       break;
@@ -166,11 +182,11 @@ try {
       out = await runAccountCommand(db, `${noun} ${verb}`, { need, readStdin, fail });
       if (out === undefined) fail(`unknown command "${positionals.join(' ')}"`);
   }
-  console.log(JSON.stringify(out));
+  console.log(terminalJson(out));
 } catch (err) {
   // A refused argument (a connection's field, say): the spec's error envelope, code, param and details.issues.
-  if (err instanceof ServiceError) console.error(JSON.stringify(errorEnvelope(err.code, { message: err.message, param: err.param, details: err.details })));
-  else console.error(JSON.stringify({ error: err instanceof Error ? err.message : String(err) }));
+  if (err instanceof ServiceError) console.error(terminalJson(errorEnvelope(err.code, { message: err.message, param: err.param, details: err.details })));
+  else console.error(terminalJson({ error: err instanceof Error ? err.message : String(err) }));
   code = 1;
 } finally {
   await db.end();

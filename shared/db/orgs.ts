@@ -67,6 +67,17 @@ export async function revokeKey(db: Db, apiKey: string) {
   return { key_id: row.id as string, org_id: row.org_id as string, revoked_at: (row.revoked_at as Date).toISOString() };
 }
 
+/**
+ * Revoke a key by its id (`key_…`, what the console lists and a leak report can name): the operator
+ * rarely holds the key itself, only its organization does.
+ */
+export async function revokeKeyById(db: Db, keyId: string) {
+  const r = await db.query('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING id, org_id, revoked_at', [keyId]);
+  if (r.rowCount === 0) throw new Error(`API key ${keyId} not found`);
+  const row = r.rows[0];
+  return { key_id: row.id as string, org_id: row.org_id as string, revoked_at: (row.revoked_at as Date).toISOString() };
+}
+
 export async function grant(db: Db, orgId: string, credits: number) {
   return tx(db, async (c) => {
     const org = await c.query('SELECT 1 FROM organizations WHERE id = $1', [orgId]);

@@ -36,6 +36,24 @@ export function challenge(error?: 'invalid_token', description?: string, extra: 
   return `Bearer ${parts.join(', ')}`;
 }
 
+/**
+ * The request's Authorization header, refusing a request that sends it more than once. Node keeps
+ * the first of repeated Authorization lines and drops the rest, while a proxy or gateway in front
+ * may read, check or replace the last one: a credential a caller puts before the one a gateway adds
+ * would win here. RFC 9110 allows the field once; which one counts must not depend on the reader.
+ */
+export function authorizationOf(request: FastifyRequest, extraChallenge: Record<string, string> = {}): string | undefined {
+  const raw = request.raw.rawHeaders;
+  let seen = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'authorization') seen++;
+  if (seen > 1) {
+    throw new ServiceError('invalid_api_key', 'Send one Authorization header, not several', {
+      headers: { 'www-authenticate': challenge('invalid_token', 'more than one Authorization header', extraChallenge) },
+    });
+  }
+  return request.headers.authorization;
+}
+
 /** Resolve the bearer key of a request, or throw the precise 401/503. Shared with the MCP endpoint. */
 export async function authenticateHeader(db: Db, header: string | undefined, extraChallenge: Record<string, string> = {}): Promise<AuthContext> {
   if (!header || header.trim() === '') {
@@ -73,7 +91,7 @@ export default fp(
     app.decorate('orgRate', orgRate);
     app.decorateRequest('auth', null);
     app.decorate('authenticate', async function authenticate(request: FastifyRequest) {
-      const auth = await authenticateHeader(app.db, request.headers.authorization);
+      const auth = await authenticateHeader(app.db, authorizationOf(request));
       request.auth = auth;
       // After the credential, never before: only a caller who already holds the organization's key
       // can meet its bucket, so a 429 tells nobody else anything.

@@ -54,26 +54,44 @@ export class ApiMetrics {
     // The ledger as PostgreSQL holds it, summed over every organization, read at each scrape: one
     // aggregate over credit_balances (a row per organization, never the growing ledger). Every API
     // process reports the same fleet-wide figures: aggregate with max(), not sum().
-    const scrapeOk = new Gauge({ name: 'wqs_credits_scrape_success', help: '1 when the credit figures below were read at this scrape, 0 when PostgreSQL did not answer', registers });
+    // /metrics needs no key, and the aggregate scans a row per organization: a scrape that arrives
+    // while a read is in flight shares it (figures at most one read old; one after another, each
+    // scrape reads afresh), so anonymous callers cannot stack up whole-table scans and take the pool
+    // every organization's requests use (40 scrapes of a slow read held all 20 connections). One read serves both gauges of a scrape, so the success flag is this scrape's:
+    // read apart, it was collected before the figures and showed the previous scrape's outcome.
+    type Totals = Record<'granted' | 'available' | 'reserved' | 'charged', string>;
+    let reading: Promise<Totals | null> | null = null;
+    const totals = () =>
+      (reading ??= db
+        .query<Totals>(
+          `SELECT coalesce(sum(granted), 0)::text AS granted, coalesce(sum(available), 0)::text AS available,
+                  coalesce(sum(reserved), 0)::text AS reserved, coalesce(sum(charged), 0)::text AS charged
+             FROM credit_balances`,
+        )
+        .then(
+          (r) => r.rows[0]!,
+          () => null,
+        )
+        .finally(() => {
+          reading = null;
+        }));
+    new Gauge({
+      name: 'wqs_credits_scrape_success',
+      help: '1 when the credit figures below were read at this scrape, 0 when PostgreSQL did not answer',
+      registers,
+      async collect() {
+        this.set((await totals()) ? 1 : 0);
+      },
+    });
     new Gauge({
       name: 'wqs_credits',
       help: 'Credits of all organizations by state, from credit_balances: granted = available + reserved (held by running queries) + charged (settled)',
       labelNames: ['state'],
       registers,
       async collect() {
-        try {
-          const r = await db.query<Record<'granted' | 'available' | 'reserved' | 'charged', string>>(
-            `SELECT coalesce(sum(granted), 0)::text AS granted, coalesce(sum(available), 0)::text AS available,
-                    coalesce(sum(reserved), 0)::text AS reserved, coalesce(sum(charged), 0)::text AS charged
-               FROM credit_balances`,
-          );
-          const row = r.rows[0]!;
-          for (const state of ['granted', 'available', 'reserved', 'charged'] as const) this.set({ state }, Number(row[state]));
-          scrapeOk.set(1);
-        } catch {
-          this.reset();
-          scrapeOk.set(0);
-        }
+        const row = await totals();
+        if (!row) return void this.reset();
+        for (const state of ['granted', 'available', 'reserved', 'charged'] as const) this.set({ state }, Number(row[state]));
       },
     });
   }

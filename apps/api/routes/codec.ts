@@ -90,7 +90,10 @@ export default async function codecRoutes(app: FastifyInstance, { config }: { co
         response: { 200: CodecBody.describe('The payloads, in the same order') },
         ...errors(400, 401, 408, 413, 415),
       },
-      preValidation: authenticate, // the token first: 401 before any 400
+      // onRequest, not preValidation: the token before the body is even read (preValidation runs
+      // after parsing, so a caller without the token could make this process take in and parse up to
+      // the body limit, and learn 400/413/415 where it must get 401).
+      onRequest: authenticate,
       handler: async (request, reply) => {
         const keys = await ring();
         const out: JsonPayloadT[] = [];

@@ -10,7 +10,7 @@ import { MAX_BATCH_SIZE } from '@modelcontextprotocol/sdk/server/requestBody.js'
 import { ServiceError } from '../../../shared/errors.ts';
 import { BEARER, errors } from '../../../shared/openapi/document.ts';
 import { JsonRpcMessage } from '../../../shared/openapi/schemas.ts';
-import { authenticateHeader, challenge, type AuthContext } from '../plugins/auth.ts';
+import { authenticateHeader, authorizationOf, challenge, type AuthContext } from '../plugins/auth.ts';
 import { ACCESS_TOKEN_PATTERN } from '../../../shared/oauth/secrets.ts';
 import { MCP_SCOPE, checkAccessToken } from '../../../shared/oauth/grants.ts';
 import { documentOnly } from '../plugins/errors.ts';
@@ -60,8 +60,9 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
   async function authenticate(request: FastifyRequest): Promise<AuthContext> {
     const base = app.baseUrl();
     const extra = { resource_metadata: `${base}${MCP_RESOURCE_METADATA_PATH}`, scope: MCP_SCOPE };
-    const token = /^Bearer[ ]+(\S+)\s*$/i.exec(request.headers.authorization ?? '')?.[1];
-    if (!token || !ACCESS_TOKEN_PATTERN.test(token)) return authenticateHeader(app.db, request.headers.authorization, extra);
+    const header = authorizationOf(request, extra);
+    const token = /^Bearer[ ]+(\S+)\s*$/i.exec(header ?? '')?.[1];
+    if (!token || !ACCESS_TOKEN_PATTERN.test(token)) return authenticateHeader(app.db, header, extra);
     let check;
     try {
       check = await checkAccessToken(app.db, token, mcpResource(base));
