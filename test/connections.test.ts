@@ -17,6 +17,7 @@ import { addConnection, ConnectionError, expireConnection, loadKeyring, loadSecr
 import { MIN_SECRET_LENGTH } from '../shared/secrets.ts';
 import { WEATHER, WEATHER_REQ, weatherHistoryApi } from './helpers/access-fixtures.ts';
 import { ROOT } from './helpers/processes.ts';
+import { ConsoleClient, orgWithUser } from './helpers/console-http.ts';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
 
 const SHOP = 'shop.example.test';
@@ -285,6 +286,45 @@ describe('running with a connection', () => {
     expect(again.body.error, again.text).toMatchObject({ code: 'auth_required', details: { access: [{ name: 'WEATHER_API_KEY', status: 'needs_reauth' }] } });
     // Refused before anything was reserved: the ledger holds the first query's release only.
     expect((await ledgerOf(org.org_id)).map((l) => l.kind)).toEqual(['reserve', 'release']);
+  });
+
+  it("an access error's add_url opens the console's form filled in, through sign-in; saved there, the query runs", async () => {
+    const { org, email, password } = await orgWithUser('owner', 10);
+    const res = await query(org.api_key, weatherQuery());
+    expect(res.status, res.text).toBe(409);
+    const addUrl = new URL(res.body.error.details.access[0].add_url);
+    const path = `${addUrl.pathname}${addUrl.search}`;
+    expect(path).toBe(`/console/connections/new?kind=access_key&name=WEATHER_API_KEY&site=${WEATHER}`);
+
+    // Signed out, the link goes to sign-in and, signed in, back to itself.
+    const browser = new ConsoleClient();
+    const out = await browser.get(path);
+    expect(out.status).toBe(303);
+    expect(out.location).toBe(`/console/sign-in?next=${encodeURIComponent(path)}`);
+    const signInPage = await browser.get(out.location!);
+    expect(signInPage.text).toContain(`name="next" value="${path.replace(/&/g, '&amp;')}"`);
+    const signedIn = await browser.submit(out.location!, '/console/sign-in', { email, password, next: path });
+    expect(signedIn.status).toBe(303);
+    expect(signedIn.location).toBe(path);
+
+    // The form, filled in with what the workflow asked for.
+    const form = await browser.get(path);
+    expect(form.status).toBe(200);
+    expect(form.text).toMatch(/<option value="access_key" selected>/);
+    expect(form.text).toMatch(/<input id="name" name="name" required value="WEATHER_API_KEY"/);
+    expect(form.text).toMatch(new RegExp(`<input id="site" name="site" required value="${WEATHER.replace(/\./g, '\\.')}"`));
+    const saved = await browser.submit(path, '/console/connections', { kind: 'access_key', name: 'WEATHER_API_KEY', site: WEATHER, value: VALID_KEY });
+    expect(saved.status).toBe(303);
+    const ok = await query(org.api_key, weatherQuery());
+    expect(ok.status, ok.text).toBe(200);
+
+    // Only that exact shape is returned to after sign-in: another path, extra fields or a bad name are not.
+    for (const next of [`${path}&x=1`, '/console/connections/new?kind=access_key&name=bad name&site=a.test', '//evil.example/console/connections/new?kind=account&name=a&site=b.test', '/console/keys']) {
+      const again = new ConsoleClient();
+      const r = await again.submit('/console/sign-in', '/console/sign-in', { email, password, next });
+      expect(r.status, next).toBe(303);
+      expect(r.location, next).toBe('/console');
+    }
   });
 
   it('a key the site denies is 422 source_permission_denied, released and not charged', async () => {

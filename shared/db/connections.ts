@@ -65,6 +65,27 @@ const SITE_RE = /^[a-z0-9.:-]{1,253}$/;
 const ID_RE = /^conn_[0-9a-f]{24}$/;
 const KEY_VERSION = 1;
 
+/** The console page that adds a connection, filled in: `details.access[].add_url` of access errors, after its base URL. */
+export const ADD_CONNECTION_PATH = '/console/connections/new';
+export const addConnectionPath = (a: { kind: ConnectionKind; name: string; site: string }) =>
+  `${ADD_CONNECTION_PATH}?${new URLSearchParams({ kind: a.kind, name: a.name, site: a.site })}`;
+
+/**
+ * The fields of an add-connection link (`addConnectionPath`), or null for anything else: only the
+ * exact path the service writes, with a valid kind, name and site, so the console can return to it
+ * after sign-in (never an open redirect) and fill its form from it.
+ */
+export function addConnectionLink(v: unknown): { kind: ConnectionKind; name: string; site: string } | null {
+  if (typeof v !== 'string' || v.length > 1024 || !v.startsWith(`${ADD_CONNECTION_PATH}?`)) return null;
+  const q = new URLSearchParams(v.slice(ADD_CONNECTION_PATH.length + 1));
+  const kind = q.get('kind');
+  const name = q.get('name') ?? '';
+  const site = q.get('site') ?? '';
+  if ((kind !== 'account' && kind !== 'access_key') || !NAME_RE.test(name) || !SITE_RE.test(site)) return null;
+  const fields = { kind, name, site } as const;
+  return addConnectionPath(fields) === v ? fields : null;
+}
+
 export const newConnectionId = () => `conn_${randomBytes(12).toString('hex')}`;
 
 // --- keys ----------------------------------------------------------------------------------------

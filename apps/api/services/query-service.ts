@@ -9,7 +9,7 @@ import { QueryRequest, type ResponseSpec } from '../../../shared/schemas/query.t
 import { zodIssues } from '../../../shared/schemas/common.ts';
 import { resolveOperation, type ResolvedOperation } from '../../../shared/db/catalog.ts';
 import { findByKey, type RequestRow } from '../../../shared/db/requests.ts';
-import { accessFailureCode, checkAccess, type AccessItem } from '../../../shared/db/connections.ts';
+import { accessFailureCode, addConnectionPath, checkAccess, type AccessItem } from '../../../shared/db/connections.ts';
 import { unknownFieldPaths } from '../../../shared/format/shape.ts';
 import { parsePointer } from '../../../shared/format/pointer.ts';
 import type { Db } from '../../../shared/db/pool.ts';
@@ -153,7 +153,7 @@ export class QueryService {
     const base = this.deps.baseUrl();
     const access = items.map((i) => ({
       ...i,
-      add_url: `${base}/console/connections/new?${new URLSearchParams({ kind: i.kind, name: i.name, site: i.site })}`,
+      add_url: `${base}${addConnectionPath(i)}`,
     }));
     const names = (status: string) => items.filter((i) => i.status === status).map((i) => `${i.name} (${i.site})`).join(', ');
     const message =

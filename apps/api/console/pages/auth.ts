@@ -8,6 +8,7 @@ import { deleteExpiredSessions, signUp, switchOrg } from '../../../../shared/acc
 import { ConsolePageError, needSession, type ConsoleContext } from '../context.ts';
 import { isAuthorizeReturn } from './oauth.ts';
 import { isInvitationLink } from './invitations.ts';
+import { addConnectionLink } from '../../../../shared/db/connections.ts';
 
 const SignInForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024), next: z.string().optional() });
 const SignUpForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024), organization: z.string().trim().min(1).max(100) });
@@ -28,9 +29,10 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
       'retry-after': String(wait),
     });
 
-  // `next`: only an OAuth authorization request (pages/oauth.ts) or an invitation's link
-  // (pages/invitations.ts), both paths on this origin, is returned to after sign-in.
-  const nextOf = (v: unknown) => (isAuthorizeReturn(v) || isInvitationLink(v) ? v : null);
+  // `next`: only an OAuth authorization request (pages/oauth.ts), an invitation's link
+  // (pages/invitations.ts) or an add-connection link (an access error's add_url), all paths on this
+  // origin, is returned to after sign-in.
+  const nextOf = (v: unknown) => (isAuthorizeReturn(v) || isInvitationLink(v) || addConnectionLink(v) ? (v as string) : null);
   app.get('/console/sign-in', { schema: { hide: true } }, async (request, reply) => {
     const next = nextOf((request.query as Record<string, unknown> | undefined)?.next);
     if (request.consoleSession) return reply.redirect(next ?? '/console', 303);

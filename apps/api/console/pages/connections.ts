@@ -3,7 +3,7 @@
 // are never shown again, only the names of their fields.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { addConnection, ConnectionError, listConnections, loadKeyring, revokeConnection, type Keyring } from '../../../../shared/db/connections.ts';
+import { addConnection, addConnectionLink, ConnectionError, listConnections, loadKeyring, revokeConnection, type Keyring } from '../../../../shared/db/connections.ts';
 import { MIN_SECRET_LENGTH } from '../../../../shared/secrets.ts';
 import { needManager, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
 
@@ -44,6 +44,18 @@ export default async function connectionPages(app: FastifyInstance, ctx: Console
     const replace = typeof request.query.replace === 'string' ? (await listConnections(app.db, s.orgId)).find((c) => c.connection_id === request.query.replace) : undefined;
     const form = replace ? { kind: replace.kind, name: replace.name, site: replace.site } : { kind: 'account', name: '', site: '' };
     return page(request, reply, form, null);
+  });
+
+  // The link an access error gives a caller (`details.access[].add_url`): the form filled in with the
+  // kind, name and site the workflow asked for. Signed out, sign in first and come back here.
+  async function needSessionOrSignIn(request: FastifyRequest, reply: FastifyReply) {
+    if (request.consoleSession) return;
+    const next = addConnectionLink(request.url) ? `?next=${encodeURIComponent(request.url)}` : '';
+    return reply.redirect(`/console/sign-in${next}`, 303);
+  }
+  app.get('/console/connections/new', { schema: { hide: true }, preHandler: [needSessionOrSignIn, needManager] }, async (request, reply) => {
+    const asked = addConnectionLink(request.url);
+    return page(request, reply, asked ?? { kind: 'account', name: '', site: '' }, null);
   });
 
   app.post('/console/connections', guard, async (request, reply) => {
