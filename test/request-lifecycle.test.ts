@@ -32,7 +32,10 @@ async function ledgerSettled(orgId: string) {
 
 describe('request lifecycle', () => {
   it('a burst of 30 against a concurrency of 3: never more than 3 run at once, the rest get 429 with Retry-After and rate headers', async () => {
-    const [api] = await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
+    // The 30 admissions take the organization's admission lock one after another: on a busy machine
+    // the last waits over this file's 1 s statement timeout (503 admission_unavailable), so this API
+    // keeps the default one. The burst is about the limit, not about a lock that cannot be had.
+    const [api] = await Promise.all([pool.spawn('api', { ...pool.pair, env: { ...pool.pair.env, DB_STATEMENT_TIMEOUT_MS: '30000' } }), pool.spawn('worker')]);
     const org = await newOrg(100);
     await slowWeather(3000, 30);
     const other = await newOrg(5);
@@ -44,7 +47,7 @@ describe('request lifecycle', () => {
     expect(otherRes!.status, otherRes!.text).toBe(200);
     const ok = results.filter((r) => r.status === 200);
     const limited = results.filter((r) => r.status === 429);
-    expect(ok.length + limited.length, results.map((r) => r.status).join(',')).toBe(30);
+    expect(ok.length + limited.length, results.map((r) => (r.status === 200 ? '200' : `${r.status} ${r.body?.error?.code}`)).join(',')).toBe(30);
     expect(ok.length).toBeGreaterThanOrEqual(1);
     expect(ok.length).toBeLessThanOrEqual(3);
     for (const r of limited) {
