@@ -149,7 +149,11 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       chunks.push(chunk);
     });
     payload.on('end', () => {
-      if (!failed) done(null, Buffer.concat(chunks, size));
+      if (failed) return;
+      const body = Buffer.concat(chunks, size);
+      // The listener's closure lives as long as the request: let the chunks go, not hold the bytes twice.
+      chunks.length = 0;
+      done(null, body);
     });
     payload.on('error', (err) => {
       if (!failed) done(err);
