@@ -126,6 +126,21 @@ const ConfigSchema = z.object({
    */
   FILES_UPLOADS_PER_ORG: int(4),
   /**
+   * Bytes of uploads being received and stored at once by one API process, all organizations
+   * together: FILES_UPLOADS_PER_ORG bounds one organization, not how many upload at once (100
+   * organizations could hold 4 GB). An upload counts its Content-Length, or 10 MB when it has none
+   * (chunked), from before its body is read until it is answered or its connection goes; one that
+   * would pass the bound is 503 admission_unavailable with Retry-After, its body unread. 64 MiB: an
+   * upload briefly takes about twice its size (its bytes, and the copy sent to PostgreSQL), so at
+   * most ~128 MiB of the API's 512 MiB (deploy/helm) goes to uploads. At least 10 MiB, the largest
+   * upload, so that every upload can be taken when the process has none in flight.
+   */
+  FILES_UPLOADS_IN_FLIGHT_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(10 * 1024 * 1024)
+    .default(64 * 1024 * 1024),
+  /**
    * MCP `svc_get_run` calls of one organization waiting on runs at once in one API process. Each
    * waits up to 170 s holding a connection, a result subscription and (after RESULT_NOTIFY_FALLBACK_MS)
    * a Temporal history long-poll, and the same run can be waited on any number of times; beyond,

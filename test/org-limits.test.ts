@@ -23,15 +23,19 @@ async function upload(url: string, key: string, bytes: Buffer, name = 'f.bin') {
   return { status: res.status, headers: res.headers, body: JSON.parse(text), text };
 }
 
-/** An upload whose body is begun and left open until `finish` (ends it) or `abort` (drops the connection). */
-function openUpload(url: string, key: string) {
+/**
+ * An upload whose body is begun (1 KiB sent) and left open until `finish` (sends the rest) or
+ * `abort` (drops the connection); chunked, or with Content-Length `declared` when given.
+ */
+function openUpload(url: string, key: string, declared?: number) {
   const u = new URL(`${url}/v1/files`);
+  const length: Record<string, string> = declared === undefined ? { 'transfer-encoding': 'chunked' } : { 'content-length': String(declared) };
   const req = http.request({
     host: u.hostname,
     port: u.port,
     path: u.pathname,
     method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'x-file-name': 'slow.bin', 'transfer-encoding': 'chunked' },
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'x-file-name': 'slow.bin', ...length },
   });
   let status: number | undefined;
   const answered = new Promise<number>((resolve) => {
@@ -43,7 +47,8 @@ function openUpload(url: string, key: string) {
     req.on('error', () => resolve(0));
   });
   req.write(Buffer.alloc(1024, 0x61));
-  return { finish: () => (req.end(Buffer.alloc(10, 0x62)), answered), abort: () => req.destroy(), answeredEarly: () => status };
+  const rest = declared === undefined ? 10 : declared - 1024;
+  return { finish: () => (req.end(Buffer.alloc(rest, 0x62)), answered), abort: () => req.destroy(), answeredEarly: () => status };
 }
 
 async function countedThisMinute(orgId: string): Promise<number> {
@@ -160,6 +165,71 @@ describe('per-organization limits', () => {
       const answers = await Promise.all(both.map((b) => b.finish()));
       return answers.every((s) => s === 201);
     }, 20_000);
+  }, 120_000);
+
+  it("uploads of all organizations in flight are bounded in bytes per API process: past it 503 admission_unavailable before the body is read, nothing stored; finished and dropped uploads give their bytes back", async () => {
+    const MIB = 1024 * 1024;
+    // The least the setting allows (the largest upload, 10 MiB); one upload per organization at once.
+    const api = await pool.spawn('api', { ...pool.pair, env: { ...pool.pair.env, FILES_UPLOADS_IN_FLIGHT_MAX_BYTES: String(10 * MIB), FILES_UPLOADS_PER_ORG: '1' } });
+    const url = String(api.started.url);
+    const [a, b, c, d, e, f, probe] = await Promise.all(Array.from({ length: 7 }, () => newOrg(100)));
+    // Two organizations' uploads, 4 MB declared each, begun and left open: 8 MB of the 10 MiB held.
+    // Held once 2.5 MB more is refused; a probe let in before that is stored, and one that raced
+    // them may have taken the room of one (answered early): then both are dropped and begun again.
+    const [heldA, heldB] = await until(async () => {
+      const held = [openUpload(url, a!.api_key, 4_000_000), openUpload(url, b!.api_key, 4_000_000)];
+      const lost = () => held.some((h) => h.answeredEarly() !== undefined);
+      const refused = await until(async () => lost() || (await upload(url, probe!.api_key, Buffer.alloc(2_500_000, 0x70))).status === 503, 10_000, 100);
+      if (refused && !lost()) return held;
+      for (const h of held) h.abort();
+      return undefined;
+    }, 30_000, 500);
+    // Uploads of other organizations sent at once: those past the bound are refused, the one within it is stored.
+    const three = Buffer.alloc(3_000_000, 0x63);
+    const [rc, rd, re, rf] = await Promise.all([
+      upload(url, c!.api_key, three),
+      upload(url, d!.api_key, three),
+      upload(url, e!.api_key, three),
+      upload(url, f!.api_key, Buffer.alloc(2_000_000, 0x66)),
+    ]);
+    expect(rf.status, rf.text).toBe(201);
+    for (const r of [rc, rd, re]) {
+      expect(r.status, r.text).toBe(503);
+      expect(r.body.success).toBe(false);
+      expect(r.body.error).toMatchObject({ code: 'admission_unavailable', type: 'service_error', retryable: true, details: { reason: 'uploads_in_flight' } });
+      expect(r.body.error).not.toHaveProperty('param');
+      expect(r.headers.get('retry-after')).toBe('2');
+      // Nothing about other organizations' uploads.
+      expect(r.text).not.toMatch(/8000000|4000000|slow\.bin/);
+    }
+    // Without Content-Length an upload counts as the largest file: refused before its body ends.
+    const chunked = openUpload(url, c!.api_key);
+    expect(await until(async () => chunked.answeredEarly(), 20_000, 50)).toBe(503);
+    expect(await chunked.finish()).toBe(503);
+    // An organization past its own limit is told that (429), not the process's bound.
+    const own = await upload(url, a!.api_key, three);
+    expect(own.status, own.text).toBe(429);
+    expect(own.body.error.code).toBe('organization_concurrency_limit');
+    // The refused organizations stored nothing.
+    const stored = await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = ANY($1)', [[c!.org_id, d!.org_id, e!.org_id]]);
+    expect(stored.rows[0].n).toBe(0);
+    // One held upload finishes, the other's client drops its connection mid-body: both give back
+    // their bytes, so the largest upload (all 10 MiB) is then let in, as are the dropped
+    // organization's next upload and one without Content-Length.
+    expect(heldA.answeredEarly()).toBeUndefined();
+    expect(heldB.answeredEarly()).toBeUndefined();
+    expect(await heldA.finish()).toBe(201);
+    heldB.abort();
+    await until(async () => (await upload(url, c!.api_key, Buffer.alloc(10 * MIB, 0x63))).status === 201, 20_000, 100);
+    expect((await upload(url, b!.api_key, Buffer.from('after the drop'))).status).toBe(201);
+    expect(await openUpload(url, d!.api_key).finish()).toBe(201);
+    const after = await db().query('SELECT org_id, size::int AS size FROM files WHERE org_id = ANY($1) ORDER BY size', [[a!.org_id, b!.org_id, c!.org_id, d!.org_id, e!.org_id]]);
+    expect(after.rows.map((r) => [r.org_id, r.size])).toEqual([
+      [b!.org_id, 14],
+      [d!.org_id, 1034],
+      [a!.org_id, 4_000_000],
+      [c!.org_id, 10 * MIB],
+    ]);
   }, 120_000);
 
   it('svc_get_run waits of one organization are bounded per API process: one more fails at once with organization_concurrency_limit; another organization still waits', async () => {

@@ -11,6 +11,7 @@ import { FileResponse } from '../../../shared/openapi/schemas.ts';
 import { BEARER, errors, named, rawBody } from '../../../shared/openapi/document.ts';
 import type { Config } from '../../../shared/config.ts';
 import { OrgSlots } from '../services/org-slots.ts';
+import { ByteBudget } from '../services/byte-budget.ts';
 
 export const MAX_FILE_NAME_CHARS = 160;
 
@@ -112,13 +113,28 @@ const FileNameHeader = z
   })
   .describe(`URI-encoded file name, at most ${MAX_FILE_NAME_CHARS} characters once decoded; no path separators or control characters`);
 
-type FilesConfig = Pick<Config, 'FILES_MAX_BYTES_PER_ORG' | 'FILES_MAX_PER_ORG' | 'FILES_UPLOADS_PER_ORG'>;
+type FilesConfig = Pick<Config, 'FILES_MAX_BYTES_PER_ORG' | 'FILES_MAX_PER_ORG' | 'FILES_UPLOADS_PER_ORG' | 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES'>;
+
+/**
+ * What an upload takes of the process's budget before its body is read: its declared length (Node
+ * delivers exactly that many bytes), or the largest file when it declares none (chunked). One that
+ * declares more than the largest file takes nothing: it is refused 413 unread.
+ */
+function bytesToReserve(headers: IncomingMessage['headers']): number {
+  const raw = headers['content-length'];
+  const declared = Number(raw);
+  if (raw === undefined || headers['transfer-encoding'] !== undefined || !Number.isSafeInteger(declared) || declared < 0) return MAX_FILE_BYTES;
+  return declared > MAX_FILE_BYTES ? 0 : declared;
+}
 
 export default async function filesRoutes(app: FastifyInstance, opts: { config: FilesConfig }) {
   const quota = { maxBytes: opts.config.FILES_MAX_BYTES_PER_ORG, maxFiles: opts.config.FILES_MAX_PER_ORG };
   // Uploads of each organization being received by this process: each holds its bytes in memory
   // (up to 10 MB) until stored.
   const inFlight = new OrgSlots(opts.config.FILES_UPLOADS_PER_ORG);
+  // ...and of all organizations together, in bytes: the per-organization bound times the number of
+  // organizations is no bound on the process's memory.
+  const inFlightBytes = new ByteBudget(opts.config.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES);
   // This scope's own wording for a wrong body type; everything else goes to the central handler.
   app.setErrorHandler((err: FastifyError) => {
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
@@ -149,7 +165,11 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       chunks.push(chunk);
     });
     payload.on('end', () => {
-      if (!failed) done(null, Buffer.concat(chunks, size));
+      if (failed) return;
+      const body = Buffer.concat(chunks, size);
+      // The listener's closure lives as long as the request: let the chunks go, not hold the bytes twice.
+      chunks.length = 0;
+      done(null, body);
     });
     payload.on('error', (err) => {
       if (!failed) done(err);
@@ -175,7 +195,7 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       tags: ['Files'],
       security: BEARER,
       description:
-        'Raw bytes as application/octet-stream, up to 10 MB; the name in X-File-Name. The file is private to the organization and expires after 30 days; use its id in attachments[].id. An organization keeps at most FILES_MAX_BYTES_PER_ORG bytes (1 GiB) in at most FILES_MAX_PER_ORG files (1000) at once (429 file_storage_limit) and sends at most FILES_UPLOADS_PER_ORG uploads at once to one API process (4; 429 organization_concurrency_limit).',
+        'Raw bytes as application/octet-stream, up to 10 MB; the name in X-File-Name. The file is private to the organization and expires after 30 days; use its id in attachments[].id. An organization keeps at most FILES_MAX_BYTES_PER_ORG bytes (1 GiB) in at most FILES_MAX_PER_ORG files (1000) at once (429 file_storage_limit) and sends at most FILES_UPLOADS_PER_ORG uploads at once to one API process (4; 429 organization_concurrency_limit). An API process receives at most FILES_UPLOADS_IN_FLIGHT_MAX_BYTES (64 MiB) of uploads of all organizations at once, counting Content-Length or 10 MB without one; past it, 503 admission_unavailable with Retry-After, before the body is read.',
       headers: z.looseObject({ 'x-file-name': FileNameHeader }),
       response: { 201: named('FileResponse', FileResponse) },
       // 408: a body not received whole within REQUEST_TIMEOUT_MS (apps/api/plugins/errors.ts), which
@@ -185,16 +205,31 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
     },
     // Authenticate before the body is read: anonymous uploads are refused without taking them in.
     onRequest: app.authenticate,
-    // A bad name, and an upload past the organization's in-flight limit, are refused before the body is read.
+    // A bad name, an upload past the organization's in-flight limit, and one past the process's
+    // in-flight bytes are refused before the body is read. The organization's limit is checked
+    // first: an organization alone past its own limit is told so (429), whatever others send.
     preParsing: async (request, reply) => {
       fileNameOf(request.headers['x-file-name']);
-      const release = inFlight.take(request.auth!.orgId);
-      if (!release) {
+      const releaseSlot = inFlight.take(request.auth!.orgId);
+      if (!releaseSlot) {
         throw new ServiceError('organization_concurrency_limit', `The organization has ${opts.config.FILES_UPLOADS_PER_ORG} uploads in progress; send this one when one of them has finished`, {
           headers: { 'retry-after': '1' },
           details: { uploads_in_flight: opts.config.FILES_UPLOADS_PER_ORG },
         });
       }
+      const releaseBytes = inFlightBytes.take(bytesToReserve(request.headers));
+      if (!releaseBytes) {
+        releaseSlot();
+        // Nothing about what others send: only that this process is receiving as much as it takes.
+        throw new ServiceError('admission_unavailable', 'This server is receiving as many uploads as it can hold at once; send this one again after Retry-After', {
+          headers: { 'retry-after': '2' },
+          details: { reason: 'uploads_in_flight' },
+        });
+      }
+      const release = () => {
+        releaseSlot();
+        releaseBytes();
+      };
       // Held until the answer is written or the connection goes (an upload cut off mid-body).
       reply.raw.once('close', release);
       reply.raw.once('finish', release);
