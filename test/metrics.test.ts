@@ -376,10 +376,10 @@ describe('liveness and readiness', () => {
 
   // An API process of its own whose PostgreSQL goes through a proxy holding the dependency check's
   // `SELECT 1` back (a slow or hung database for that statement alone; it takes no lock a test could hold).
-  async function apiBehindProxy() {
+  async function apiBehindProxy(env: Record<string, string> = {}) {
     const s = stack();
     const proxy = await startPgProxy(s.databaseUrl, (sql) => sql === 'SELECT 1');
-    const p = await startApiProcess({ databaseUrl: proxy.url, temporalAddress: s.temporalAddress, hostMap: s.hostMap, taskQueue: s.taskQueue, env: { WQS_SKIP_MIGRATIONS: '1' } });
+    const p = await startApiProcess({ databaseUrl: proxy.url, temporalAddress: s.temporalAddress, hostMap: s.hostMap, taskQueue: s.taskQueue, env: { WQS_SKIP_MIGRATIONS: '1', ...env } });
     return { proxy, p, b: String(p.started.url) };
   }
 
@@ -421,6 +421,29 @@ describe('liveness and readiness', () => {
       expect(proxy.matched() - before).toBe(2);
     } finally {
       await p.kill();
+      await proxy.close();
+    }
+  }, 120_000);
+
+  it('/readyz reads draining after the shared check: a drain that began while the check ran shows in its answer', async () => {
+    const { proxy, p, b } = await apiBehindProxy({ DRAIN_DELAY_MS: '12000' });
+    try {
+      expect((await call('GET', '/readyz', { baseUrl: b })).status).toBe(200);
+      proxy.hold();
+      let ready;
+      try {
+        ready = call('GET', '/readyz', { baseUrl: b });
+        await until(async () => proxy.held() >= 1, 1_000, 10);
+        p.proc.kill('SIGTERM'); // draining from now on, while the check is in flight
+        await new Promise((r) => setTimeout(r, 300));
+      } finally {
+        proxy.release();
+      }
+      const r = await ready;
+      expect(r.status, r.text).toBe(503);
+      expect(r.body).toMatchObject({ status: 'degraded', checks: { postgres: { status: 'ok' }, temporal: { status: 'ok' }, draining: true } });
+    } finally {
+      await p.kill('SIGKILL');
       await proxy.close();
     }
   }, 120_000);
