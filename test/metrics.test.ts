@@ -4,6 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../shared/infra/free-port.ts';
 import { startApiProcess, startWorkerProcess, type ServiceProcess } from './helpers/processes.ts';
+import { startPgProxy } from './helpers/pg-proxy.ts';
+import { DEPENDENCY_CHECK_TIMEOUT_MS } from '../apps/api/routes/probes.ts';
 import { call, closeDb, db, demo, ledgerOf, newOrg, ownPair, query, stack, until } from './helpers/stack.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
@@ -369,6 +371,114 @@ describe('liveness and readiness', () => {
       expect(await exited).toBe(0);
     } finally {
       await draining.kill('SIGKILL');
+    }
+  }, 120_000);
+
+  // An API process of its own whose PostgreSQL goes through a proxy holding the dependency check's
+  // `SELECT 1` back (a slow or hung database for that statement alone; it takes no lock a test could hold).
+  async function apiBehindProxy(env: Record<string, string> = {}) {
+    const s = stack();
+    const proxy = await startPgProxy(s.databaseUrl, (sql) => sql === 'SELECT 1');
+    const p = await startApiProcess({ databaseUrl: proxy.url, temporalAddress: s.temporalAddress, hostMap: s.hostMap, taskQueue: s.taskQueue, env: { WQS_SKIP_MIGRATIONS: '1', ...env } });
+    return { proxy, p, b: String(p.started.url) };
+  }
+
+  it("probes at once share one dependency check: anonymous /health and /readyz cannot take the pool every organization's requests need", async () => {
+    const org = await newOrg(1);
+    const { proxy, p, b } = await apiBehindProxy();
+    try {
+      expect((await call('GET', '/health', { baseUrl: b })).status).toBe(200);
+      const before = proxy.matched();
+      proxy.hold();
+      const probes = Promise.all(Array.from({ length: 80 }, (_, i) => call('GET', i % 2 ? '/readyz' : '/health', { baseUrl: b }).then((r) => ({ path: i % 2 ? '/readyz' : '/health', ...r }))));
+      let keyed;
+      let keyedMs = 0;
+      try {
+        await until(async () => proxy.held() >= 1, 10_000, 20);
+        await new Promise((r) => setTimeout(r, 400)); // time for any further checks to be sent
+        // One check in flight for the whole process (each held one would be a pool connection taken).
+        expect(proxy.held()).toBe(1);
+        const started = Date.now();
+        keyed = await call('GET', '/v1/auth', { key: org.api_key, baseUrl: b });
+        keyedMs = Date.now() - started;
+        expect(proxy.held()).toBe(1);
+      } finally {
+        proxy.release();
+      }
+      // Meanwhile an organization's request got a connection at once.
+      expect(keyed.status, keyed.text).toBe(200);
+      expect(keyedMs).toBeLessThan(1_000);
+      // Every probe then answers from that one check, in its own shape.
+      for (const r of await probes) {
+        expect(r.status, r.text).toBe(200);
+        expect(r.body).toMatchObject({ status: 'ok', service: 'workflow-query-service', checks: { postgres: { status: 'ok' }, temporal: { status: 'ok' } } });
+        expect(Object.keys(r.body.checks)).toEqual(r.path === '/readyz' ? ['postgres', 'temporal', 'draining', 'duration_ms'] : ['postgres', 'temporal', 'duration_ms']);
+        if (r.path === '/readyz') expect(r.body.checks.draining).toBe(false);
+      }
+      expect(proxy.matched() - before).toBe(1);
+      // Settled, the next probe checks afresh (no result is kept beyond its check).
+      expect((await call('GET', '/health', { baseUrl: b })).status).toBe(200);
+      expect(proxy.matched() - before).toBe(2);
+    } finally {
+      await p.kill();
+      await proxy.close();
+    }
+  }, 120_000);
+
+  it('/readyz reads draining after the shared check: a drain that began while the check ran shows in its answer', async () => {
+    const { proxy, p, b } = await apiBehindProxy({ DRAIN_DELAY_MS: '12000' });
+    try {
+      expect((await call('GET', '/readyz', { baseUrl: b })).status).toBe(200);
+      proxy.hold();
+      let ready;
+      try {
+        ready = call('GET', '/readyz', { baseUrl: b });
+        await until(async () => proxy.held() >= 1, 1_000, 10);
+        p.proc.kill('SIGTERM'); // draining from now on, while the check is in flight
+        await new Promise((r) => setTimeout(r, 300));
+      } finally {
+        proxy.release();
+      }
+      const r = await ready;
+      expect(r.status, r.text).toBe(503);
+      expect(r.body).toMatchObject({ status: 'degraded', checks: { postgres: { status: 'ok' }, temporal: { status: 'ok' }, draining: true } });
+    } finally {
+      await p.kill('SIGKILL');
+      await proxy.close();
+    }
+  }, 120_000);
+
+  it('a hung PostgreSQL: /health and /readyz answer 503 (postgres down) once the check times out, one check at a time, and keyed requests go on', async () => {
+    const org = await newOrg(1);
+    const { proxy, p, b } = await apiBehindProxy();
+    try {
+      expect((await call('GET', '/readyz', { baseUrl: b })).status).toBe(200);
+      proxy.hold(); // never released: the check's statement never reaches PostgreSQL
+      let most = 0;
+      const watch = setInterval(() => (most = Math.max(most, proxy.held())), 20);
+      try {
+        for (let round = 0; round < 2; round++) {
+          const started = Date.now();
+          const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => call('GET', i % 2 ? '/readyz' : '/health', { baseUrl: b })));
+          expect(Date.now() - started).toBeLessThan(DEPENDENCY_CHECK_TIMEOUT_MS + 1_500);
+          for (const [i, r] of answers.entries()) {
+            expect(r.status, r.text).toBe(503);
+            expect(r.body).toMatchObject({ status: 'degraded', checks: { postgres: { status: 'down' }, temporal: { status: 'ok' }, ...(i % 2 ? { draining: false } : {}) } });
+          }
+          const keyed = await call('GET', '/v1/auth', { key: org.api_key, baseUrl: b });
+          expect(keyed.status, keyed.text).toBe(200);
+        }
+        // The timed-out check's connection is given up, not left holding a slot of the pool.
+        await until(async () => proxy.held() === 0, 5_000, 20);
+      } finally {
+        clearInterval(watch);
+        proxy.release();
+      }
+      expect(most).toBe(1);
+      expect((await call('GET', '/health', { baseUrl: b })).status).toBe(200);
+    } finally {
+      await p.kill();
+      await proxy.close();
     }
   }, 120_000);
 

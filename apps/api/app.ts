@@ -13,6 +13,7 @@ import authPlugin from './plugins/auth.ts';
 import ssePlugin from './plugins/sse.ts';
 import metricsPlugin from './plugins/metrics.ts';
 import rootRoutes from './routes/root.ts';
+import { dependencyCheck } from './routes/probes.ts';
 import queryRoutes from './routes/query.ts';
 import requestRoutes from './routes/requests.ts';
 import catalogRoutes from './routes/catalog.ts';
@@ -105,13 +106,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(jsonBodyPlugin);
   await app.register(authPlugin, { orgRate: { perSecond: deps.config.ORG_REQUESTS_PER_SECOND, burst: deps.config.ORG_REQUEST_BURST } });
   const startedAt = Date.now();
-  await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt, temporalHealthy: deps.temporalHealthy });
+  // One dependency check in flight at a time, shared by GET /health and GET /readyz (routes/probes.ts).
+  const dependencies = dependencyCheck(deps.db, deps.temporalHealthy);
+  await app.register(rootRoutes, { version: SERVICE_VERSION, startedAt, dependencies });
   // Draining: set by server.ts before close, so /readyz turns 503 while requests are still served.
   const lifecycle = { draining: false };
   app.decorate('markDraining', () => {
     lifecycle.draining = true;
   });
-  await app.register(import('./routes/probes.ts'), { startedAt, temporalHealthy: deps.temporalHealthy, lifecycle });
+  await app.register(import('./routes/probes.ts'), { startedAt, dependencies, lifecycle });
   if (deps.config.METRICS_ENABLED) await app.register(import('./routes/metrics.ts'));
   await app.register(ssePlugin);
   await app.register(queryRoutes, { queries });

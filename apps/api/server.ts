@@ -7,6 +7,7 @@ import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
 import { createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { startTracing } from '../../shared/telemetry/tracing.ts';
 import { buildApp } from './app.ts';
+import { DEPENDENCY_CHECK_TIMEOUT_MS } from './routes/probes.ts';
 
 export interface RunningApi {
   app: FastifyInstance;
@@ -41,9 +42,10 @@ export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL
   let client: Client | undefined;
   const interceptors = tracing && { workflow: tracing.workflowClientInterceptors }; // the workflow start span
   const temporal = async () => (client ??= new Client({ connection: await connect(), namespace: config.TEMPORAL_NAMESPACE, dataConverter, interceptors }));
+  // The health RPC has a deadline of its own (a hung Temporal must not hold GET /health and /readyz).
   const temporalHealthy = async () => {
     const c = await connect();
-    const res = await c.healthService.check({});
+    const res = await c.withDeadline(Date.now() + DEPENDENCY_CHECK_TIMEOUT_MS, () => c.healthService.check({}));
     return res.status === 1; // SERVING
   };
   let url = config.PUBLIC_BASE_URL ?? '';

@@ -5,12 +5,12 @@ import { z } from 'zod';
 import { ERRORS, ERROR_GUIDE_PATH, type ErrorCode } from '../../../shared/errors.ts';
 import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
 import { AuthResponse, ErrorGuideResponse, HealthEnvelope, ServiceInfo } from '../../../shared/openapi/schemas.ts';
-import { readiness } from './probes.ts';
+import { readiness, type Dependencies } from './probes.ts';
 import { escapeHtml } from '../../../shared/format/html.ts';
 
 const Html = z.string().describe('an HTML page');
 
-export default async function rootRoutes(fastify: FastifyInstance, opts: { version: string; startedAt: number; temporalHealthy: () => Promise<boolean> }) {
+export default async function rootRoutes(fastify: FastifyInstance, opts: { version: string; startedAt: number; dependencies: () => Promise<Dependencies> }) {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const service = { tags: ['Service'], security: [] };
   app.get('/', { schema: { operationId: 'serviceDiscovery', summary: 'Service discovery', ...service, response: { 200: ServiceInfo }, ...errors(429) } }, async () => {
@@ -44,7 +44,7 @@ export default async function rootRoutes(fastify: FastifyInstance, opts: { versi
       },
     },
     async (_request, reply) => {
-      const { ok, body } = await readiness(app.db, opts.temporalHealthy, opts.startedAt);
+      const { ok, body } = await readiness(opts.dependencies, opts.startedAt);
       return reply.code(ok ? 200 : 503).header('cache-control', 'no-store').send(body);
     },
   );
