@@ -376,9 +376,9 @@ describe('liveness and readiness', () => {
 
   // An API process of its own whose PostgreSQL goes through a proxy holding the dependency check's
   // `SELECT 1` back (a slow or hung database for that statement alone; it takes no lock a test could hold).
-  async function apiBehindProxy(env: Record<string, string> = {}) {
+  async function apiBehindProxy(env: Record<string, string> = {}, matches: (sql: string) => boolean = (sql) => sql === 'SELECT 1') {
     const s = stack();
-    const proxy = await startPgProxy(s.databaseUrl, (sql) => sql === 'SELECT 1');
+    const proxy = await startPgProxy(s.databaseUrl, matches);
     const p = await startApiProcess({ databaseUrl: proxy.url, temporalAddress: s.temporalAddress, hostMap: s.hostMap, taskQueue: s.taskQueue, env: { WQS_SKIP_MIGRATIONS: '1', ...env } });
     return { proxy, p, b: String(p.started.url) };
   }
@@ -419,6 +419,36 @@ describe('liveness and readiness', () => {
       // Settled, the next probe checks afresh (no result is kept beyond its check).
       expect((await call('GET', '/health', { baseUrl: b })).status).toBe(200);
       expect(proxy.matched() - before).toBe(2);
+    } finally {
+      await p.kill();
+      await proxy.close();
+    }
+  }, 120_000);
+
+  it('GET / at once shares one count of the public workflows: anonymous discovery cannot take the pool either', async () => {
+    const org = await newOrg(1);
+    const { proxy, p, b } = await apiBehindProxy({}, (sql) => sql.includes('count(*)::int AS n FROM apis'));
+    try {
+      const first = await call('GET', '/', { baseUrl: b });
+      expect(first.status).toBe(200);
+      const before = proxy.matched();
+      proxy.hold();
+      const answers = Promise.all(Array.from({ length: 40 }, () => call('GET', '/', { baseUrl: b })));
+      let keyed;
+      try {
+        await until(async () => proxy.held() >= 1, 10_000, 20);
+        await new Promise((r) => setTimeout(r, 400)); // time for any further reads to be sent
+        expect(proxy.held()).toBe(1);
+        keyed = await call('GET', '/v1/auth', { key: org.api_key, baseUrl: b });
+      } finally {
+        proxy.release();
+      }
+      expect(keyed.status, keyed.text).toBe(200);
+      for (const r of await answers) {
+        expect(r.status, r.text).toBe(200);
+        expect(r.body.data.registered_providers).toBe(first.body.data.registered_providers);
+      }
+      expect(proxy.matched() - before).toBe(1);
     } finally {
       await p.kill();
       await proxy.close();

@@ -13,8 +13,23 @@ const Html = z.string().describe('an HTML page');
 export default async function rootRoutes(fastify: FastifyInstance, opts: { version: string; startedAt: number; dependencies: () => Promise<Dependencies> }) {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const service = { tags: ['Service'], security: [] };
+  // The count of public workflows, shared by the requests that arrive while it is read: GET / needs
+  // no key, and each anonymous request reading its own could take every connection of the pool
+  // organizations' requests use (as /health's check could: routes/probes.ts). The next request
+  // after it settled reads afresh.
+  let counting: Promise<number> | null = null;
+  const publicWorkflows = () =>
+    (counting ??= app.db
+      .query<{ n: number }>(`SELECT count(*)::int AS n FROM apis WHERE visibility = 'public' AND status = 'active'`)
+      .then(
+        (r) => r.rows[0]?.n ?? 0,
+        () => 0,
+      )
+      .finally(() => {
+        counting = null;
+      }));
   app.get('/', { schema: { operationId: 'serviceDiscovery', summary: 'Service discovery', ...service, response: { 200: ServiceInfo }, ...errors(429) } }, async () => {
-    const r = await app.db.query(`SELECT count(*)::int AS n FROM apis WHERE visibility = 'public' AND status = 'active'`).catch(() => null);
+    const registered = await publicWorkflows();
     return {
       success: true as const,
       data: {
@@ -23,7 +38,7 @@ export default async function rootRoutes(fastify: FastifyInstance, opts: { versi
         product: 'Workflow Query Service',
         status: 'ok',
         build_available: false,
-        registered_providers: r?.rows[0]?.n ?? 0,
+        registered_providers: registered,
         endpoint: '/v1/query' as const,
         documentation: { openapi: '/openapi.json', errors: ERROR_GUIDE_PATH },
       },
