@@ -7,6 +7,7 @@ import fp from 'fastify-plugin';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { ERRORS } from '../../../shared/errors.ts';
 import type { Db } from '../../../shared/db/pool.ts';
+import { singleFlight } from '../../../shared/single-flight.ts';
 
 /** 1 ms to the 170 s query deadline (and a little beyond it, for settlement). */
 export const LATENCY_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180];
@@ -60,21 +61,18 @@ export class ApiMetrics {
     // every organization's requests use (40 scrapes of a slow read held all 20 connections). One read serves both gauges of a scrape, so the success flag is this scrape's:
     // read apart, it was collected before the figures and showed the previous scrape's outcome.
     type Totals = Record<'granted' | 'available' | 'reserved' | 'charged', string>;
-    let reading: Promise<Totals | null> | null = null;
-    const totals = () =>
-      (reading ??= db
+    const totals = singleFlight(() =>
+      db
         .query<Totals>(
           `SELECT coalesce(sum(granted), 0)::text AS granted, coalesce(sum(available), 0)::text AS available,
                   coalesce(sum(reserved), 0)::text AS reserved, coalesce(sum(charged), 0)::text AS charged
              FROM credit_balances`,
         )
         .then(
-          (r) => r.rows[0]!,
+          (r): Totals | null => r.rows[0]!,
           () => null,
-        )
-        .finally(() => {
-          reading = null;
-        }));
+        ),
+    );
     new Gauge({
       name: 'wqs_credits_scrape_success',
       help: '1 when the credit figures below were read at this scrape, 0 when PostgreSQL did not answer',

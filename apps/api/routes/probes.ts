@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { QueryConfig } from 'pg';
 import type { Db } from '../../../shared/db/pool.ts';
 import { HealthEnvelope } from '../../../shared/openapi/schemas.ts';
+import { singleFlight } from '../../../shared/single-flight.ts';
 
 type Check = { status: 'ok' | 'down' };
 export type Dependencies = { postgres: Check; temporal: Check; duration_ms: number };
@@ -41,8 +42,7 @@ function within<T>(p: Promise<T>, ms: number): Promise<T> {
  * bounded here as well.
  */
 export function dependencyCheck(db: Db, temporalHealthy: () => Promise<boolean>, timeoutMs = DEPENDENCY_CHECK_TIMEOUT_MS): () => Promise<Dependencies> {
-  let inFlight: Promise<Dependencies> | null = null;
-  const run = async (): Promise<Dependencies> => {
+  return singleFlight(async (): Promise<Dependencies> => {
     const started = Date.now();
     const [postgres, temporal] = await Promise.all([
       within(db.query({ text: 'SELECT 1', query_timeout: timeoutMs } as QueryConfig), timeoutMs)
@@ -53,11 +53,7 @@ export function dependencyCheck(db: Db, temporalHealthy: () => Promise<boolean>,
         .catch((): Check => ({ status: 'down' })),
     ]);
     return { postgres, temporal, duration_ms: Date.now() - started };
-  };
-  return () =>
-    (inFlight ??= run().finally(() => {
-      inFlight = null;
-    }));
+  });
 }
 
 /**

@@ -7,6 +7,7 @@ import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
 import { AuthResponse, ErrorGuideResponse, HealthEnvelope, ServiceInfo } from '../../../shared/openapi/schemas.ts';
 import { readiness, type Dependencies } from './probes.ts';
 import { escapeHtml } from '../../../shared/format/html.ts';
+import { singleFlight } from '../../../shared/single-flight.ts';
 
 const Html = z.string().describe('an HTML page');
 
@@ -17,17 +18,12 @@ export default async function rootRoutes(fastify: FastifyInstance, opts: { versi
   // no key, and each anonymous request reading its own could take every connection of the pool
   // organizations' requests use (as /health's check could: routes/probes.ts). The next request
   // after it settled reads afresh.
-  let counting: Promise<number> | null = null;
-  const publicWorkflows = () =>
-    (counting ??= app.db
-      .query<{ n: number }>(`SELECT count(*)::int AS n FROM apis WHERE visibility = 'public' AND status = 'active'`)
-      .then(
-        (r) => r.rows[0]?.n ?? 0,
-        () => 0,
-      )
-      .finally(() => {
-        counting = null;
-      }));
+  const publicWorkflows = singleFlight(() =>
+    app.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM apis WHERE visibility = 'public' AND status = 'active'`).then(
+      (r) => r.rows[0]?.n ?? 0,
+      () => 0,
+    ),
+  );
   app.get('/', { schema: { operationId: 'serviceDiscovery', summary: 'Service discovery', ...service, response: { 200: ServiceInfo }, ...errors(429) } }, async () => {
     const registered = await publicWorkflows();
     return {
