@@ -54,6 +54,19 @@ export async function needSession(request: FastifyRequest, reply: FastifyReply) 
   if (!request.consoleSession) return reply.redirect('/console/sign-in', 303);
 }
 
+/**
+ * needSession for a page a link leads to (an invitation's, an access error's add_url): signed out,
+ * sign in first and come back here when `returnable` accepts this URL (sign-in's `next` accepts
+ * only the same shapes: pages/auth.ts).
+ */
+export function needSessionOrSignIn(returnable: (url: string) => unknown) {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    if (request.consoleSession) return;
+    const next = returnable(request.url) ? `?next=${encodeURIComponent(request.url)}` : '';
+    return reply.redirect(`/console/sign-in${next}`, 303);
+  };
+}
+
 /** preHandler after needSession: Owners and Administrators only; a Member gets the 403 page. */
 export async function needManager(request: FastifyRequest) {
   const s = request.consoleSession;

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { addConnection, addConnectionLink, ConnectionError, listConnections, loadKeyring, revokeConnection, type Keyring } from '../../../../shared/db/connections.ts';
 import { MIN_SECRET_LENGTH } from '../../../../shared/secrets.ts';
-import { needManager, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
+import { needManager, needSession, needSessionOrSignIn, notFound, sessionOf, type ConsoleContext } from '../context.ts';
 
 const AddForm = z.object({
   _csrf: z.string(),
@@ -48,12 +48,7 @@ export default async function connectionPages(app: FastifyInstance, ctx: Console
 
   // The link an access error gives a caller (`details.access[].add_url`): the form filled in with the
   // kind, name and site the workflow asked for. Signed out, sign in first and come back here.
-  async function needSessionOrSignIn(request: FastifyRequest, reply: FastifyReply) {
-    if (request.consoleSession) return;
-    const next = addConnectionLink(request.url) ? `?next=${encodeURIComponent(request.url)}` : '';
-    return reply.redirect(`/console/sign-in${next}`, 303);
-  }
-  app.get('/console/connections/new', { schema: { hide: true }, preHandler: [needSessionOrSignIn, needManager] }, async (request, reply) => {
+  app.get('/console/connections/new', { schema: { hide: true }, preHandler: [needSessionOrSignIn(addConnectionLink), needManager] }, async (request, reply) => {
     const asked = addConnectionLink(request.url);
     return page(request, reply, asked ?? { kind: 'account', name: '', site: '' }, null);
   });

@@ -4,11 +4,11 @@
 // page below, its secret posted back with the answer), since anyone may have signed up with an
 // address. An invitation addressed to someone else, already answered, expired, void, or asked for
 // with a wrong or missing secret is the same 404 page: ids are looked up with the user's email.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { acceptInvitation, declineInvitation, INVITATION_ID_RE, LINK_TOKEN_RE, linkInvitation } from '../../../../shared/accounts/invitations.ts';
 import { AccountError } from '../../../../shared/accounts/users.ts';
-import { ConsolePageError, needSession, sessionOf, type ConsoleContext } from '../context.ts';
+import { ConsolePageError, needSession, needSessionOrSignIn, sessionOf, type ConsoleContext } from '../context.ts';
 
 const AnswerForm = z.object({ _csrf: z.string(), token: z.string().max(100).optional() });
 
@@ -23,16 +23,10 @@ const noInvitation = () =>
 export default async function invitationPages(app: FastifyInstance, ctx: ConsoleContext) {
   const guard = { schema: { hide: true }, preHandler: needSession };
 
-  // The link, signed out: sign in first, then back here (sign-in accepts only this exact shape).
-  async function needSessionOrSignIn(request: FastifyRequest, reply: FastifyReply) {
-    if (request.consoleSession) return;
-    const next = isInvitationLink(request.url) ? `?next=${encodeURIComponent(request.url)}` : '';
-    return reply.redirect(`/console/sign-in${next}`, 303);
-  }
-
   app.get<{ Params: { invitation_id: string }; Querystring: { token?: string } }>(
     '/console/invitations/:invitation_id',
-    { schema: { hide: true }, preHandler: needSessionOrSignIn },
+    // The link, signed out: sign in first, then back here (sign-in accepts only this exact shape).
+    { schema: { hide: true }, preHandler: needSessionOrSignIn(isInvitationLink) },
     async (request, reply) => {
       const s = sessionOf(request);
       const { invitation_id: id } = request.params;
