@@ -209,15 +209,12 @@ export class HttpCookies implements RunCookies {
     if (live.length <= COOKIE_LIMITS.perSite) return;
     // Least recently used first; of those set at the same moment, the one set first.
     live.sort((a, b) => accessed(a) - accessed(b) || a.creationIndex - b.creationIndex);
+    const sites = live.map((c) => registrableDomain(c.domain ?? ''));
     const perSite = new Map<string, number>();
-    const siteOfCookie = (c: Cookie) => registrableDomain(c.domain ?? '');
-    for (const c of live) {
-      const site = siteOfCookie(c);
-      perSite.set(site, (perSite.get(site) ?? 0) + 1);
-    }
+    for (const site of sites) perSite.set(site, (perSite.get(site) ?? 0) + 1);
     const kept: Cookie[] = [];
-    for (const c of live) {
-      const site = siteOfCookie(c);
+    for (const [i, c] of live.entries()) {
+      const site = sites[i]!;
       const n = perSite.get(site)!;
       if (n > COOKIE_LIMITS.perSite) {
         perSite.set(site, n - 1);

@@ -21,7 +21,7 @@ import type { AccessRequirement } from '../catalog/types.ts';
 import type { Config } from '../config.ts';
 import { tx, type Db, type DbClient } from './pool.ts';
 import { ServiceError } from '../errors.ts';
-import { MIN_SECRET_LENGTH } from '../secrets.ts';
+import { MIN_SECRET_LENGTH, isProtectableSecret } from '../secrets.ts';
 
 export type ConnectionKind = AccessRequirement['kind'];
 export type ConnectionStatus = 'active' | 'needs_reauth' | 'revoked';
@@ -393,12 +393,13 @@ export async function loadSecrets(db: Db | DbClient, ring: Keyring, orgId: strin
   if (items.some((i) => i.status !== 'connected')) return { ok: false, items };
   const secrets: Record<string, string> = {};
   const sites: Record<string, string> = {};
-  const tooShort = new Set<number>();
+  /** Requirement index → row id of the connections stored before the minimum secret length. */
+  const tooShort = new Map<number, string>();
   reqs.forEach((q, i) => {
     const row = rows.get(reqKey(q.kind, q.name, normSite(q.site)))!;
     const secret = decrypt(ring, row as any);
     // Stored before the minimum: redaction could not protect it, so it is never run with (fails closed).
-    if (Object.values(secret).some((v) => v.length < MIN_SECRET_LENGTH)) tooShort.add(i);
+    if (!Object.values(secret).every(isProtectableSecret)) tooShort.set(i, row.id as string);
     const flat = flattenSecrets(q, secret);
     Object.assign(secrets, flat);
     for (const name of Object.keys(flat)) sites[name] = normSite(q.site);
@@ -406,8 +407,7 @@ export async function loadSecrets(db: Db | DbClient, ring: Keyring, orgId: strin
   if (tooShort.size > 0) {
     // The row says so too, only from active (never over a revoke): the console shows it must be
     // added again, and the API refuses the next query before reserving anything.
-    const ids = [...tooShort].map((i) => rows.get(reqKey(reqs[i]!.kind, reqs[i]!.name, normSite(reqs[i]!.site)))!.id as string);
-    await db.query(`UPDATE connections SET status = 'needs_reauth', updated_at = now() WHERE id = ANY($1::text[]) AND org_id = $2 AND status = 'active'`, [ids, orgId]);
+    await db.query(`UPDATE connections SET status = 'needs_reauth', updated_at = now() WHERE id = ANY($1::text[]) AND org_id = $2 AND status = 'active'`, [[...tooShort.values()], orgId]);
     return { ok: false, reason: 'secret_too_short', items: items.map((it, i) => (tooShort.has(i) ? { ...it, status: 'needs_reauth' as const } : it)) };
   }
   return { ok: true, secrets, sites };
