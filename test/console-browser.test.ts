@@ -85,6 +85,19 @@ describe('console in Chromium', () => {
     // Disconnect: the state moves to revoked.
     await page.getByRole('button', { name: 'Disconnect WEATHER_API_KEY on weather.example.test' }).click();
     expect(await page.getByRole('row').filter({ hasText: 'weather.example.test' }).innerText()).toContain('revoked');
+    // An access error's add_url: the form filled in with what the workflow asked for.
+    await page.goto('/console/connections/new?kind=access_key&name=WEATHER_API_KEY&site=weather.example.test');
+    expect(await page.getByLabel('Kind').inputValue()).toBe('access_key');
+    expect(await page.getByLabel('Name').inputValue()).toBe('WEATHER_API_KEY');
+    expect(await page.getByLabel('Site').inputValue()).toBe('weather.example.test');
+    await look(page, 'connections-new');
+    // A field the server refuses is marked and described by the message.
+    await page.getByLabel('Name').fill('bad name!');
+    await page.getByLabel('Key value').fill('sk-weather-very-secret-1234');
+    await page.getByRole('button', { name: 'Save connection' }).click();
+    await page.getByRole('alert').filter({ hasText: 'Not saved: name must match' }).waitFor();
+    expect(await page.getByLabel('Name').getAttribute('aria-invalid')).toBe('true');
+    await look(page, 'connections-refused');
 
     await page.getByRole('link', { name: 'Members', exact: true }).click();
     await page.getByRole('heading', { level: 1, name: 'Members' }).waitFor();
