@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { changeMember, createUserInOrg } from '../shared/accounts/users.ts';
 import { createKey, createOrg } from '../shared/db/orgs.ts';
 import { terminalJson, terminalText } from '../shared/format/terminal.ts';
 import { call, closeDb, db, newOrg, stack } from './helpers/stack.ts';
@@ -84,6 +85,21 @@ describe('admin key commands', () => {
     const unknown = await admin(['key', 'revoke', '--id', 'key_000000000000000000000000']);
     expect(unknown.code).toBe(1);
     expect(JSON.parse(unknown.stderr.trim()).error).toBe('API key key_000000000000000000000000 not found');
+  });
+
+  it('key list says who created each key: a member (and whether they still are one), an operator, or unknown', async () => {
+    const org = await newOrg(1);
+    const user = await createUserInOrg(db(), { email: `keys-${Date.now()}@example.com`, password: 'correct horse battery staple', orgId: org.org_id, role: 'admin' });
+    const byMember = await createKey(db(), org.org_id, null, { via: 'console', userId: user.user_id, email: user.email });
+    const legacy = await createKey(db(), org.org_id);
+    await db().query('UPDATE api_keys SET created_via = NULL WHERE id = $1', [legacy.key_id]);
+    await changeMember(db(), 'owner', org.org_id, user.user_id, null);
+    const list = await admin(['key', 'list', '--org', org.org_id]);
+    expect(list.code, list.stderr).toBe(0);
+    const keys = new Map((JSON.parse(list.stdout).keys as Array<{ key_id: string }>).map((k) => [k.key_id, k]));
+    expect(keys.get(byMember.key_id)).toMatchObject({ created_via: 'console', created_by: user.user_id, created_by_email: user.email, created_by_member: false });
+    expect(keys.get(org.key_id)).toMatchObject({ created_via: 'operator', created_by: null, created_by_email: null });
+    expect(keys.get(legacy.key_id)).toMatchObject({ created_via: null, created_by: null, created_by_email: null });
   });
 
   it('key revoke --key - takes the key from stdin, not the command line; one of --id and --key is required', async () => {

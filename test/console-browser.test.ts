@@ -2,7 +2,8 @@
 // accessible names), each checked with axe-core (no WCAG 2.x A/AA violation) and photographed to
 // .tools/screenshots/. The journey: sign in, create a key and use it over HTTP, see the request and
 // rate it, revoke the key (then the API answers revoked_api_key), add a connection, members,
-// workflows, sign out; a Member meets 403 pages; a missing CSRF token is 403; another
+// workflows, sign out; removing an Administrator who made keys, then revoking those keys from the
+// notice; a Member meets 403 pages; a missing CSRF token is 403; another
 // organization's request is 404; too many failed sign-ins are 429.
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../shared/config.ts';
@@ -154,6 +155,34 @@ describe('console in Chromium', () => {
     await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
     await page.context().close();
   }, 180_000);
+
+  it("an Owner removes an Administrator, is told their keys still work, lists them and revokes them in one step", async () => {
+    const owner = await orgWithUser('owner', 0);
+    const leaver = await signedIn('admin', owner.org.org_id);
+    const made: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const res = await leaver.client.submit('/console/keys', '/console/keys', {});
+      made.push(/id="new-key" class="secret" readonly value="(svc_sk_[A-Za-z0-9]+)"/.exec(res.text)![1]!);
+    }
+    const page = await openPage();
+    await signIn(page, owner.email, owner.password);
+    await page.getByRole('link', { name: 'API keys', exact: true }).click();
+    expect(await page.getByRole('row').filter({ hasText: `${made[0]!.slice(0, 12)}…` }).innerText()).toContain(leaver.email);
+
+    await page.getByRole('link', { name: 'Members', exact: true }).click();
+    await page.getByRole('button', { name: `Remove ${leaver.email}` }).click();
+    await page.getByRole('status').filter({ hasText: `${leaver.email} is no longer a member, but 2 API keys` }).waitFor();
+    await look(page, 'members-removed-keys');
+    await page.getByRole('link', { name: 'See the keys they created' }).click();
+    await page.getByRole('heading', { level: 2, name: `Keys created by removed member (${leaver.email})` }).waitFor();
+    expect(await page.getByLabel('Created by', { exact: true }).inputValue()).toBe(leaver.userId);
+    await look(page, 'api-keys-by-creator');
+    await page.getByRole('button', { name: 'Revoke all 2 keys' }).click();
+    await page.getByText('None of them still works.').waitFor();
+    for (const key of made) expect((await call('GET', '/v1/auth', { key })).body.error.code).toBe('revoked_api_key');
+    expect((await call('GET', '/v1/auth', { key: owner.org.api_key })).status).toBe(200);
+    await page.context().close();
+  }, 120_000);
 
   it('a Member reads requests but meets 403 pages for keys, connections and members', async () => {
     const m = await orgWithUser('member');

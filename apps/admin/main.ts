@@ -19,7 +19,8 @@ import { addConnection, expireConnection, listConnections, loadKeyring, rekeyCon
 const USAGE = `usage:
   npm run admin -- org create --name <name> --credits <n>
   npm run admin -- key create --org <org_id> [--expires-at <ISO date>]
-  npm run admin -- key list --org <org_id>              (ids, prefixes, use and revocation; never the keys)
+  npm run admin -- key list --org <org_id>              (ids, prefixes, who created them, use and revocation;
+      never the keys)
   npm run admin -- key revoke --id <key_id>
   npm run admin -- key revoke --key -                   (reads the key from stdin, keeping it out of shell
       history and the process list; --key <api_key> works too)

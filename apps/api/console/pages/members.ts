@@ -9,21 +9,32 @@ import { AccountError, changeMember, listMembers, normalizeEmail, ROLES } from '
 import { INVITATION_ID_RE, INVITATION_TTL_DAYS, inviteMember, orgInvitations, revokeInvitation, type InvitationLink } from '../../../../shared/accounts/invitations.ts';
 import { needManager, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
 import { invitationLinkPath } from './invitations.ts';
+import { keyCreators } from '../../../../shared/db/orgs.ts';
+import { keysCreatedByPath, revokeCreatedByPath, USER_ID_RE } from './keys.ts';
 
 const AddForm = z.object({ _csrf: z.string(), email: z.string().max(254), role: z.enum(ROLES) });
 const RoleForm = z.object({ _csrf: z.string(), role: z.enum(ROLES) });
-const USER_ID_RE = /^usr_[0-9a-f]{24}$/;
 /** The one answer to an invitation, whether or not the address has an account. */
 export const INVITED = 'Invitation recorded; it takes effect when that person accepts it.';
 
 export default async function memberPages(app: FastifyInstance, ctx: ConsoleContext) {
   const guard = { schema: { hide: true }, preHandler: [needSession, needManager] };
 
-  /** `invited`: the address just invited and its link, shown this once. */
-  async function page(request: FastifyRequest, reply: FastifyReply, error: string | null, status = 200, invited: { email: string; link: string } | null = null) {
+  /**
+   * `invited`: the address just invited and its link, shown this once. `removed`: a user id from
+   * `?removed=` after a removal; said only when that user is no longer a member and still has keys
+   * of this organization that work (all of it this organization's own data, whoever crafts the URL).
+   */
+  async function page(request: FastifyRequest, reply: FastifyReply, error: string | null, status = 200, invited: { email: string; link: string } | null = null, removed?: string) {
     const s = sessionOf(request);
-    const [members, invitations] = await Promise.all([listMembers(app.db, s.orgId), orgInvitations(app.db, s.orgId)]);
-    return ctx.render(request, reply, 'members.eta', { title: 'Members', members, invitations, roles: ROLES, ttlDays: INVITATION_TTL_DAYS, error, notice: invited ? INVITED : null, invited }, status);
+    const [members, invitations, creators] = await Promise.all([
+      listMembers(app.db, s.orgId),
+      orgInvitations(app.db, s.orgId),
+      removed ? keyCreators(app.db, s.orgId, removed) : [],
+    ]);
+    const c = creators[0];
+    const removedKeys = c && !c.member && c.active_keys > 0 ? { email: c.email, active: c.active_keys, listPath: keysCreatedByPath(c.user_id), revokeAction: revokeCreatedByPath(c.user_id) } : null;
+    return ctx.render(request, reply, 'members.eta', { title: 'Members', members, invitations, roles: ROLES, ttlDays: INVITATION_TTL_DAYS, error, notice: invited ? INVITED : null, invited, removedKeys }, status);
   }
 
   /** A refused change re-renders the page with the reason; a member id from the URL that is not one is 404. */
@@ -34,16 +45,19 @@ export default async function memberPages(app: FastifyInstance, ctx: ConsoleCont
     return page(request, reply, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}.`, status);
   }
 
-  async function attempt(request: FastifyRequest, reply: FastifyReply, fn: () => Promise<unknown>, idInUrl = false) {
+  async function attempt(request: FastifyRequest, reply: FastifyReply, fn: () => Promise<unknown>, idInUrl = false, then = '/console/members') {
     try {
       await fn();
     } catch (err) {
       return refused(request, reply, err, idInUrl);
     }
-    return reply.redirect('/console/members', 303);
+    return reply.redirect(then, 303);
   }
 
-  app.get('/console/members', guard, async (request, reply) => page(request, reply, null));
+  app.get<{ Querystring: { removed?: unknown } }>('/console/members', guard, async (request, reply) => {
+    const removed = request.query.removed;
+    return page(request, reply, null, 200, null, typeof removed === 'string' && USER_ID_RE.test(removed) ? removed : undefined);
+  });
 
   // One notice and a link of one shape, whether or not the address has an account (or declined).
   app.post('/console/members', guard, async (request, reply) => {
@@ -76,6 +90,9 @@ export default async function memberPages(app: FastifyInstance, ctx: ConsoleCont
   app.post<{ Params: { user_id: string } }>('/console/members/:user_id/remove', guard, async (request, reply) => {
     const s = sessionOf(request);
     if (!USER_ID_RE.test(request.params.user_id)) throw notFound();
-    return attempt(request, reply, () => changeMember(app.db, s.role, s.orgId, request.params.user_id, null), true);
+    // The keys they made are not revoked with them (integrations would break silently): the page
+    // then says how many still work, with the list and a form to revoke them.
+    const then = `/console/members?removed=${encodeURIComponent(request.params.user_id)}`;
+    return attempt(request, reply, () => changeMember(app.db, s.role, s.orgId, request.params.user_id, null), true, then);
   });
 }
