@@ -160,6 +160,29 @@ const ConfigSchema = z.object({
   ORG_REQUESTS_PER_SECOND: z.coerce.number().positive().max(1_000_000).default(100),
   /** The bucket's size: requests one organization may send at once after a quiet while. */
   ORG_REQUEST_BURST: int(300),
+  /**
+   * Lookups in PostgreSQL, at once in one API process, of credentials (API keys, MCP access tokens)
+   * the process has not yet seen pass; one past it waits up to AUTH_LOOKUP_WAIT_MS for a slot, then
+   * gets 503 api_key_verification_unavailable with Retry-After. So a flood of invented keys against
+   * a slow database holds at most this many of the API's 20 pooled connections. A credential that
+   * passed in this process (the last 10,000 are remembered, by hash) takes no slot; it is still
+   * looked up on every request, so a revocation holds at once. A healthy database keeps 1 or 2 in flight.
+   */
+  AUTH_LOOKUPS_IN_FLIGHT: int(8),
+  AUTH_LOOKUP_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
+  /**
+   * Failed credential checks (unknown, malformed, revoked, expired) per client address (request.ip,
+   * see TRUST_PROXY; an IPv6 address counts by its /64) in one API process: a token bucket of
+   * AUTH_FAILURES_PER_ADDRESS_BURST, refilled at AUTH_FAILURES_PER_ADDRESS_PER_SECOND. An empty
+   * bucket refuses, before PostgreSQL, any check from the address that needs a lookup: 429
+   * authentication_rate_limited with Retry-After. A credential that passed in this process is not
+   * refused (one bad client behind a shared address does not lock out keys in use there). Defaults:
+   * 30 at once, then 30 a minute, as the OAuth endpoints' per-address limit. Fractions allowed.
+   */
+  AUTH_FAILURES_PER_ADDRESS_BURST: int(30),
+  AUTH_FAILURES_PER_ADDRESS_PER_SECOND: z.coerce.number().positive().max(1_000_000).default(0.5),
+  /** Addresses whose failure bucket is kept at most (a bucket that refilled is dropped anyway); past it, the oldest is forgotten, so addresses an attacker rotates through cannot grow memory. */
+  AUTH_FAILURE_ADDRESSES_MAX: int(50_000),
   /** JSON object host -> "127.0.0.1:port": routes real-looking recipe hosts to local sites (dev, tests). */
   SITE_HOST_MAP: z.string().optional(),
   /** Debian's Chromium: the headless shell when installed, else the full browser (defaultChromiumPath). */

@@ -39,6 +39,7 @@ export const ERRORS = {
   revoked_api_key: { status: 401, type: 'authentication_error', retryable: false, title: 'The API key was revoked' },
   invalid_access_token: { status: 401, type: 'authentication_error', retryable: false, title: 'The OAuth access token is unknown, expired, revoked or for another resource' },
   api_key_verification_unavailable: { status: 503, type: 'service_error', retryable: true, title: 'API keys cannot be checked right now' },
+  authentication_rate_limited: { status: 429, type: 'rate_limit_error', retryable: true, title: 'Too many failed credential checks from this client address; wait Retry-After (a key already in use here still works)' },
 
   // Resolution
   unknown_api_slug: { status: 404, type: 'not_found_error', retryable: false, title: 'No workflow with that handle is available to the organization' },

@@ -104,7 +104,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(metricsPlugin);
   await app.register(swagger, openApiSwaggerOptions());
   await app.register(jsonBodyPlugin);
-  await app.register(authPlugin, { orgRate: { perSecond: deps.config.ORG_REQUESTS_PER_SECOND, burst: deps.config.ORG_REQUEST_BURST } });
+  const c = deps.config;
+  await app.register(authPlugin, {
+    orgRate: { perSecond: c.ORG_REQUESTS_PER_SECOND, burst: c.ORG_REQUEST_BURST },
+    credentials: {
+      lookupsInFlight: c.AUTH_LOOKUPS_IN_FLIGHT,
+      lookupWaitMs: c.AUTH_LOOKUP_WAIT_MS,
+      failures: { perSecond: c.AUTH_FAILURES_PER_ADDRESS_PER_SECOND, burst: c.AUTH_FAILURES_PER_ADDRESS_BURST },
+      addressesMax: c.AUTH_FAILURE_ADDRESSES_MAX,
+      knownMax: 10_000,
+    },
+  });
   const startedAt = Date.now();
   // One dependency check in flight at a time, shared by GET /health and GET /readyz (routes/probes.ts).
   const dependencies = dependencyCheck(deps.db, deps.temporalHealthy);

@@ -1,6 +1,7 @@
 // A TCP proxy in front of the test stack's PostgreSQL that can hold back chosen simple queries: a
 // slow database for exactly those statements (a statement like `SELECT 1` takes no lock a test could
-// hold), while every other statement of the same process goes through at once.
+// hold), while every other statement of the same process goes through at once. A statement with
+// parameters (the extended protocol) is chosen by its Bind message instead, e.g. by a parameter's value.
 import net from 'node:net';
 
 export interface PgProxy {
@@ -19,8 +20,11 @@ export interface PgProxy {
 
 const PROTOCOL_3 = 196608; // a startup message; SSLRequest / GSSENCRequest codes are answered with one byte, then a startup follows
 
-/** Proxy `databaseUrl`; a simple query ('Q') whose text `matches` is held while holding is on. */
-export async function startPgProxy(databaseUrl: string, matches: (sql: string) => boolean): Promise<PgProxy> {
+/**
+ * Proxy `databaseUrl`; a simple query ('Q') whose text `matches`, or a Bind ('B') whose bytes (as
+ * latin1: text parameters read as themselves) `bindMatches`, is held while holding is on.
+ */
+export async function startPgProxy(databaseUrl: string, matches: (sql: string) => boolean, bindMatches: (bind: string) => boolean = () => false): Promise<PgProxy> {
   const target = new URL(databaseUrl);
   let holding = false;
   let matched = 0;
@@ -57,7 +61,10 @@ export async function startPgProxy(databaseUrl: string, matches: (sql: string) =
         if (pending.length < len) return;
         const message = pending.subarray(0, len);
         pending = pending.subarray(len);
-        if (message[0] === 0x51 /* Q */ && matches(message.subarray(5, len - 1).toString('utf8'))) {
+        if (
+          (message[0] === 0x51 /* Q */ && matches(message.subarray(5, len - 1).toString('utf8'))) ||
+          (message[0] === 0x42 /* B */ && bindMatches(message.subarray(5).toString('latin1')))
+        ) {
           matched++;
           if (holding) {
             held = message;

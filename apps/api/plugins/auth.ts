@@ -1,4 +1,5 @@
-// Bearer API keys: svc_sk_… keys, checked by hash on every request (revocation is immediate).
+// Bearer API keys: svc_sk_… keys, checked by hash on every request (revocation is immediate),
+// within the bounds of services/credential-guard.ts (lookups in flight, failed checks per address).
 // An authenticated request then takes a token of its organization's request bucket (org-rate.ts).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -7,6 +8,7 @@ import { checkApiKey } from '../../../shared/db/orgs.ts';
 import { ServiceError } from '../../../shared/errors.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import { OrgRate, type BucketLimits } from '../services/org-rate.ts';
+import { CredentialGuard, type GuardLimits } from '../services/credential-guard.ts';
 
 export interface AuthContext {
   orgId: string;
@@ -23,6 +25,8 @@ declare module 'fastify' {
     db: Db;
     /** Each organization's request bucket in this process; `authenticate` takes one token. */
     orgRate: OrgRate;
+    /** Bounds on credential lookups and failed checks per client address in this process. */
+    credentialGuard: CredentialGuard;
   }
 }
 
@@ -54,8 +58,17 @@ export function authorizationOf(request: FastifyRequest, extraChallenge: Record<
   return request.headers.authorization;
 }
 
-/** Resolve the bearer key of a request, or throw the precise 401/503. Shared with the MCP endpoint. */
-export async function authenticateHeader(db: Db, header: string | undefined, extraChallenge: Record<string, string> = {}): Promise<AuthContext> {
+/**
+ * Resolve the bearer key of a request from `ip`, or throw the precise 401, 429 (too many failed
+ * checks from the address) or 503. Shared with the MCP endpoint.
+ */
+export async function authenticateHeader(
+  db: Db,
+  guard: CredentialGuard,
+  ip: string,
+  header: string | undefined,
+  extraChallenge: Record<string, string> = {},
+): Promise<AuthContext> {
   if (!header || header.trim() === '') {
     throw new ServiceError('api_key_required', 'Send your API key as `Authorization: Bearer svc_sk_…`', {
       headers: { 'www-authenticate': challenge(undefined, undefined, extraChallenge) },
@@ -64,18 +77,12 @@ export async function authenticateHeader(db: Db, header: string | undefined, ext
   const m = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
   const key = m?.[1];
   if (!key || !API_KEY_PATTERN.test(key)) {
+    guard.failed(ip);
     throw new ServiceError('invalid_api_key', 'The Authorization header must be `Bearer svc_sk_…` with a valid API key', {
       headers: { 'www-authenticate': challenge('invalid_token', 'malformed API key', extraChallenge) },
     });
   }
-  let result;
-  try {
-    result = await checkApiKey(db, key);
-  } catch {
-    throw new ServiceError('api_key_verification_unavailable', 'API keys cannot be checked right now; retry shortly', {
-      headers: { 'retry-after': '5' },
-    });
-  }
+  const result = await guard.check(ip, key, () => checkApiKey(db, key));
   if (!result.ok) {
     const text = { invalid_api_key: 'unknown API key', expired_api_key: 'the API key has expired', revoked_api_key: 'the API key was revoked' }[result.code];
     throw new ServiceError(result.code, `The API key is not valid: ${text}`, {
@@ -86,12 +93,14 @@ export async function authenticateHeader(db: Db, header: string | undefined, ext
 }
 
 export default fp(
-  async function authPlugin(app: FastifyInstance, opts: { orgRate: BucketLimits }) {
+  async function authPlugin(app: FastifyInstance, opts: { orgRate: BucketLimits; credentials: GuardLimits }) {
     const orgRate = new OrgRate(opts.orgRate);
     app.decorate('orgRate', orgRate);
+    const guard = new CredentialGuard(opts.credentials);
+    app.decorate('credentialGuard', guard);
     app.decorateRequest('auth', null);
     app.decorate('authenticate', async function authenticate(request: FastifyRequest) {
-      const auth = await authenticateHeader(app.db, authorizationOf(request));
+      const auth = await authenticateHeader(app.db, guard, request.ip, authorizationOf(request));
       request.auth = auth;
       // After the credential, never before: only a caller who already holds the organization's key
       // can meet its bucket, so a 429 tells nobody else anything.

@@ -2,7 +2,8 @@
 // Stateless Streamable HTTP: every POST gets a fresh server and transport for its organization.
 // Authentication, the organization's request bucket and the workflow lookup happen before the
 // hijack, so their failures are the service's ordinary JSON error envelopes (401 with the Bearer
-// challenge naming resource_metadata; 429 organization_rate_limit with Retry-After).
+// challenge naming resource_metadata; 429 organization_rate_limit or authentication_rate_limited
+// with Retry-After).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -62,13 +63,9 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
     const extra = { resource_metadata: `${base}${MCP_RESOURCE_METADATA_PATH}`, scope: MCP_SCOPE };
     const header = authorizationOf(request, extra);
     const token = /^Bearer[ ]+(\S+)\s*$/i.exec(header ?? '')?.[1];
-    if (!token || !ACCESS_TOKEN_PATTERN.test(token)) return authenticateHeader(app.db, header, extra);
-    let check;
-    try {
-      check = await checkAccessToken(app.db, token, mcpResource(base));
-    } catch {
-      throw new ServiceError('api_key_verification_unavailable', 'Credentials cannot be checked right now; retry shortly', { headers: { 'retry-after': '5' } });
-    }
+    if (!token || !ACCESS_TOKEN_PATTERN.test(token)) return authenticateHeader(app.db, app.credentialGuard, request.ip, header, extra);
+    // Access tokens are looked up like keys, within the same bounds (services/credential-guard.ts).
+    const check = await app.credentialGuard.check(request.ip, token, () => checkAccessToken(app.db, token, mcpResource(base)));
     if (!check.ok) {
       throw new ServiceError('invalid_access_token', `The access token is not valid: ${check.reason}`, {
         headers: { 'www-authenticate': challenge('invalid_token', check.reason, extra) },
@@ -187,7 +184,9 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
           operationId: `mcp${variant}${method === 'GET' ? 'Get' : 'Delete'}`,
           summary: 'Not offered: this MCP server is stateless (405 JSON-RPC error, Allow: POST)',
           response: { 405: { description: 'JSON-RPC error -32000', content: { 'application/json': { schema: JsonRpcMessage } } }, ...FORBIDDEN_ORIGIN },
-          ...errors(401),
+          // The credential is checked first here too: its 401, 429 (the organization's bucket, failed
+          // checks from the address) and 503 come before the 405.
+          ...errors(401, 429, 503),
         },
         handler: notAllowed,
       });

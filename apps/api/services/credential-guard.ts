@@ -1,0 +1,210 @@
+// Credential checks that reach PostgreSQL (API keys; OAuth access tokens on /mcp), bounded so that
+// callers without a valid credential cannot take the pool every organization's requests need: a
+// flood of invented keys against a slow database used to hold pooled connections until every
+// organization's keyed requests waited past the pool's 5 s. Two bounds, in this process's memory:
+//
+// - Lookups in flight of credentials this process has not yet seen pass: at most `lookupsInFlight`.
+//   Past it a check waits up to `lookupWaitMs` for a slot, then 503 api_key_verification_unavailable
+//   with Retry-After (the spec's answer when keys cannot be checked).
+// - Failed checks per client address (an IPv4 address, an IPv6 /64): a token bucket. A check that
+//   needs a lookup reserves a token first (given back if the credential passes, or if it could not
+//   be checked), so one address holds at most `burst` lookups; an empty bucket refuses it before
+//   PostgreSQL with 429 authentication_rate_limited.
+//
+// A credential this process saw pass (its SHA-256, in a bounded LRU) skips both, so one bad client
+// behind a shared NAT or proxy address does not lock out a key already in use there. It is still
+// looked up on every request: nothing is cached that would delay a revocation. Checks of the same
+// unknown credential at once share one lookup (a client's burst after a restart costs one).
+import { createHash } from 'node:crypto';
+import net from 'node:net';
+import { ServiceError } from '../../../shared/errors.ts';
+import { take, tokensAt, type Bucket, type BucketLimits } from './org-rate.ts';
+
+export interface GuardLimits {
+  /** Lookups of not-yet-known credentials in flight at once. */
+  lookupsInFlight: number;
+  /** How long a check waits for a lookup slot before 503. */
+  lookupWaitMs: number;
+  /** Failed checks per address: the burst, then `perSecond`. */
+  failures: BucketLimits;
+  /** Addresses with a bucket in memory at most (the oldest is forgotten first). */
+  addressesMax: number;
+  /** Credentials remembered as having passed (the least recently passed is forgotten first). */
+  knownMax: number;
+}
+
+/** The bucket an address counts against: an IPv4 address as is (also IPv4-mapped IPv6), an IPv6 address's /64. */
+export function addressBucket(ip: string): string {
+  const v4 = /^(?:::ffff:)?(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(ip);
+  if (v4) return v4[1]!;
+  const bare = ip.split('%')[0]!;
+  if (!net.isIPv6(bare)) return ip;
+  const [head, tail] = bare.split('::') as [string, string | undefined];
+  const left = head ? head.split(':') : [];
+  // The /64 is the first four groups; `::` stands for the zero groups between the two halves.
+  const right = tail ? tail.split(':').flatMap((g) => (g.includes('.') ? ['0', '0'] : [g])) : [];
+  const groups = tail === undefined ? left : [...left, ...Array(8 - left.length - right.length).fill('0'), ...right];
+  return `${groups
+    .slice(0, 4)
+    .map((g) => parseInt(g, 16).toString(16))
+    .join(':')}::/64`;
+}
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest('base64');
+
+export class CredentialGuard {
+  private readonly failures = new Map<string, Bucket>();
+  private readonly known = new Map<string, true>();
+  private readonly pending = new Map<string, Promise<{ ok: boolean }>>();
+  private inFlight = 0;
+  private readonly waiting = new Set<() => void>();
+  private nextSweep: number;
+  private readonly sweepEveryMs: number;
+
+  constructor(
+    readonly limits: GuardLimits,
+    private readonly clock: () => number = () => performance.now(),
+  ) {
+    this.sweepEveryMs = Math.max(1_000, (limits.failures.burst * 1000) / limits.failures.perSecond);
+    this.nextSweep = clock() + this.sweepEveryMs;
+  }
+
+  /** Addresses with a bucket in memory. */
+  get addresses(): number {
+    return this.failures.size;
+  }
+
+  /**
+   * `lookup`'s answer for `credential` sent from `ip`, within the bounds above. Throws 429
+   * authentication_rate_limited or 503 api_key_verification_unavailable (also when `lookup` throws).
+   */
+  async check<T extends { ok: boolean }>(ip: string, credential: string, lookup: () => Promise<T>): Promise<T> {
+    const hash = sha256(credential);
+    const address = addressBucket(ip);
+    if (this.known.has(hash)) {
+      const result = await unavailableOnError(lookup);
+      if (result.ok) this.remember(hash);
+      else {
+        this.known.delete(hash);
+        this.failed(ip);
+      }
+      return result;
+    }
+    const now = this.clock();
+    const limits = this.limits.failures;
+    if (tokensAt(this.failures.get(address), now, limits) < 1) throw this.refusal(this.failures.get(address)!, now);
+    const shared = this.pending.get(hash) as Promise<T> | undefined;
+    if (shared) {
+      const result = await shared;
+      if (!result.ok) this.failed(ip);
+      return result;
+    }
+    this.put(address, take(this.failures.get(address), 1, now, limits).bucket);
+    const flight = this.lookupInSlot(lookup).then(
+      (result) => {
+        if (result.ok) {
+          this.giveBack(address);
+          this.remember(hash);
+        }
+        return result;
+      },
+      (err: unknown) => {
+        this.giveBack(address); // not the caller's failure: the database's, or the slots'
+        throw err;
+      },
+    );
+    this.pending.set(hash, flight);
+    try {
+      return await flight;
+    } finally {
+      this.pending.delete(hash);
+    }
+  }
+
+  /** Count a failed check that needed no lookup (a malformed key) against the address. */
+  failed(ip: string): void {
+    const address = addressBucket(ip);
+    this.put(address, take(this.failures.get(address), 1, this.clock(), this.limits.failures).bucket);
+  }
+
+  private async lookupInSlot<T>(lookup: () => Promise<T>): Promise<T> {
+    if (!(await this.slot())) {
+      throw new ServiceError('api_key_verification_unavailable', 'Too many credential checks are waiting on the database; retry shortly', {
+        headers: { 'retry-after': '1' },
+      });
+    }
+    try {
+      return await unavailableOnError(lookup);
+    } finally {
+      // Hand the slot to the next waiter, if any, else free it.
+      const next = this.waiting.values().next();
+      if (next.done) this.inFlight--;
+      else {
+        this.waiting.delete(next.value);
+        next.value();
+      }
+    }
+  }
+
+  /** true once a lookup slot is this caller's; false after lookupWaitMs without one. */
+  private slot(): Promise<boolean> {
+    if (this.inFlight < this.limits.lookupsInFlight) {
+      this.inFlight++;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      const granted = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.waiting.delete(granted);
+        resolve(false);
+      }, this.limits.lookupWaitMs);
+      this.waiting.add(granted);
+    });
+  }
+
+  private remember(hash: string): void {
+    this.known.delete(hash);
+    this.known.set(hash, true);
+    if (this.known.size > this.limits.knownMax) this.known.delete(this.known.keys().next().value!);
+  }
+
+  private giveBack(address: string): void {
+    const bucket = this.failures.get(address);
+    if (bucket) this.put(address, { tokens: tokensAt(bucket, this.clock(), this.limits.failures) + 1, at: this.clock() });
+  }
+
+  /** Store an address's bucket as the most recent; a full one is the same as none. Bounded: sweeps, then the oldest goes. */
+  private put(address: string, bucket: Bucket): void {
+    const { failures: limits, addressesMax } = this.limits;
+    this.failures.delete(address);
+    if (bucket.tokens >= limits.burst) return;
+    this.failures.set(address, bucket);
+    const now = this.clock();
+    if (now >= this.nextSweep) {
+      for (const [a, b] of this.failures) if (tokensAt(b, now, limits) >= limits.burst) this.failures.delete(a);
+      this.nextSweep = now + this.sweepEveryMs;
+    }
+    if (this.failures.size > addressesMax) this.failures.delete(this.failures.keys().next().value!);
+  }
+
+  private refusal(bucket: Bucket, now: number): ServiceError {
+    const { perSecond, burst } = this.limits.failures;
+    const retryAfter = Math.max(1, Math.ceil((1 - tokensAt(bucket, now, this.limits.failures)) / perSecond));
+    return new ServiceError(
+      'authentication_rate_limited',
+      `Too many failed credential checks from this address (bursts of ${burst}, then ${perSecond} a second); retry after ${retryAfter} s`,
+      { headers: { 'retry-after': String(retryAfter) }, details: { per_second: perSecond, burst } },
+    );
+  }
+}
+
+async function unavailableOnError<T>(lookup: () => Promise<T>): Promise<T> {
+  try {
+    return await lookup();
+  } catch {
+    throw new ServiceError('api_key_verification_unavailable', 'Credentials cannot be checked right now; retry shortly', { headers: { 'retry-after': '5' } });
+  }
+}

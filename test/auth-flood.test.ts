@@ -1,0 +1,217 @@
+// What a flood of invalid credentials can cost other organizations (apps/api/services/credential-guard.ts):
+// lookups of credentials an API process has not seen pass are bounded in flight (503
+// api_key_verification_unavailable past the bound, while a key already in use keeps working), and
+// failed checks are bounded per client address (429 authentication_rate_limited before PostgreSQL,
+// an IPv6 address counting by its /64, a key already in use from that address still working). The
+// guard's pure parts first, then API processes of this file's own: one behind a proxy that holds
+// chosen key lookups back (a slow database for exactly those), others behind a named proxy
+// (TRUST_PROXY) so X-Forwarded-For chooses the client address.
+import { randomBytes } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CredentialGuard, addressBucket } from '../apps/api/services/credential-guard.ts';
+import { createKey, revokeKey } from '../shared/db/orgs.ts';
+import { sha256 } from '../shared/ids.ts';
+import { call, closeDb, db, newOrg, stack, until, type Call } from './helpers/stack.ts';
+import { processPool } from './helpers/processes.ts';
+import { startPgProxy } from './helpers/pg-proxy.ts';
+
+const s = () => stack();
+const pool = processPool(() => ({ databaseUrl: s().databaseUrl, temporalAddress: s().temporalAddress, hostMap: s().hostMap, taskQueue: 'auth-flood-unused' }));
+afterAll(async () => {
+  await pool.killAll();
+  await closeDb();
+});
+
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+/** A well-formed key nobody issued. */
+const inventedKey = () => `svc_sk_${Array.from(randomBytes(40), (b) => ALNUM[b % ALNUM.length]).join('')}`;
+const MCP = { accept: 'application/json, text/event-stream' };
+const ping = { jsonrpc: '2.0', id: 1, method: 'ping' };
+
+/** An API of this file's own (`env` on top of the harness's), reached at the returned URL. */
+async function api(env: Record<string, string>, databaseUrl = s().databaseUrl) {
+  const p = await pool.spawn('api', { databaseUrl, temporalAddress: s().temporalAddress, hostMap: s().hostMap, taskQueue: 'auth-flood-unused', env: { WQS_SKIP_MIGRATIONS: '1', ...env } });
+  return String(p.started.url);
+}
+
+/** GET /v1/auth with `key` as the client at `from` (the API must trust 127.0.0.1 as its proxy). */
+const authAs = (baseUrl: string, key: string, from?: string) => call('GET', '/v1/auth', { key, baseUrl, headers: from ? { 'x-forwarded-for': from } : {} });
+
+function expectRateLimited(r: Call, burst: number): number {
+  expect(r.status, r.text).toBe(429);
+  expect(r.body).toMatchObject({
+    success: false,
+    error: { type: 'rate_limit_error', code: 'authentication_rate_limited', status: 429, retryable: true, doc_url: expect.stringMatching(/\/docs\/errors#authentication_rate_limited$/) },
+  });
+  expect(r.body.error.details).toMatchObject({ burst });
+  expect(r.headers.get('retry-after')).toMatch(/^[1-9][0-9]*$/);
+  return Number(r.headers.get('retry-after'));
+}
+
+describe('the guard (pure)', () => {
+  it('an address counts as itself, IPv4-mapped as IPv4, IPv6 by its /64', () => {
+    expect(addressBucket('198.51.100.7')).toBe('198.51.100.7');
+    expect(addressBucket('::ffff:198.51.100.7')).toBe('198.51.100.7');
+    expect(addressBucket('2001:db8:1:2::5')).toBe('2001:db8:1:2::/64');
+    expect(addressBucket('2001:0db8:0001:0002:ffff:ffff:ffff:ffff')).toBe('2001:db8:1:2::/64');
+    expect(addressBucket('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(addressBucket('::1')).toBe('0:0:0:0::/64');
+    expect(addressBucket('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+    expect(addressBucket('2001:db8:1:3::5')).not.toBe(addressBucket('2001:db8:1:2::5'));
+  });
+
+  it('the map of failure buckets stays bounded: addresses rotated through, and buckets that refilled, are forgotten', async () => {
+    let now = 0;
+    const guard = new CredentialGuard({ lookupsInFlight: 1, lookupWaitMs: 0, failures: { perSecond: 1, burst: 3 }, addressesMax: 100, knownMax: 10 }, () => now);
+    for (let i = 0; i < 10_000; i++) guard.failed(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
+    expect(guard.addresses).toBe(100);
+    // One /64 is one bucket, whatever the last 64 bits.
+    for (let i = 0; i < 1_000; i++) guard.failed(`2001:db8:7:7:${i.toString(16)}::1`);
+    expect(guard.addresses).toBe(100);
+    let lookups = 0;
+    const lookup = async () => ({ ok: (lookups++, false) });
+    await expect(guard.check('2001:db8:7:7::3', inventedKey(), lookup)).rejects.toMatchObject({ code: 'authentication_rate_limited' });
+    expect(lookups).toBe(0);
+    // After a full refill a sweep drops every bucket (the address that fails now starts afresh).
+    now = 10_000;
+    guard.failed('192.0.2.1');
+    expect(guard.addresses).toBe(1);
+  });
+});
+
+describe('a flood of invalid keys on an API process', () => {
+  it('with their lookups held back, requests past AUTH_LOOKUPS_IN_FLIGHT get 503 api_key_verification_unavailable quickly; a key in use of another organization is served meanwhile', async () => {
+    const CAP = 4;
+    const keys = Array.from({ length: 30 }, inventedKey);
+    const held = new Set(keys.map((k) => sha256(k).toString('latin1')));
+    // Only the invented keys' lookups are held: a slow database for them, the rest goes through.
+    const proxy = await startPgProxy(s().databaseUrl, () => false, (bind) => [...held].some((h) => bind.includes(h)));
+    try {
+      const url = await api({ AUTH_LOOKUPS_IN_FLIGHT: String(CAP), AUTH_LOOKUP_WAIT_MS: '300' }, proxy.url);
+      const other = await newOrg(1);
+      expect((await authAs(url, other.api_key)).status).toBe(200); // in use: this process saw it pass
+
+      proxy.hold();
+      let flood: Array<Call & { ms: number }> = [];
+      let theirs: Call[] = [];
+      let theirsMs = 0;
+      try {
+        const started = Date.now();
+        // Half on /v1, half as MCP bearer keys: one bound for both.
+        const sent = keys.map((key, i) =>
+          (i % 2 ? call('POST', '/mcp', { key, baseUrl: url, body: ping, headers: MCP }) : authAs(url, key)).then((r) => ({ ...r, ms: Date.now() - started })),
+        );
+        await until(async () => proxy.held() >= CAP, 10_000, 20);
+        await new Promise((r) => setTimeout(r, 800)); // past the wait: the excess has been answered
+        // No more than the bound reached PostgreSQL.
+        expect(proxy.held()).toBe(CAP);
+        const t = Date.now();
+        theirs = [await authAs(url, other.api_key), await call('POST', '/mcp', { key: other.api_key, baseUrl: url, body: ping, headers: MCP })];
+        theirsMs = Date.now() - t;
+        expect(proxy.held()).toBe(CAP);
+        proxy.release();
+        flood = await Promise.all(sent);
+      } finally {
+        proxy.release();
+      }
+      // The organization whose key is in use was served at once, on both routes.
+      for (const r of theirs) expect(r.status, r.text).toBe(200);
+      expect(theirsMs).toBeLessThan(1_500);
+      // The excess: the spec's 503 with Retry-After, after the bounded wait, not the pool's 5 s.
+      const unavailable = flood.filter((r) => r.status === 503);
+      expect(unavailable).toHaveLength(keys.length - CAP);
+      for (const r of unavailable) {
+        expect(r.body.error).toMatchObject({ code: 'api_key_verification_unavailable', type: 'service_error', status: 503, retryable: true });
+        expect(r.headers.get('retry-after')).toMatch(/^[1-9][0-9]*$/);
+        expect(r.ms).toBeLessThan(3_000);
+      }
+      // The held ones, released, are the 401 they always were.
+      for (const r of flood.filter((x) => x.status !== 503)) expect(r.body.error.code, r.text).toBe('invalid_api_key');
+    } finally {
+      await proxy.close();
+    }
+  }, 120_000);
+
+  it('failed checks from one address: past the burst, 429 authentication_rate_limited before any lookup; a key in use there still works; other addresses and /64s are not affected', async () => {
+    const BURST = 5;
+    // A token every 20 s: the counts are exact whatever the machine's load.
+    // Lookups of the credentials in `watched` are counted on their way to PostgreSQL (never held).
+    const watched = new Set<string>();
+    const watch = (secret: string) => (watched.add(sha256(secret).toString('latin1')), secret);
+    const proxy = await startPgProxy(s().databaseUrl, () => false, (bind) => [...watched].some((h) => bind.includes(h)));
+    try {
+      const url = await api({ TRUST_PROXY: '127.0.0.1, ::1', AUTH_FAILURES_PER_ADDRESS_BURST: String(BURST), AUTH_FAILURES_PER_ADDRESS_PER_SECOND: '0.05' }, proxy.url);
+      const as = (from: string) => ({ 'x-forwarded-for': from });
+      const inUse = await newOrg(1);
+      const bad = '198.51.100.7';
+      expect((await authAs(url, inUse.api_key, bad)).status).toBe(200);
+
+      const revoked = await newOrg(1);
+      await revokeKey(db(), revoked.api_key);
+      const expired = await createKey(db(), revoked.org_id, new Date(Date.now() - 1000));
+      // Each kind of failed check counts: unknown, malformed, revoked, expired, and an unknown MCP access token.
+      expect((await authAs(url, inventedKey(), bad)).body.error.code).toBe('invalid_api_key');
+      expect((await authAs(url, 'svc_sk_short', bad)).body.error.code).toBe('invalid_api_key');
+      expect((await authAs(url, revoked.api_key, bad)).body.error.code).toBe('revoked_api_key');
+      expect((await authAs(url, expired.api_key, bad)).body.error.code).toBe('expired_api_key');
+      const token = `wqs_at_${randomBytes(32).toString('base64url').slice(0, 43)}`;
+      const mcpToken = await call('POST', '/mcp', { key: token, baseUrl: url, body: ping, headers: { ...MCP, ...as(bad) } });
+      expect(mcpToken.body.error.code, mcpToken.text).toBe('invalid_access_token');
+
+      // The bucket is empty: whatever would need a lookup is refused before PostgreSQL, on every route.
+      watch(token);
+      expect(expectRateLimited(await authAs(url, watch(inventedKey()), bad), BURST)).toBeGreaterThanOrEqual(15);
+      expectRateLimited(await call('POST', '/mcp', { key: watch(inventedKey()), baseUrl: url, body: ping, headers: { ...MCP, ...as(bad) } }), BURST);
+      expectRateLimited(await call('POST', '/mcp', { key: token, baseUrl: url, body: ping, headers: { ...MCP, ...as(bad) } }), BURST);
+      expectRateLimited(await call('POST', '/v1/query', { key: watch(inventedKey()), baseUrl: url, body: {}, headers: as(bad) }), BURST);
+      // A key never seen pass here needs a lookup too: only keys in use are spared.
+      const fresh = await newOrg(1);
+      expectRateLimited(await authAs(url, watch(fresh.api_key), bad), BURST);
+      expect(proxy.matched()).toBe(0);
+      // A malformed key needs no lookup: still its 401.
+      expect((await authAs(url, 'svc_sk_short', bad)).body.error.code).toBe('invalid_api_key');
+
+      // The key already in use from that address still works (REST and MCP).
+      expect((await authAs(url, inUse.api_key, bad)).status).toBe(200);
+      const theirMcp = await call('POST', '/mcp', { key: inUse.api_key, baseUrl: url, body: ping, headers: { ...MCP, ...as(bad) } });
+      expect(theirMcp.status, theirMcp.text).toBe(200);
+      // Another address is not affected, and the fresh key works from there.
+      expect((await authAs(url, inventedKey(), '198.51.100.8')).body.error.code).toBe('invalid_api_key');
+      expect((await authAs(url, fresh.api_key, '198.51.100.8')).status).toBe(200);
+      expect(proxy.matched()).toBe(1);
+
+      // IPv6: the addresses of one /64 share a bucket; the next /64 has its own.
+      for (let i = 0; i < BURST; i++) expect((await authAs(url, inventedKey(), `2001:db8:1:2::${i + 1}`)).status).toBe(401);
+      expectRateLimited(await authAs(url, inventedKey(), '2001:db8:1:2:ffff:ffff:ffff:fff0'), BURST);
+      expect((await authAs(url, inventedKey(), '2001:db8:1:3::1')).status).toBe(401);
+    } finally {
+      await proxy.close();
+    }
+  }, 120_000);
+
+  it('the bucket refills: after Retry-After the address is checked again', async () => {
+    const url = await api({ TRUST_PROXY: '127.0.0.1', AUTH_FAILURES_PER_ADDRESS_BURST: '2', AUTH_FAILURES_PER_ADDRESS_PER_SECOND: '1' });
+    const from = '203.0.113.9';
+    const burst = await Promise.all(Array.from({ length: 6 }, () => authAs(url, inventedKey(), from)));
+    // Two at once reserve the bucket; the others are refused before their lookup.
+    expect(burst.filter((r) => r.status === 401).length).toBeGreaterThanOrEqual(2);
+    const refused = burst.filter((r) => r.status === 429);
+    expect(refused.length).toBeGreaterThanOrEqual(3);
+    const wait = Math.max(...refused.map((r) => expectRateLimited(r, 2)));
+    expect(wait).toBeLessThanOrEqual(1);
+    await new Promise((r) => setTimeout(r, wait * 1000 + 100));
+    expect((await authAs(url, inventedKey(), from)).body.error.code).toBe('invalid_api_key');
+  }, 60_000);
+
+  it('the buckets are bounded: past AUTH_FAILURE_ADDRESSES_MAX the address that failed longest ago is forgotten', async () => {
+    const url = await api({ TRUST_PROXY: '127.0.0.1', AUTH_FAILURES_PER_ADDRESS_BURST: '2', AUTH_FAILURES_PER_ADDRESS_PER_SECOND: '0.05', AUTH_FAILURE_ADDRESSES_MAX: '3' });
+    for (let i = 0; i < 2; i++) await authAs(url, inventedKey(), '192.0.2.1');
+    expectRateLimited(await authAs(url, inventedKey(), '192.0.2.1'), 2);
+    // Two more addresses: three buckets, the first still kept.
+    for (const from of ['192.0.2.2', '192.0.2.3']) expect((await authAs(url, inventedKey(), from)).status).toBe(401);
+    expectRateLimited(await authAs(url, inventedKey(), '192.0.2.1'), 2);
+    // A fourth: the oldest bucket goes, so memory does not grow with the addresses an attacker rotates through.
+    expect((await authAs(url, inventedKey(), '192.0.2.4')).status).toBe(401);
+    expect((await authAs(url, inventedKey(), '192.0.2.1')).body.error.code).toBe('invalid_api_key');
+  }, 60_000);
+});
