@@ -37,6 +37,13 @@ async function api(env: Record<string, string>, databaseUrl = s().databaseUrl) {
 /** GET /v1/auth with `key` as the client at `from` (the API must trust 127.0.0.1 as its proxy). */
 const authAs = (baseUrl: string, key: string, from?: string) => call('GET', '/v1/auth', { key, baseUrl, headers: from ? { 'x-forwarded-for': from } : {} });
 
+/** The API's /metrics text. */
+async function metricsOf(baseUrl: string): Promise<string> {
+  const r = await call('GET', '/metrics', { baseUrl });
+  expect(r.status).toBe(200);
+  return r.text;
+}
+
 function expectRateLimited(r: Call, burst: number): number {
   expect(r.status, r.text).toBe(429);
   expect(r.body).toMatchObject({
@@ -127,6 +134,12 @@ describe('a flood of invalid keys on an API process', () => {
       }
       // The held ones, released, are the 401 they always were.
       for (const r of flood.filter((x) => x.status !== 503)) expect(r.body.error.code, r.text).toBe('invalid_api_key');
+      // Operators see the refusals and that nothing is held any more.
+      const m = await metricsOf(url);
+      expect(m).toContain(`wqs_credential_refusals_total{code="api_key_verification_unavailable"} ${keys.length - CAP}\n`);
+      expect(m).toContain('wqs_credential_refusals_total{code="authentication_rate_limited"} 0\n');
+      expect(m).toContain('wqs_credential_lookups{state="in_flight"} 0\n');
+      expect(m).toContain('wqs_credential_lookups{state="waiting"} 0\n');
     } finally {
       await proxy.close();
     }
@@ -184,6 +197,11 @@ describe('a flood of invalid keys on an API process', () => {
       for (let i = 0; i < BURST; i++) expect((await authAs(url, inventedKey(), `2001:db8:1:2::${i + 1}`)).status).toBe(401);
       expectRateLimited(await authAs(url, inventedKey(), '2001:db8:1:2:ffff:ffff:ffff:fff0'), BURST);
       expect((await authAs(url, inventedKey(), '2001:db8:1:3::1')).status).toBe(401);
+      // Six refusals, from two buckets still drained (198.51.100.7 and 2001:db8:1:2::/64) and two
+      // that are not (198.51.100.8, 2001:db8:1:3::/64: one failure each).
+      const m = await metricsOf(url);
+      expect(m).toContain('wqs_credential_refusals_total{code="authentication_rate_limited"} 6\n');
+      expect(m).toContain('wqs_credential_failure_addresses 4\n');
     } finally {
       await proxy.close();
     }

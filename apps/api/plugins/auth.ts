@@ -98,6 +98,7 @@ export default fp(
     app.decorate('orgRate', orgRate);
     const guard = new CredentialGuard(opts.credentials);
     app.decorate('credentialGuard', guard);
+    app.metrics.watchCredentials(guard);
     app.decorateRequest('auth', null);
     app.decorate('authenticate', async function authenticate(request: FastifyRequest) {
       const auth = await authenticateHeader(app.db, guard, request.ip, authorizationOf(request));

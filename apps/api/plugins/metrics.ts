@@ -8,6 +8,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { ERRORS } from '../../../shared/errors.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import { singleFlight } from '../../../shared/single-flight.ts';
+import type { CredentialGuard } from '../services/credential-guard.ts';
 
 /** 1 ms to the 170 s query deadline (and a little beyond it, for settlement). */
 export const LATENCY_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180];
@@ -90,6 +91,41 @@ export class ApiMetrics {
         const row = await totals();
         if (!row) return void this.reset();
         for (const state of ['granted', 'available', 'reserved', 'charged'] as const) this.set({ state }, Number(row[state]));
+      },
+    });
+  }
+
+  /** The credential guard's bounds (plugins/auth.ts): what they refused, and what they hold now. */
+  watchCredentials(guard: CredentialGuard) {
+    const registers = [this.registry];
+    new Counter({
+      name: 'wqs_credential_refusals_total',
+      help: 'Credential checks refused before PostgreSQL answered them: authentication_rate_limited (too many failed checks from one address) or api_key_verification_unavailable (no lookup slot in time)',
+      labelNames: ['code'],
+      registers,
+      collect() {
+        // The guard counts; each scrape copies its totals (reset, then the totals: never decreasing).
+        this.reset();
+        for (const [code, n] of Object.entries(guard.refusals)) this.inc({ code }, n);
+      },
+    });
+    new Gauge({
+      name: 'wqs_credential_lookups',
+      help: 'Lookups of credentials this process has not yet seen pass: in_flight (holding one of AUTH_LOOKUPS_IN_FLIGHT) and waiting (for one)',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const { inFlight, waiting } = guard.lookups;
+        this.set({ state: 'in_flight' }, inFlight);
+        this.set({ state: 'waiting' }, waiting);
+      },
+    });
+    new Gauge({
+      name: 'wqs_credential_failure_addresses',
+      help: 'Client addresses (IPv6: /64s) whose failed-check bucket is not full, kept in memory (at most AUTH_FAILURE_ADDRESSES_MAX)',
+      registers,
+      collect() {
+        this.set(guard.addresses);
       },
     });
   }

@@ -61,6 +61,9 @@ export class CredentialGuard {
   private nextSweep: number;
   private readonly sweepEveryMs: number;
 
+  /** Refusals so far, by code (for /metrics). */
+  readonly refusals = { authentication_rate_limited: 0, api_key_verification_unavailable: 0 };
+
   constructor(
     readonly limits: GuardLimits,
     private readonly clock: () => number = () => performance.now(),
@@ -72,6 +75,11 @@ export class CredentialGuard {
   /** Addresses with a bucket in memory. */
   get addresses(): number {
     return this.failures.size;
+  }
+
+  /** Lookups holding a slot now, and checks waiting for one. */
+  get lookups(): { inFlight: number; waiting: number } {
+    return { inFlight: this.inFlight, waiting: this.waiting.size };
   }
 
   /**
@@ -129,6 +137,7 @@ export class CredentialGuard {
 
   private async lookupInSlot<T>(lookup: () => Promise<T>): Promise<T> {
     if (!(await this.slot())) {
+      this.refusals.api_key_verification_unavailable++;
       throw new ServiceError('api_key_verification_unavailable', 'Too many credential checks are waiting on the database; retry shortly', {
         headers: { 'retry-after': '1' },
       });
@@ -192,6 +201,7 @@ export class CredentialGuard {
 
   private refusal(bucket: Bucket, now: number): ServiceError {
     const { perSecond, burst } = this.limits.failures;
+    this.refusals.authentication_rate_limited++;
     const retryAfter = Math.max(1, Math.ceil((1 - tokensAt(bucket, now, this.limits.failures)) / perSecond));
     return new ServiceError(
       'authentication_rate_limited',
