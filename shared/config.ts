@@ -25,6 +25,9 @@ export function defaultChromiumPath(): string {
   return CHROMIUM_CANDIDATES.find(executable) ?? CHROMIUM_CANDIDATES[0];
 }
 
+/** PostgreSQL connections of one API process (apps/api/server.ts). */
+export const API_DB_POOL_SIZE = 20;
+
 const int = (def: number) => z.coerce.number().int().positive().default(def);
 
 const ConfigSchema = z.object({
@@ -168,7 +171,12 @@ const ConfigSchema = z.object({
    * passed in this process (the last 10,000 are remembered, by hash) takes no slot; it is still
    * looked up on every request, so a revocation holds at once. A healthy database keeps 1 or 2 in flight.
    */
-  AUTH_LOOKUPS_IN_FLIGHT: int(8),
+  AUTH_LOOKUPS_IN_FLIGHT: z.coerce
+    .number()
+    .int()
+    .positive()
+    .max(API_DB_POOL_SIZE - 1, `must leave the API's ${API_DB_POOL_SIZE} pooled connections room for keys in use: at most ${API_DB_POOL_SIZE - 1}`)
+    .default(8),
   AUTH_LOOKUP_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
   /**
    * Failed credential checks (unknown, malformed, revoked, expired) per client address (request.ip,

@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CredentialGuard, addressBucket } from '../apps/api/services/credential-guard.ts';
+import { API_DB_POOL_SIZE, loadConfig } from '../shared/config.ts';
 import { createKey, revokeKey } from '../shared/db/orgs.ts';
 import { sha256 } from '../shared/ids.ts';
 import { call, closeDb, db, newOrg, stack, until, type Call } from './helpers/stack.ts';
@@ -56,6 +57,11 @@ function expectRateLimited(r: Call, burst: number): number {
 }
 
 describe('the guard (pure)', () => {
+  it("AUTH_LOOKUPS_IN_FLIGHT must leave room in the API's pool for keys in use", () => {
+    expect(loadConfig({ AUTH_LOOKUPS_IN_FLIGHT: String(API_DB_POOL_SIZE - 1) }).AUTH_LOOKUPS_IN_FLIGHT).toBe(API_DB_POOL_SIZE - 1);
+    expect(() => loadConfig({ AUTH_LOOKUPS_IN_FLIGHT: String(API_DB_POOL_SIZE) })).toThrow(/AUTH_LOOKUPS_IN_FLIGHT: must leave the API's 20 pooled connections room/);
+  });
+
   it('an address counts as itself, IPv4-mapped as IPv4, IPv6 by its /64', () => {
     expect(addressBucket('198.51.100.7')).toBe('198.51.100.7');
     expect(addressBucket('::ffff:198.51.100.7')).toBe('198.51.100.7');

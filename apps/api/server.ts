@@ -2,7 +2,7 @@
 import { Client, Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
-import type { Config } from '../../shared/config.ts';
+import { API_DB_POOL_SIZE, type Config } from '../../shared/config.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
 import { createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { startTracing } from '../../shared/telemetry/tracing.ts';
@@ -29,7 +29,7 @@ export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL
   const dataConverter = await createDataConverter(config);
   const tracing = await startTracing('wqs-api'); // undefined unless OTEL_TRACES_EXPORTER is set (shared/telemetry)
   tracing?.traceIncomingHttp();
-  const db = createPool(config.DATABASE_URL, 20, poolTimeouts(config));
+  const db = createPool(config.DATABASE_URL, API_DB_POOL_SIZE, poolTimeouts(config));
   const shared = options.workerConnection;
   let connection: Promise<Connection | NativeConnection> | undefined = shared && Promise.resolve(shared);
   const connect = () => {
