@@ -9,6 +9,8 @@
 //   once, replaced when sent again, never logged), an operator-created one also from the Overview;
 // - other organizations' ids are 404; a cookie is never an API/MCP credential and a key never opens
 //   the console; sign-in throttling answers 429 with Retry-After;
+// - CSRF tokens of a signed-in browser are its session's (a planted cookie, another session's token or
+//   one from before the sign-in is refused);
 // - admin commands `user create`, `user verify` and `org show`.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -185,6 +187,72 @@ describe('CSRF', () => {
     expect(await keyCount(org.org_id)).toBe(before);
     // The sign-in form is protected too.
     expect((await new ConsoleClient().request('POST', '/console/sign-in', { form: { email: 'a@example.com', password: 'x' } })).status).toBe(403);
+  });
+
+  it('refuses a CSRF cookie planted in a signed-in browser with its matching token (403), and changes nothing', async () => {
+    // Whoever can set cookies for the console's host (a sibling subdomain, plain http on the way)
+    // takes a cookie and token pair of their own from the sign-in page and plants the cookie.
+    const attacker = new ConsoleClient();
+    const token = await attacker.token('/console/sign-in');
+    const planted = attacker.cookies.get('wqs_csrf')!;
+    expect(planted).toBeTruthy();
+    const victim = await signedIn('owner');
+    const before = await keyCount(victim.org.org_id);
+    victim.client.cookies.set('wqs_csrf', planted);
+    const forged = await victim.client.request('POST', '/console/keys', { form: { _csrf: token } });
+    expect(forged.status).toBe(403);
+    expect(forged.text).toContain('Form expired');
+    expect(await keyCount(victim.org.org_id)).toBe(before);
+    // The victim's own form still works (with the planted cookie still there).
+    expect((await victim.client.submit('/console/keys', '/console/keys', {})).status).toBe(200);
+    expect(await keyCount(victim.org.org_id)).toBe(before + 1);
+  });
+
+  it("refuses one session's token in another session, whatever other cookies come with it", async () => {
+    const a = await signedIn('owner');
+    const b = await signedIn('owner');
+    const tokenA = await a.client.token('/console/keys');
+    // A's cookies (all but its session) in B's browser, and A's token: B's session refuses it.
+    for (const [name, value] of a.client.cookies) if (name !== 'wqs_session') b.client.cookies.set(name, value);
+    const before = await keyCount(b.org.org_id);
+    expect((await b.client.request('POST', '/console/keys', { form: { _csrf: tokenA } })).status).toBe(403);
+    expect(await keyCount(b.org.org_id)).toBe(before);
+    // In A's own session the same token works, and a token is not bound to one page.
+    expect((await a.client.request('POST', '/console/keys', { form: { _csrf: tokenA } })).status).toBe(200);
+    expect((await a.client.request('POST', '/console/keys', { form: { _csrf: tokenA } })).status).toBe(200);
+  });
+
+  it('voids a token issued before sign-in once signed in, even with its CSRF cookie sent back', async () => {
+    const f = await orgWithUser('owner');
+    const c = new ConsoleClient();
+    const early = await c.token('/console/sign-in');
+    const cookie = c.cookies.get('wqs_csrf')!;
+    const signIn = await c.request('POST', '/console/sign-in', { form: { _csrf: early, email: f.email, password: PASSWORD } });
+    expect(signIn.status).toBe(303);
+    // The sign-in clears the CSRF cookie; one who set it before (or the browser's other tab) sends it again.
+    expect(c.cookies.has('wqs_csrf')).toBe(false);
+    c.cookies.set('wqs_csrf', cookie);
+    const before = await keyCount(f.org.org_id);
+    const res = await c.request('POST', '/console/keys', { form: { _csrf: early } });
+    expect(res.status).toBe(403);
+    expect(res.text).toContain('Form expired');
+    expect(await keyCount(f.org.org_id)).toBe(before);
+  });
+
+  it('answers a signed-in form whose session has ended with the sign-in page, doing nothing', async () => {
+    const { client, org } = await signedIn('owner');
+    const token = await client.token('/console/keys');
+    const old = client.cookies.get('wqs_session')!;
+    expect((await client.submit('/console', '/console/sign-out', {})).status).toBe(303);
+    const before = await keyCount(org.org_id);
+    const stale = new ConsoleClient();
+    stale.cookies.set('wqs_session', old);
+    const res = await stale.request('POST', '/console/keys', { form: { _csrf: token } });
+    expect(res.status).toBe(303);
+    expect(res.location).toBe('/console/sign-in');
+    expect(await keyCount(org.org_id)).toBe(before);
+    // Signed out, the pages carry cookie-bound tokens again, and sign-in takes them.
+    expect(await client.token('/console/sign-in')).not.toMatch(/^s\./);
   });
 });
 
