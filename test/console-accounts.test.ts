@@ -10,7 +10,7 @@
 // - other organizations' ids are 404; a cookie is never an API/MCP credential and a key never opens
 //   the console; sign-in throttling answers 429 with Retry-After;
 // - CSRF tokens of a signed-in browser are its session's (a planted cookie, another session's token or
-//   one from before the sign-in is refused);
+//   one from before the sign-in is refused); Strict-Transport-Security only on an https base URL;
 // - admin commands `user create`, `user verify` and `org show`.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -21,6 +21,7 @@ import { freePort } from '../shared/infra/free-port.ts';
 import { changeMember, membershipsOf } from '../shared/accounts/users.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
 import { loadConfig } from '../shared/config.ts';
+import { hstsHeader } from '../apps/api/plugins/transport-security.ts';
 import { insertClaim } from '../shared/db/requests.ts';
 import { newRequestId } from '../shared/ids.ts';
 import { call, closeDb, db, newOrg, ownPair, stack } from './helpers/stack.ts';
@@ -728,6 +729,24 @@ describe('on an https base URL, with sign-up open', () => {
     await api?.kill();
   });
 
+  it('sends Strict-Transport-Security on console pages, API answers, 404s and hijacked streams', async () => {
+    const org = await newOrg(1, 'HSTS');
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+    const answers = {
+      'sign-in page': await new ConsoleClient(base).get('/console/sign-in'),
+      'console redirect': await new ConsoleClient(base).get('/console'),
+      health: await call('GET', '/health', { baseUrl: base }),
+      'API 401': await call('GET', '/v1/catalog/tools', { baseUrl: base }),
+      'API 200': await call('GET', '/v1/catalog/tools', { baseUrl: base, key: org.api_key }),
+      'unknown path': await call('GET', '/no-such-path', { baseUrl: base }),
+      'MCP (hijacked)': await call('POST', '/mcp', { baseUrl: base, key: org.api_key, body: init, headers: { accept: 'application/json, text/event-stream' } }),
+    };
+    for (const [what, res] of Object.entries(answers)) {
+      expect(res.headers.get('strict-transport-security'), what).toBe('max-age=31536000; includeSubDomains');
+    }
+    expect(answers['MCP (hijacked)'].status).toBe(200);
+  });
+
   it('uses __Host- cookies with Secure, and signs up a new Owner with the configured credits', async () => {
     const c = new ConsoleClient(base);
     const form = await c.get('/console/sign-up');
@@ -866,6 +885,28 @@ describe('on an https base URL, with sign-up open', () => {
 
   it('keeps sign-up closed on the shared stack (DATABASE_URL set)', async () => {
     expect((await new ConsoleClient().get('/console/sign-up')).status).toBe(404);
+  });
+});
+
+describe('Strict-Transport-Security', () => {
+  it('is never sent on a plain-http base URL (the stack, as `npm start` runs)', async () => {
+    expect(stack().baseUrl).toMatch(/^http:/);
+    for (const res of [await new ConsoleClient().get('/console/sign-in'), await call('GET', '/health'), await call('GET', '/no-such-path')]) {
+      expect(res.headers.get('strict-transport-security')).toBeNull();
+    }
+  });
+
+  it('follows HSTS_MAX_AGE_SECONDS and HSTS_INCLUDE_SUBDOMAINS on https, and refuses a bad value at start', () => {
+    const at = (env: Record<string, string>) => hstsHeader(loadConfig({ PUBLIC_BASE_URL: 'https://wqs.example.com', ...env }));
+    expect(at({})).toBe('max-age=31536000; includeSubDomains');
+    expect(at({ HSTS_MAX_AGE_SECONDS: '600', HSTS_INCLUDE_SUBDOMAINS: 'false' })).toBe('max-age=600');
+    expect(at({ HSTS_MAX_AGE_SECONDS: '0' })).toBe('max-age=0; includeSubDomains');
+    expect(at({ HSTS_MAX_AGE_SECONDS: 'off' })).toBeNull();
+    expect(hstsHeader(loadConfig({ PUBLIC_BASE_URL: 'http://wqs.example.com' }))).toBeNull();
+    expect(hstsHeader(loadConfig({}))).toBeNull();
+    for (const bad of ['-1', 'one year', '1.5', '99999999999']) {
+      expect(() => loadConfig({ HSTS_MAX_AGE_SECONDS: bad }), bad).toThrow(/HSTS_MAX_AGE_SECONDS/);
+    }
   });
 });
 
