@@ -58,6 +58,19 @@ const ConfigSchema = z.object({
   /** Public base URL used in links (doc_url, Location, logo_url). Defaults to http://HOST:PORT. */
   PUBLIC_BASE_URL: z.string().url().optional(),
   /**
+   * With an https PUBLIC_BASE_URL, every answer carries `Strict-Transport-Security: max-age=<this>`
+   * (plus `; includeSubDomains` with HSTS_INCLUDE_SUBDOMAINS): browsers then use https only for this
+   * host for that long, so no plain-http request (whose cookies and pages anyone on the way could
+   * read or change) leaves them. One year by default; `0` tells browsers to forget an earlier policy
+   * (the way back to http); `off` sends no header (a proxy in front sends its own). Never sent on a
+   * plain-http base URL (the embedded default, http://127.0.0.1:PORT).
+   */
+  HSTS_MAX_AGE_SECONDS: z.union([z.literal('off'), z.coerce.number().int().min(0).max(63_072_000)]).default(31_536_000),
+  HSTS_INCLUDE_SUBDOMAINS: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
+  /**
    * Browser origins, besides the service's own (PUBLIC_BASE_URL's), whose pages may call /mcp
    * (comma-separated, e.g. `https://agent.example.com`). A request with any other Origin header is
    * 403 (the MCP transport's rule against DNS rebinding); one without Origin (not from a browser) is

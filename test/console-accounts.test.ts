@@ -9,6 +9,8 @@
 //   once, replaced when sent again, never logged), an operator-created one also from the Overview;
 // - other organizations' ids are 404; a cookie is never an API/MCP credential and a key never opens
 //   the console; sign-in throttling answers 429 with Retry-After;
+// - CSRF tokens of a signed-in browser are its session's (a planted cookie, another session's token or
+//   one from before the sign-in is refused); Strict-Transport-Security only on an https base URL;
 // - admin commands `user create`, `user verify` and `org show`.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -19,6 +21,7 @@ import { freePort } from '../shared/infra/free-port.ts';
 import { changeMember, membershipsOf } from '../shared/accounts/users.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
 import { loadConfig } from '../shared/config.ts';
+import { hstsHeader } from '../apps/api/plugins/transport-security.ts';
 import { insertClaim } from '../shared/db/requests.ts';
 import { newRequestId } from '../shared/ids.ts';
 import { call, closeDb, db, newOrg, ownPair, stack } from './helpers/stack.ts';
@@ -185,6 +188,72 @@ describe('CSRF', () => {
     expect(await keyCount(org.org_id)).toBe(before);
     // The sign-in form is protected too.
     expect((await new ConsoleClient().request('POST', '/console/sign-in', { form: { email: 'a@example.com', password: 'x' } })).status).toBe(403);
+  });
+
+  it('refuses a CSRF cookie planted in a signed-in browser with its matching token (403), and changes nothing', async () => {
+    // Whoever can set cookies for the console's host (a sibling subdomain, plain http on the way)
+    // takes a cookie and token pair of their own from the sign-in page and plants the cookie.
+    const attacker = new ConsoleClient();
+    const token = await attacker.token('/console/sign-in');
+    const planted = attacker.cookies.get('wqs_csrf')!;
+    expect(planted).toBeTruthy();
+    const victim = await signedIn('owner');
+    const before = await keyCount(victim.org.org_id);
+    victim.client.cookies.set('wqs_csrf', planted);
+    const forged = await victim.client.request('POST', '/console/keys', { form: { _csrf: token } });
+    expect(forged.status).toBe(403);
+    expect(forged.text).toContain('Form expired');
+    expect(await keyCount(victim.org.org_id)).toBe(before);
+    // The victim's own form still works (with the planted cookie still there).
+    expect((await victim.client.submit('/console/keys', '/console/keys', {})).status).toBe(200);
+    expect(await keyCount(victim.org.org_id)).toBe(before + 1);
+  });
+
+  it("refuses one session's token in another session, whatever other cookies come with it", async () => {
+    const a = await signedIn('owner');
+    const b = await signedIn('owner');
+    const tokenA = await a.client.token('/console/keys');
+    // A's cookies (all but its session) in B's browser, and A's token: B's session refuses it.
+    for (const [name, value] of a.client.cookies) if (name !== 'wqs_session') b.client.cookies.set(name, value);
+    const before = await keyCount(b.org.org_id);
+    expect((await b.client.request('POST', '/console/keys', { form: { _csrf: tokenA } })).status).toBe(403);
+    expect(await keyCount(b.org.org_id)).toBe(before);
+    // In A's own session the same token works, and a token is not bound to one page.
+    expect((await a.client.request('POST', '/console/keys', { form: { _csrf: tokenA } })).status).toBe(200);
+    expect((await a.client.request('POST', '/console/keys', { form: { _csrf: tokenA } })).status).toBe(200);
+  });
+
+  it('voids a token issued before sign-in once signed in, even with its CSRF cookie sent back', async () => {
+    const f = await orgWithUser('owner');
+    const c = new ConsoleClient();
+    const early = await c.token('/console/sign-in');
+    const cookie = c.cookies.get('wqs_csrf')!;
+    const signIn = await c.request('POST', '/console/sign-in', { form: { _csrf: early, email: f.email, password: PASSWORD } });
+    expect(signIn.status).toBe(303);
+    // The sign-in clears the CSRF cookie; one who set it before (or the browser's other tab) sends it again.
+    expect(c.cookies.has('wqs_csrf')).toBe(false);
+    c.cookies.set('wqs_csrf', cookie);
+    const before = await keyCount(f.org.org_id);
+    const res = await c.request('POST', '/console/keys', { form: { _csrf: early } });
+    expect(res.status).toBe(403);
+    expect(res.text).toContain('Form expired');
+    expect(await keyCount(f.org.org_id)).toBe(before);
+  });
+
+  it('answers a signed-in form whose session has ended with the sign-in page, doing nothing', async () => {
+    const { client, org } = await signedIn('owner');
+    const token = await client.token('/console/keys');
+    const old = client.cookies.get('wqs_session')!;
+    expect((await client.submit('/console', '/console/sign-out', {})).status).toBe(303);
+    const before = await keyCount(org.org_id);
+    const stale = new ConsoleClient();
+    stale.cookies.set('wqs_session', old);
+    const res = await stale.request('POST', '/console/keys', { form: { _csrf: token } });
+    expect(res.status).toBe(303);
+    expect(res.location).toBe('/console/sign-in');
+    expect(await keyCount(org.org_id)).toBe(before);
+    // Signed out, the pages carry cookie-bound tokens again, and sign-in takes them.
+    expect(await client.token('/console/sign-in')).not.toMatch(/^s\./);
   });
 });
 
@@ -660,6 +729,24 @@ describe('on an https base URL, with sign-up open', () => {
     await api?.kill();
   });
 
+  it('sends Strict-Transport-Security on console pages, API answers, 404s and hijacked streams', async () => {
+    const org = await newOrg(1, 'HSTS');
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+    const answers = {
+      'sign-in page': await new ConsoleClient(base).get('/console/sign-in'),
+      'console redirect': await new ConsoleClient(base).get('/console'),
+      health: await call('GET', '/health', { baseUrl: base }),
+      'API 401': await call('GET', '/v1/catalog/tools', { baseUrl: base }),
+      'API 200': await call('GET', '/v1/catalog/tools', { baseUrl: base, key: org.api_key }),
+      'unknown path': await call('GET', '/no-such-path', { baseUrl: base }),
+      'MCP (hijacked)': await call('POST', '/mcp', { baseUrl: base, key: org.api_key, body: init, headers: { accept: 'application/json, text/event-stream' } }),
+    };
+    for (const [what, res] of Object.entries(answers)) {
+      expect(res.headers.get('strict-transport-security'), what).toBe('max-age=31536000; includeSubDomains');
+    }
+    expect(answers['MCP (hijacked)'].status).toBe(200);
+  });
+
   it('uses __Host- cookies with Secure, and signs up a new Owner with the configured credits', async () => {
     const c = new ConsoleClient(base);
     const form = await c.get('/console/sign-up');
@@ -798,6 +885,28 @@ describe('on an https base URL, with sign-up open', () => {
 
   it('keeps sign-up closed on the shared stack (DATABASE_URL set)', async () => {
     expect((await new ConsoleClient().get('/console/sign-up')).status).toBe(404);
+  });
+});
+
+describe('Strict-Transport-Security', () => {
+  it('is never sent on a plain-http base URL (the stack, as `npm start` runs)', async () => {
+    expect(stack().baseUrl).toMatch(/^http:/);
+    for (const res of [await new ConsoleClient().get('/console/sign-in'), await call('GET', '/health'), await call('GET', '/no-such-path')]) {
+      expect(res.headers.get('strict-transport-security')).toBeNull();
+    }
+  });
+
+  it('follows HSTS_MAX_AGE_SECONDS and HSTS_INCLUDE_SUBDOMAINS on https, and refuses a bad value at start', () => {
+    const at = (env: Record<string, string>) => hstsHeader(loadConfig({ PUBLIC_BASE_URL: 'https://wqs.example.com', ...env }));
+    expect(at({})).toBe('max-age=31536000; includeSubDomains');
+    expect(at({ HSTS_MAX_AGE_SECONDS: '600', HSTS_INCLUDE_SUBDOMAINS: 'false' })).toBe('max-age=600');
+    expect(at({ HSTS_MAX_AGE_SECONDS: '0' })).toBe('max-age=0; includeSubDomains');
+    expect(at({ HSTS_MAX_AGE_SECONDS: 'off' })).toBeNull();
+    expect(hstsHeader(loadConfig({ PUBLIC_BASE_URL: 'http://wqs.example.com' }))).toBeNull();
+    expect(hstsHeader(loadConfig({}))).toBeNull();
+    for (const bad of ['-1', 'one year', '1.5', '99999999999']) {
+      expect(() => loadConfig({ HSTS_MAX_AGE_SECONDS: bad }), bad).toThrow(/HSTS_MAX_AGE_SECONDS/);
+    }
   });
 });
 

@@ -12,6 +12,7 @@ import jsonBodyPlugin from './plugins/json-body.ts';
 import authPlugin from './plugins/auth.ts';
 import ssePlugin from './plugins/sse.ts';
 import metricsPlugin from './plugins/metrics.ts';
+import { registerTransportSecurity } from './plugins/transport-security.ts';
 import rootRoutes from './routes/root.ts';
 import { dependencyCheck } from './routes/probes.ts';
 import queryRoutes from './routes/query.ts';
@@ -99,6 +100,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // The embedding model's thread ends before the process may exit (exiting mid-embedding aborts it).
   app.addHook('onClose', () => router.close());
 
+  // Strict-Transport-Security on every answer when the public base URL is https (HSTS_*).
+  registerTransportSecurity(app, deps.config);
   await app.register(errorsPlugin);
   // Before every route: its onResponse hook observes all of them.
   await app.register(metricsPlugin);

@@ -14,12 +14,21 @@ import view from '@fastify/view';
 import { Eta } from 'eta';
 import type { Config } from '../../../shared/config.ts';
 import { isDatabaseUnavailable } from '../../../shared/db/unavailable.ts';
-import { registerConsoleSession } from '../plugins/console-session.ts';
+import { isSessionFormToken, looksLikeSessionFormToken, registerConsoleSession, sessionFormToken } from '../plugins/console-session.ts';
 import { ConsolePageError, barePage, consoleCsp, layoutData, when, ROLE_LABELS, type ConsoleContext } from './context.ts';
 import { PAGES } from './pages/index.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
+
+/** A form's CSRF token: only the form field (the console has no script that would send a header). */
+function formToken(request: FastifyRequest): string {
+  const body = request.body as Record<string, unknown> | undefined;
+  return typeof body?._csrf === 'string' ? body._csrf : '';
+}
+
+const FORM_EXPIRED = { title: 'Form expired', message: 'This form is no longer valid. Go back, reload the page and send it again.' };
+const formExpired = () => new ConsolePageError(403, FORM_EXPIRED.title, FORM_EXPIRED.message);
 
 export default async function consolePlugin(app: FastifyInstance, opts: { config: Config; temporal: () => Promise<Client> }) {
   await app.register(cookie);
@@ -28,11 +37,7 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
   await app.register(csrf, {
     cookieKey: sessions.policy.csrf,
     cookieOpts: sessions.cookieOptions,
-    // Only the form field: the console has no script that would send a header.
-    getToken: (req: FastifyRequest) => {
-      const body = req.body as Record<string, unknown> | undefined;
-      return typeof body?._csrf === 'string' ? body._csrf : '';
-    },
+    getToken: formToken,
   });
   await app.register(view, {
     engine: { eta: new Eta({ autoEscape: true, autoTrim: [false, 'nl'] }) },
@@ -41,9 +46,20 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
     defaultContext: { when, ROLE_LABELS },
   });
 
-  // Every state-changing form carries a token bound to the browser's CSRF cookie.
+  // Every state-changing form carries a token. Signed in, only a token of this session counts: a
+  // token bound to a cookie (all a browser without a session has) is refused, so whoever can plant
+  // cookies for this host (a sibling subdomain, plain http on the way) cannot forge a signed-in
+  // form, and a form from before the sign-in is void after it. Signed out (sign-in, sign-up): a
+  // token bound to the HttpOnly CSRF cookie (`__Host-` on https).
   app.addHook('preHandler', (request, reply, done) => {
     if (request.method !== 'POST') return done();
+    const token = formToken(request);
+    if (request.consoleSession) {
+      return isSessionFormToken(sessions.sessionId(request)!, token) ? done() : done(formExpired());
+    }
+    // A signed-in form whose session has ended (signed out, expired): nothing is done; sign in again,
+    // as a page of that form would have said.
+    if (looksLikeSessionFormToken(token)) return void reply.redirect('/console/sign-in', 303);
     app.csrfProtection(request, reply, done);
   });
   app.addHook('onSend', async (_request, reply) => {
@@ -61,7 +77,10 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
     temporal: opts.temporal,
     async render(request, reply, viewName, data, status = 200) {
       const layout = await layoutData(request, app.db);
-      const page = { ...layout, csrf: reply.generateCsrf(), path: request.url, ...data };
+      // Signed in: a token of the session; signed out: one of the CSRF cookie (set here if missing).
+      const id = request.consoleSession ? sessions.sessionId(request) : undefined;
+      const csrf = id ? sessionFormToken(id) : reply.generateCsrf();
+      const page = { ...layout, csrf, path: request.url, ...data };
       return reply.code(status).type('text/html; charset=utf-8').view(viewName, page);
     },
   };
@@ -75,8 +94,7 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
       reply.headers(error.headers);
     } else if (error.code === 'FST_CSRF_INVALID_TOKEN' || error.code === 'FST_CSRF_MISSING_SECRET') {
       status = 403;
-      title = 'Form expired';
-      message = 'This form is no longer valid. Go back, reload the page and send it again.';
+      ({ title, message } = FORM_EXPIRED);
     } else if (isDatabaseUnavailable(error)) {
       status = 503;
       title = 'Temporarily unavailable';

@@ -1,6 +1,7 @@
 // Console sessions on the request: the cookie names and options, loading the session of a request,
 // and starting/ending one. Registered only inside the console's scope (apps/api/console), so no API
 // route ever looks at a cookie: a session is never an API or MCP credential.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../../../shared/config.ts';
 import { createSession, deleteSession, loadSession, type Session, type SessionTimes } from '../../../shared/accounts/sessions.ts';
@@ -28,6 +29,35 @@ export function cookiePolicy(config: Pick<Config, 'PUBLIC_BASE_URL'>): CookiePol
   return secure ? { session: '__Host-wqs_session', csrf: '__Host-wqs_csrf', secure } : { session: 'wqs_session', csrf: 'wqs_csrf', secure };
 }
 
+/**
+ * Form tokens of a signed-in browser: bound to its session, not to a cookie anyone who can set
+ * cookies for this host could plant. `s.<salt>.<HMAC-SHA256 keyed by the session id over the salt>`:
+ * the session id (32 random bytes, in an HttpOnly cookie; PostgreSQL holds only its SHA-256) is the
+ * secret, so a token is worth nothing in another session and cannot be made without the id, and the
+ * id cannot be read back from a token. A fresh salt per page keeps the token from being the same
+ * bytes in every response (no compression side channel learns it). The id is 43 characters, below
+ * HMAC's 64-byte block, so it is the key as is (not its SHA-256, which the database holds).
+ */
+const SESSION_TOKEN_RE = /^s\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{43})$/;
+const sessionTokenMac = (sessionId: string, salt: string) => createHmac('sha256', sessionId).update(`wqs console form v1\0${salt}`).digest('base64url');
+
+export function sessionFormToken(sessionId: string): string {
+  const salt = randomBytes(12).toString('base64url');
+  return `s.${salt}.${sessionTokenMac(sessionId, salt)}`;
+}
+
+/** Whether `token` is a form token of the session whose id is `sessionId` (compared in constant time). */
+export function isSessionFormToken(sessionId: string, token: string): boolean {
+  const m = SESSION_TOKEN_RE.exec(token);
+  if (!m) return false;
+  const want = Buffer.from(sessionTokenMac(sessionId, m[1]!));
+  const got = Buffer.from(m[2]!);
+  return got.length === want.length && timingSafeEqual(got, want);
+}
+
+/** A token of the shape session tokens have (whatever session it was made for). */
+export const looksLikeSessionFormToken = (token: string) => SESSION_TOKEN_RE.test(token);
+
 export const sessionTimes = (c: Pick<Config, 'CONSOLE_SESSION_IDLE_MINUTES' | 'CONSOLE_SESSION_MAX_HOURS'>): SessionTimes => ({
   idleMs: c.CONSOLE_SESSION_IDLE_MINUTES * 60_000,
   maxMs: c.CONSOLE_SESSION_MAX_HOURS * 3_600_000,
@@ -49,7 +79,8 @@ export function registerConsoleSession(app: FastifyInstance, config: Config) {
       await deleteSession(app.db, request.cookies[policy.session]);
       const id = await createSession(app.db, userId, orgId, times);
       reply.setCookie(policy.session, id, { ...cookieOptions, maxAge: Math.floor(times.maxMs / 1000) });
-      // A new CSRF secret too: tokens from before the sign-in are void.
+      // Signed in, forms carry tokens of this session only (sessionFormToken); the signed-out CSRF
+      // cookie has no use any more, and no token made with it is accepted from now on.
       reply.clearCookie(policy.csrf, cookieOptions);
     },
     async end(request: FastifyRequest, reply: FastifyReply) {
