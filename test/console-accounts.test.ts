@@ -240,6 +240,37 @@ describe('CSRF', () => {
     expect(await keyCount(f.org.org_id)).toBe(before);
   });
 
+  it("voids a form of one organization once the session switched to another (another tab): nothing is done in the organization the page was not about", async () => {
+    const a = await signedIn('owner');
+    const b = await newOrg(1, 'Switched to');
+    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'owner')`, [b.org_id, a.userId]);
+    const stranger = await orgWithUser('admin');
+    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'admin')`, [b.org_id, stranger.userId]);
+    // The first tab shows organization A's pages; a second tab switches the session to B.
+    const keysOfA = await a.client.token('/console/keys');
+    const membersOfA = await a.client.token('/console/members');
+    expect((await a.client.submit('/console', '/console/switch-org', { org_id: b.org_id })).status).toBe(303);
+    const [keysBefore, aBefore] = [await keyCount(b.org_id), await keyCount(a.org.org_id)];
+    // The first tab's forms, meant for A, must not act on B: no key made there, no member removed,
+    // nobody invited to it.
+    const made = await a.client.request('POST', '/console/keys', { form: { _csrf: keysOfA } });
+    expect(made.status).toBe(403);
+    expect(made.text).toContain('Form expired');
+    expect((await a.client.request('POST', `/console/members/${stranger.userId}/remove`, { form: { _csrf: membersOfA } })).status).toBe(403);
+    expect((await a.client.request('POST', '/console/members', { form: { _csrf: membersOfA, email: 'someone@example.com', role: 'admin' } })).status).toBe(403);
+    expect(await keyCount(b.org_id)).toBe(keysBefore);
+    expect(await keyCount(a.org.org_id)).toBe(aBefore);
+    expect(await memberRole(b.org_id, stranger.userId)).toBe('admin');
+    expect((await db().query(`SELECT count(*)::int AS n FROM member_invitations WHERE org_id = $1`, [b.org_id])).rows[0].n).toBe(0);
+    // A page of B gives a form of B, which works; switching back voids it again.
+    expect((await a.client.submit('/console/keys', '/console/keys', {})).status).toBe(200);
+    expect(await keyCount(b.org_id)).toBe(keysBefore + 1);
+    const keysOfB = await a.client.token('/console/keys');
+    expect((await a.client.submit('/console', '/console/switch-org', { org_id: a.org.org_id })).status).toBe(303);
+    expect((await a.client.request('POST', '/console/keys', { form: { _csrf: keysOfB } })).status).toBe(403);
+    expect(await keyCount(a.org.org_id)).toBe(aBefore);
+  });
+
   it('answers a signed-in form whose session has ended with the sign-in page, doing nothing', async () => {
     const { client, org } = await signedIn('owner');
     const token = await client.token('/console/keys');
