@@ -760,7 +760,7 @@ describe('on an https base URL, with sign-up open', () => {
     await api?.kill();
   });
 
-  it('sends Strict-Transport-Security on console pages, API answers, 404s and hijacked streams', async () => {
+  it('sends Strict-Transport-Security on console pages, API answers, 404s, hijacked streams and answers made before routing', async () => {
     const org = await newOrg(1, 'HSTS');
     const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
     const answers = {
@@ -771,7 +771,13 @@ describe('on an https base URL, with sign-up open', () => {
       'API 200': await call('GET', '/v1/catalog/tools', { baseUrl: base, key: org.api_key }),
       'unknown path': await call('GET', '/no-such-path', { baseUrl: base }),
       'MCP (hijacked)': await call('POST', '/mcp', { baseUrl: base, key: org.api_key, body: init, headers: { accept: 'application/json, text/event-stream' } }),
+      // Answered before any hook runs: a path that is not valid percent-encoding (Fastify's
+      // frameworkErrors), and a method Node's parser does not know (written raw to the socket).
+      'bad percent-encoding': await call('GET', '/console/%zz', { baseUrl: base }),
+      'unknown method': await call('FOO', '/v1/catalog/tools', { baseUrl: base }),
     };
+    expect(answers['bad percent-encoding'].status).toBe(400);
+    expect(answers['unknown method'].status).toBe(405);
     for (const [what, res] of Object.entries(answers)) {
       expect(res.headers.get('strict-transport-security'), what).toBe('max-age=31536000; includeSubDomains');
     }
