@@ -62,10 +62,15 @@ const ConfigSchema = z.object({
    * (plus `; includeSubDomains` with HSTS_INCLUDE_SUBDOMAINS): browsers then use https only for this
    * host for that long, so no plain-http request (whose cookies and pages anyone on the way could
    * read or change) leaves them. One year by default; `0` tells browsers to forget an earlier policy
-   * (the way back to http); `off` sends no header (a proxy in front sends its own). Never sent on a
-   * plain-http base URL (the embedded default, http://127.0.0.1:PORT).
+   * (the way back to http); `off` sends no header (a proxy in front sends its own). An empty value
+   * is refused at start (it is not 0). Never sent on a plain-http base URL (the embedded default,
+   * http://127.0.0.1:PORT).
    */
-  HSTS_MAX_AGE_SECONDS: z.union([z.literal('off'), z.coerce.number().int().min(0).max(63_072_000)]).default(31_536_000),
+  HSTS_MAX_AGE_SECONDS: z
+    .union([z.literal('off'), z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(63_072_000))], {
+      error: 'whole seconds (an empty value is not 0), or off',
+    })
+    .default(31_536_000),
   HSTS_INCLUDE_SUBDOMAINS: z
     .enum(['true', 'false', '1', '0'])
     .default('true')

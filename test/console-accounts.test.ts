@@ -941,7 +941,8 @@ describe('Strict-Transport-Security', () => {
     expect(at({ HSTS_MAX_AGE_SECONDS: 'off' })).toBeNull();
     expect(hstsHeader(loadConfig({ PUBLIC_BASE_URL: 'http://wqs.example.com' }))).toBeNull();
     expect(hstsHeader(loadConfig({}))).toBeNull();
-    for (const bad of ['-1', 'one year', '1.5', '99999999999']) {
+    // An empty value (`HSTS_MAX_AGE_SECONDS=` in an env file) is not 0, which would tell browsers to drop the policy.
+    for (const bad of ['-1', 'one year', '1.5', '99999999999', '', ' ']) {
       expect(() => loadConfig({ HSTS_MAX_AGE_SECONDS: bad }), bad).toThrow(/HSTS_MAX_AGE_SECONDS/);
     }
   });
