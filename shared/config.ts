@@ -198,7 +198,7 @@ const ConfigSchema = z.object({
   AUTH_LOOKUP_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
   /**
    * Failed credential checks (unknown, malformed, revoked, expired) per client address (request.ip,
-   * see TRUST_PROXY; an IPv6 address counts by its /64) in one API process: a token bucket of
+   * see TRUST_PROXY; an IPv6 address counts by its /64, a proxy's `address:port` as the address) in one API process: a token bucket of
    * AUTH_FAILURES_PER_ADDRESS_BURST, refilled at AUTH_FAILURES_PER_ADDRESS_PER_SECOND. An empty
    * bucket refuses, before PostgreSQL, any check from the address that needs a lookup: 429
    * authentication_rate_limited with Retry-After. A credential that passed in this process is not

@@ -73,6 +73,16 @@ describe('the guard (pure)', () => {
     expect(addressBucket('2001:db8:1:3::5')).not.toBe(addressBucket('2001:db8:1:2::5'));
   });
 
+  it("a proxy's `address:port` (Azure's Application Gateway writes X-Forwarded-For so) counts as the address: a new source port is not a new bucket", () => {
+    expect(addressBucket('198.51.100.7:4567')).toBe('198.51.100.7');
+    expect(addressBucket('[2001:db8:1:2::5]:443')).toBe('2001:db8:1:2::/64');
+    expect(addressBucket('[2001:db8:1:2::5]')).toBe('2001:db8:1:2::/64');
+    expect(addressBucket('[::ffff:198.51.100.7]:80')).toBe('198.51.100.7');
+    // IPv4-mapped in hex is that IPv4 address, not the /64 of every mapped address.
+    expect(addressBucket('::ffff:c633:6407')).toBe('198.51.100.7');
+    expect(addressBucket('0:0:0:0:0:ffff:198.51.100.7')).toBe('198.51.100.7');
+  });
+
   it('the map of failure buckets stays bounded: addresses rotated through, and buckets that refilled, are forgotten', async () => {
     let now = 0;
     const guard = new CredentialGuard({ lookupsInFlight: 1, lookupWaitMs: 0, failures: { perSecond: 1, burst: 3 }, addressesMax: 100, knownMax: 10 }, () => now);
@@ -208,6 +218,11 @@ describe('a flood of invalid keys on an API process', () => {
       const m = await metricsOf(url);
       expect(m).toContain('wqs_credential_refusals_total{code="authentication_rate_limited"} 6\n');
       expect(m).toContain('wqs_credential_failure_addresses 4\n');
+      // A proxy that writes the client's source port (`address:port`): each connection a new port,
+      // one bucket all the same.
+      for (let i = 0; i < BURST; i++) expect((await authAs(url, inventedKey(), `192.0.2.77:${40_000 + i}`)).status).toBe(401);
+      expectRateLimited(await authAs(url, inventedKey(), '192.0.2.77:40999'), BURST);
+      expectRateLimited(await authAs(url, inventedKey(), '[::ffff:192.0.2.77]:41000'), BURST);
     } finally {
       await proxy.close();
     }
