@@ -102,6 +102,51 @@ describe('the guard (pure)', () => {
   });
 });
 
+describe('the guard gives back what it holds (pure)', () => {
+  const limits = (burst: number, lookupWaitMs = 30) => ({ lookupsInFlight: 1, lookupWaitMs, failures: { perSecond: 0.001, burst }, addressesMax: 10, knownMax: 10 });
+  const notFound = async () => ({ ok: false });
+  /** The lookup starts a microtask after check() is called. */
+  const tick = () => new Promise((r) => setImmediate(r));
+
+  it('a lookup that throws (database down) is 503 for it and every check sharing it, and gives back its slot and its token', async () => {
+    const guard = new CredentialGuard(limits(1));
+    const key = inventedKey();
+    let fail!: (e: Error) => void;
+    const first = guard.check('192.0.2.5', key, () => new Promise<never>((_, reject) => (fail = reject)));
+    const sharing = guard.check('192.0.2.6', key, () => Promise.reject(new Error('never called: it shares the lookup in flight')));
+    expect(guard.lookups).toEqual({ inFlight: 1, waiting: 0 });
+    await tick();
+    fail(new Error('connection refused'));
+    for (const p of [first, sharing]) await expect(p).rejects.toMatchObject({ code: 'api_key_verification_unavailable' });
+    expect(guard.lookups).toEqual({ inFlight: 0, waiting: 0 });
+    // An outage charges nobody: with a burst of one, both addresses still get their lookup.
+    let looked = 0;
+    for (const ip of ['192.0.2.5', '192.0.2.6']) await guard.check(ip, inventedKey(), () => (looked++, notFound()));
+    expect(looked).toBe(2);
+  });
+
+  it('a check that gave up waiting is never handed the slot afterwards; one still waiting is, and the slot is free at the end', async () => {
+    const guard = new CredentialGuard(limits(10));
+    let release!: () => void;
+    const slow = guard.check('192.0.2.7', inventedKey(), () => new Promise<{ ok: boolean }>((r) => (release = () => r({ ok: false }))));
+    await expect(guard.check('192.0.2.8', inventedKey(), notFound)).rejects.toMatchObject({ code: 'api_key_verification_unavailable' });
+    expect(guard.lookups).toEqual({ inFlight: 1, waiting: 0 });
+    const patient = new CredentialGuard(limits(10, 5_000));
+    let releaseP!: () => void;
+    const holder = patient.check('192.0.2.9', inventedKey(), () => new Promise<{ ok: boolean }>((r) => (releaseP = () => r({ ok: false }))));
+    const waiter = patient.check('192.0.2.10', inventedKey(), notFound);
+    expect(patient.lookups).toEqual({ inFlight: 1, waiting: 1 });
+    await tick();
+    releaseP();
+    expect(await holder).toEqual({ ok: false });
+    expect(await waiter).toEqual({ ok: false });
+    expect(patient.lookups).toEqual({ inFlight: 0, waiting: 0 });
+    release();
+    expect(await slow).toEqual({ ok: false });
+    expect(guard.lookups).toEqual({ inFlight: 0, waiting: 0 });
+  });
+});
+
 describe('a flood of invalid keys on an API process', () => {
   it('with their lookups held back, requests past AUTH_LOOKUPS_IN_FLIGHT get 503 api_key_verification_unavailable quickly; a key in use of another organization is served meanwhile', async () => {
     const CAP = 4;
