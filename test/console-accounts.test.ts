@@ -9,8 +9,9 @@
 //   once, replaced when sent again, never logged), an operator-created one also from the Overview;
 // - other organizations' ids are 404; a cookie is never an API/MCP credential and a key never opens
 //   the console; sign-in throttling answers 429 with Retry-After;
-// - CSRF tokens of a signed-in browser are its session's (a planted cookie, another session's token or
-//   one from before the sign-in is refused); Strict-Transport-Security only on an https base URL;
+// - CSRF tokens of a signed-in browser are its session's in its organization (a planted cookie, another
+//   session's token, one from before the sign-in or from before an organization switch is refused);
+//   Strict-Transport-Security only on an https base URL, on every answer there;
 // - admin commands `user create`, `user verify` and `org show`.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
