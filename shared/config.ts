@@ -62,10 +62,15 @@ const ConfigSchema = z.object({
    * (plus `; includeSubDomains` with HSTS_INCLUDE_SUBDOMAINS): browsers then use https only for this
    * host for that long, so no plain-http request (whose cookies and pages anyone on the way could
    * read or change) leaves them. One year by default; `0` tells browsers to forget an earlier policy
-   * (the way back to http); `off` sends no header (a proxy in front sends its own). Never sent on a
-   * plain-http base URL (the embedded default, http://127.0.0.1:PORT).
+   * (the way back to http); `off` sends no header (a proxy in front sends its own). An empty value
+   * is refused at start (it is not 0). Never sent on a plain-http base URL (the embedded default,
+   * http://127.0.0.1:PORT).
    */
-  HSTS_MAX_AGE_SECONDS: z.union([z.literal('off'), z.coerce.number().int().min(0).max(63_072_000)]).default(31_536_000),
+  HSTS_MAX_AGE_SECONDS: z
+    .union([z.literal('off'), z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(63_072_000))], {
+      error: 'whole seconds (an empty value is not 0), or off',
+    })
+    .default(31_536_000),
   HSTS_INCLUDE_SUBDOMAINS: z
     .enum(['true', 'false', '1', '0'])
     .default('true')
@@ -193,7 +198,7 @@ const ConfigSchema = z.object({
   AUTH_LOOKUP_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(1_000),
   /**
    * Failed credential checks (unknown, malformed, revoked, expired) per client address (request.ip,
-   * see TRUST_PROXY; an IPv6 address counts by its /64) in one API process: a token bucket of
+   * see TRUST_PROXY; an IPv6 address counts by its /64, a proxy's `address:port` as the address) in one API process: a token bucket of
    * AUTH_FAILURES_PER_ADDRESS_BURST, refilled at AUTH_FAILURES_PER_ADDRESS_PER_SECOND. An empty
    * bucket refuses, before PostgreSQL, any check from the address that needs a lookup: 429
    * authentication_rate_limited with Retry-After. A credential that passed in this process is not

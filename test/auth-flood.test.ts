@@ -73,6 +73,16 @@ describe('the guard (pure)', () => {
     expect(addressBucket('2001:db8:1:3::5')).not.toBe(addressBucket('2001:db8:1:2::5'));
   });
 
+  it("a proxy's `address:port` (Azure's Application Gateway writes X-Forwarded-For so) counts as the address: a new source port is not a new bucket", () => {
+    expect(addressBucket('198.51.100.7:4567')).toBe('198.51.100.7');
+    expect(addressBucket('[2001:db8:1:2::5]:443')).toBe('2001:db8:1:2::/64');
+    expect(addressBucket('[2001:db8:1:2::5]')).toBe('2001:db8:1:2::/64');
+    expect(addressBucket('[::ffff:198.51.100.7]:80')).toBe('198.51.100.7');
+    // IPv4-mapped in hex is that IPv4 address, not the /64 of every mapped address.
+    expect(addressBucket('::ffff:c633:6407')).toBe('198.51.100.7');
+    expect(addressBucket('0:0:0:0:0:ffff:198.51.100.7')).toBe('198.51.100.7');
+  });
+
   it('the map of failure buckets stays bounded: addresses rotated through, and buckets that refilled, are forgotten', async () => {
     let now = 0;
     const guard = new CredentialGuard({ lookupsInFlight: 1, lookupWaitMs: 0, failures: { perSecond: 1, burst: 3 }, addressesMax: 100, knownMax: 10 }, () => now);
@@ -89,6 +99,51 @@ describe('the guard (pure)', () => {
     now = 10_000;
     guard.failed('192.0.2.1');
     expect(guard.addresses).toBe(1);
+  });
+});
+
+describe('the guard gives back what it holds (pure)', () => {
+  const limits = (burst: number, lookupWaitMs = 30) => ({ lookupsInFlight: 1, lookupWaitMs, failures: { perSecond: 0.001, burst }, addressesMax: 10, knownMax: 10 });
+  const notFound = async () => ({ ok: false });
+  /** The lookup starts a microtask after check() is called. */
+  const tick = () => new Promise((r) => setImmediate(r));
+
+  it('a lookup that throws (database down) is 503 for it and every check sharing it, and gives back its slot and its token', async () => {
+    const guard = new CredentialGuard(limits(1));
+    const key = inventedKey();
+    let fail!: (e: Error) => void;
+    const first = guard.check('192.0.2.5', key, () => new Promise<never>((_, reject) => (fail = reject)));
+    const sharing = guard.check('192.0.2.6', key, () => Promise.reject(new Error('never called: it shares the lookup in flight')));
+    expect(guard.lookups).toEqual({ inFlight: 1, waiting: 0 });
+    await tick();
+    fail(new Error('connection refused'));
+    for (const p of [first, sharing]) await expect(p).rejects.toMatchObject({ code: 'api_key_verification_unavailable' });
+    expect(guard.lookups).toEqual({ inFlight: 0, waiting: 0 });
+    // An outage charges nobody: with a burst of one, both addresses still get their lookup.
+    let looked = 0;
+    for (const ip of ['192.0.2.5', '192.0.2.6']) await guard.check(ip, inventedKey(), () => (looked++, notFound()));
+    expect(looked).toBe(2);
+  });
+
+  it('a check that gave up waiting is never handed the slot afterwards; one still waiting is, and the slot is free at the end', async () => {
+    const guard = new CredentialGuard(limits(10));
+    let release!: () => void;
+    const slow = guard.check('192.0.2.7', inventedKey(), () => new Promise<{ ok: boolean }>((r) => (release = () => r({ ok: false }))));
+    await expect(guard.check('192.0.2.8', inventedKey(), notFound)).rejects.toMatchObject({ code: 'api_key_verification_unavailable' });
+    expect(guard.lookups).toEqual({ inFlight: 1, waiting: 0 });
+    const patient = new CredentialGuard(limits(10, 5_000));
+    let releaseP!: () => void;
+    const holder = patient.check('192.0.2.9', inventedKey(), () => new Promise<{ ok: boolean }>((r) => (releaseP = () => r({ ok: false }))));
+    const waiter = patient.check('192.0.2.10', inventedKey(), notFound);
+    expect(patient.lookups).toEqual({ inFlight: 1, waiting: 1 });
+    await tick();
+    releaseP();
+    expect(await holder).toEqual({ ok: false });
+    expect(await waiter).toEqual({ ok: false });
+    expect(patient.lookups).toEqual({ inFlight: 0, waiting: 0 });
+    release();
+    expect(await slow).toEqual({ ok: false });
+    expect(guard.lookups).toEqual({ inFlight: 0, waiting: 0 });
   });
 });
 
@@ -208,6 +263,11 @@ describe('a flood of invalid keys on an API process', () => {
       const m = await metricsOf(url);
       expect(m).toContain('wqs_credential_refusals_total{code="authentication_rate_limited"} 6\n');
       expect(m).toContain('wqs_credential_failure_addresses 4\n');
+      // A proxy that writes the client's source port (`address:port`): each connection a new port,
+      // one bucket all the same.
+      for (let i = 0; i < BURST; i++) expect((await authAs(url, inventedKey(), `192.0.2.77:${40_000 + i}`)).status).toBe(401);
+      expectRateLimited(await authAs(url, inventedKey(), '192.0.2.77:40999'), BURST);
+      expectRateLimited(await authAs(url, inventedKey(), '[::ffff:192.0.2.77]:41000'), BURST);
     } finally {
       await proxy.close();
     }

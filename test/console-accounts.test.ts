@@ -9,8 +9,9 @@
 //   once, replaced when sent again, never logged), an operator-created one also from the Overview;
 // - other organizations' ids are 404; a cookie is never an API/MCP credential and a key never opens
 //   the console; sign-in throttling answers 429 with Retry-After;
-// - CSRF tokens of a signed-in browser are its session's (a planted cookie, another session's token or
-//   one from before the sign-in is refused); Strict-Transport-Security only on an https base URL;
+// - CSRF tokens of a signed-in browser are its session's in its organization (a planted cookie, another
+//   session's token, one from before the sign-in or from before an organization switch is refused);
+//   Strict-Transport-Security only on an https base URL, on every answer there;
 // - admin commands `user create`, `user verify` and `org show`.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -238,6 +239,37 @@ describe('CSRF', () => {
     expect(res.status).toBe(403);
     expect(res.text).toContain('Form expired');
     expect(await keyCount(f.org.org_id)).toBe(before);
+  });
+
+  it("voids a form of one organization once the session switched to another (another tab): nothing is done in the organization the page was not about", async () => {
+    const a = await signedIn('owner');
+    const b = await newOrg(1, 'Switched to');
+    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'owner')`, [b.org_id, a.userId]);
+    const stranger = await orgWithUser('admin');
+    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'admin')`, [b.org_id, stranger.userId]);
+    // The first tab shows organization A's pages; a second tab switches the session to B.
+    const keysOfA = await a.client.token('/console/keys');
+    const membersOfA = await a.client.token('/console/members');
+    expect((await a.client.submit('/console', '/console/switch-org', { org_id: b.org_id })).status).toBe(303);
+    const [keysBefore, aBefore] = [await keyCount(b.org_id), await keyCount(a.org.org_id)];
+    // The first tab's forms, meant for A, must not act on B: no key made there, no member removed,
+    // nobody invited to it.
+    const made = await a.client.request('POST', '/console/keys', { form: { _csrf: keysOfA } });
+    expect(made.status).toBe(403);
+    expect(made.text).toContain('Form expired');
+    expect((await a.client.request('POST', `/console/members/${stranger.userId}/remove`, { form: { _csrf: membersOfA } })).status).toBe(403);
+    expect((await a.client.request('POST', '/console/members', { form: { _csrf: membersOfA, email: 'someone@example.com', role: 'admin' } })).status).toBe(403);
+    expect(await keyCount(b.org_id)).toBe(keysBefore);
+    expect(await keyCount(a.org.org_id)).toBe(aBefore);
+    expect(await memberRole(b.org_id, stranger.userId)).toBe('admin');
+    expect((await db().query(`SELECT count(*)::int AS n FROM member_invitations WHERE org_id = $1`, [b.org_id])).rows[0].n).toBe(0);
+    // A page of B gives a form of B, which works; switching back voids it again.
+    expect((await a.client.submit('/console/keys', '/console/keys', {})).status).toBe(200);
+    expect(await keyCount(b.org_id)).toBe(keysBefore + 1);
+    const keysOfB = await a.client.token('/console/keys');
+    expect((await a.client.submit('/console', '/console/switch-org', { org_id: a.org.org_id })).status).toBe(303);
+    expect((await a.client.request('POST', '/console/keys', { form: { _csrf: keysOfB } })).status).toBe(403);
+    expect(await keyCount(a.org.org_id)).toBe(aBefore);
   });
 
   it('answers a signed-in form whose session has ended with the sign-in page, doing nothing', async () => {
@@ -729,7 +761,7 @@ describe('on an https base URL, with sign-up open', () => {
     await api?.kill();
   });
 
-  it('sends Strict-Transport-Security on console pages, API answers, 404s and hijacked streams', async () => {
+  it('sends Strict-Transport-Security on console pages, API answers, 404s, hijacked streams and answers made before routing', async () => {
     const org = await newOrg(1, 'HSTS');
     const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
     const answers = {
@@ -740,7 +772,13 @@ describe('on an https base URL, with sign-up open', () => {
       'API 200': await call('GET', '/v1/catalog/tools', { baseUrl: base, key: org.api_key }),
       'unknown path': await call('GET', '/no-such-path', { baseUrl: base }),
       'MCP (hijacked)': await call('POST', '/mcp', { baseUrl: base, key: org.api_key, body: init, headers: { accept: 'application/json, text/event-stream' } }),
+      // Answered before any hook runs: a path that is not valid percent-encoding (Fastify's
+      // frameworkErrors), and a method Node's parser does not know (written raw to the socket).
+      'bad percent-encoding': await call('GET', '/console/%zz', { baseUrl: base }),
+      'unknown method': await call('FOO', '/v1/catalog/tools', { baseUrl: base }),
     };
+    expect(answers['bad percent-encoding'].status).toBe(400);
+    expect(answers['unknown method'].status).toBe(405);
     for (const [what, res] of Object.entries(answers)) {
       expect(res.headers.get('strict-transport-security'), what).toBe('max-age=31536000; includeSubDomains');
     }
@@ -904,7 +942,8 @@ describe('Strict-Transport-Security', () => {
     expect(at({ HSTS_MAX_AGE_SECONDS: 'off' })).toBeNull();
     expect(hstsHeader(loadConfig({ PUBLIC_BASE_URL: 'http://wqs.example.com' }))).toBeNull();
     expect(hstsHeader(loadConfig({}))).toBeNull();
-    for (const bad of ['-1', 'one year', '1.5', '99999999999']) {
+    // An empty value (`HSTS_MAX_AGE_SECONDS=` in an env file) is not 0, which would tell browsers to drop the policy.
+    for (const bad of ['-1', 'one year', '1.5', '99999999999', '', ' ']) {
       expect(() => loadConfig({ HSTS_MAX_AGE_SECONDS: bad }), bad).toThrow(/HSTS_MAX_AGE_SECONDS/);
     }
   });

@@ -12,7 +12,7 @@ import jsonBodyPlugin from './plugins/json-body.ts';
 import authPlugin from './plugins/auth.ts';
 import ssePlugin from './plugins/sse.ts';
 import metricsPlugin from './plugins/metrics.ts';
-import { registerTransportSecurity } from './plugins/transport-security.ts';
+import { hstsHeader, registerTransportSecurity } from './plugins/transport-security.ts';
 import rootRoutes from './routes/root.ts';
 import { dependencyCheck } from './routes/probes.ts';
 import queryRoutes from './routes/query.ts';
@@ -37,6 +37,10 @@ export interface AppDeps {
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   let built: FastifyInstance | undefined;
+  // Answers written before any hook (a malformed request, an unknown method, a bad path) carry
+  // Strict-Transport-Security too; the rest get it from registerTransportSecurity below.
+  const hsts = hstsHeader(deps.config);
+  const always: Record<string, string> = hsts ? { 'strict-transport-security': hsts } : {};
   const app = Fastify({
     // Logged request URLs lose their query string (logRequest), as spans do: it can hold a secret.
     logger:
@@ -57,13 +61,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // request.ip is the TCP peer unless the operator names the proxies in front (TRUST_PROXY).
     trustProxy: deps.config.TRUST_PROXY,
     // A method Node's parser does not know (FOO) still gets the envelope: 405 with Allow, or 404.
-    clientErrorHandler: clientErrorResponder(() => built, deps.baseUrl),
-    frameworkErrors: frameworkErrorResponder(deps.baseUrl),
+    clientErrorHandler: clientErrorResponder(() => built, deps.baseUrl, always),
+    frameworkErrors: frameworkErrorResponder(deps.baseUrl, always),
   });
   built = app;
   // CONNECT never reaches Fastify (Node emits 'connect'); no route takes it.
   app.server.on('connect', (req: { method?: string; url?: string }, socket: import('node:net').Socket) => {
-    socket.end(rawMissResponse(app, deps.baseUrl(), req.method ?? 'CONNECT', req.url ?? '/'));
+    socket.end(rawMissResponse(app, deps.baseUrl(), req.method ?? 'CONNECT', req.url ?? '/', always));
   });
   // Routes declare params/querystring/headers/body/responses as zod schemas (withTypeProvider<ZodTypeProvider>()):
   // they validate requests, encode responses and are the OpenAPI document (apps/api/README.md).

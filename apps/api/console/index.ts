@@ -49,13 +49,14 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
   // Every state-changing form carries a token. Signed in, only a token of this session counts: a
   // token bound to a cookie (all a browser without a session has) is refused, so whoever can plant
   // cookies for this host (a sibling subdomain, plain http on the way) cannot forge a signed-in
-  // form, and a form from before the sign-in is void after it. Signed out (sign-in, sign-up): a
+  // form, and a form from before the sign-in is void after it. The token names the organization
+  // too: a page of another organization (before a switch in another tab) acts on nothing. Signed out (sign-in, sign-up): a
   // token bound to the HttpOnly CSRF cookie (`__Host-` on https).
   app.addHook('preHandler', (request, reply, done) => {
     if (request.method !== 'POST') return done();
     const token = formToken(request);
     if (request.consoleSession) {
-      return isSessionFormToken(sessions.sessionId(request)!, token) ? done() : done(formExpired());
+      return isSessionFormToken(sessions.sessionId(request)!, request.consoleSession.orgId, token) ? done() : done(formExpired());
     }
     // A signed-in form whose session has ended (signed out, expired): nothing is done; sign in again,
     // as a page of that form would have said.
@@ -77,9 +78,9 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
     temporal: opts.temporal,
     async render(request, reply, viewName, data, status = 200) {
       const layout = await layoutData(request, app.db);
-      // Signed in: a token of the session; signed out: one of the CSRF cookie (set here if missing).
+      // Signed in: a token of the session in its organization; signed out: one of the CSRF cookie (set here if missing).
       const id = request.consoleSession ? sessions.sessionId(request) : undefined;
-      const csrf = id ? sessionFormToken(id) : reply.generateCsrf();
+      const csrf = id ? sessionFormToken(id, request.consoleSession!.orgId) : reply.generateCsrf();
       const page = { ...layout, csrf, path: request.url, ...data };
       return reply.code(status).type('text/html; charset=utf-8').view(viewName, page);
     },

@@ -31,26 +31,32 @@ export function cookiePolicy(config: Pick<Config, 'PUBLIC_BASE_URL'>): CookiePol
 
 /**
  * Form tokens of a signed-in browser: bound to its session, not to a cookie anyone who can set
- * cookies for this host could plant. `s.<salt>.<HMAC-SHA256 keyed by the session id over the salt>`:
- * the session id (32 random bytes, in an HttpOnly cookie; PostgreSQL holds only its SHA-256) is the
+ * cookies for this host could plant, and to the organization the session was in when the page was
+ * made. `s.<salt>.<HMAC-SHA256 keyed by the session id over the organization and the salt>`: the
+ * session id (32 random bytes, in an HttpOnly cookie; PostgreSQL holds only its SHA-256) is the
  * secret, so a token is worth nothing in another session and cannot be made without the id, and the
- * id cannot be read back from a token. A fresh salt per page keeps the token from being the same
+ * id cannot be read back from a token. The organization: a session switches organization in place
+ * (same id), so a page of organization A still open in one tab must not act on B after another tab
+ * switched to B (a key made, a member removed, someone invited, a connection's secret stored in the
+ * organization the page was not about); such a form is void, like one from before the sign-in. A fresh salt per page keeps the token from being the same
  * bytes in every response (no compression side channel learns it). The id is 43 characters, below
  * HMAC's 64-byte block, so it is the key as is (not its SHA-256, which the database holds).
  */
 const SESSION_TOKEN_RE = /^s\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{43})$/;
-const sessionTokenMac = (sessionId: string, salt: string) => createHmac('sha256', sessionId).update(`wqs console form v1\0${salt}`).digest('base64url');
+const sessionTokenMac = (sessionId: string, orgId: string, salt: string) =>
+  createHmac('sha256', sessionId).update(`wqs console form v2\0${orgId}\0${salt}`).digest('base64url');
 
-export function sessionFormToken(sessionId: string): string {
+/** A form token of the session whose id is `sessionId`, while it is in organization `orgId`. */
+export function sessionFormToken(sessionId: string, orgId: string): string {
   const salt = randomBytes(12).toString('base64url');
-  return `s.${salt}.${sessionTokenMac(sessionId, salt)}`;
+  return `s.${salt}.${sessionTokenMac(sessionId, orgId, salt)}`;
 }
 
-/** Whether `token` is a form token of the session whose id is `sessionId` (compared in constant time). */
-export function isSessionFormToken(sessionId: string, token: string): boolean {
+/** Whether `token` is a form token of the session `sessionId` made in organization `orgId` (compared in constant time). */
+export function isSessionFormToken(sessionId: string, orgId: string, token: string): boolean {
   const m = SESSION_TOKEN_RE.exec(token);
   if (!m) return false;
-  const want = Buffer.from(sessionTokenMac(sessionId, m[1]!));
+  const want = Buffer.from(sessionTokenMac(sessionId, orgId, m[1]!));
   const got = Buffer.from(m[2]!);
   return got.length === want.length && timingSafeEqual(got, want);
 }

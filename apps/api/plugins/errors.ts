@@ -87,12 +87,19 @@ function answerMiss(app: FastifyInstance, request: FastifyRequest, reply: Fastif
   return reply.sendError(miss.code, { message: miss.message, headers: miss.allow ? { allow: miss.allow } : undefined });
 }
 
+/**
+ * Headers every answer carries, also those written before any hook runs (below): today only
+ * Strict-Transport-Security on an https deployment (plugins/transport-security.ts).
+ */
+export type AlwaysHeaders = Record<string, string>;
+const rawHeaderLines = (always: AlwaysHeaders) => Object.entries(always).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+
 /** A complete raw HTTP/1.1 answer for a request Fastify never routed (unknown method, CONNECT). */
-export function rawMissResponse(app: FastifyInstance, baseUrl: string, method: string, url: string): string {
+export function rawMissResponse(app: FastifyInstance, baseUrl: string, method: string, url: string, always: AlwaysHeaders = {}): string {
   const miss = routeMiss(app, method, url);
   const status = ERRORS[miss.code].status;
   const text = JSON.stringify(errorEnvelope(miss.code, { baseUrl, message: miss.message }));
-  const headers: Record<string, string> = { ...(miss.allow ? { allow: miss.allow } : {}), 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)), connection: 'close' };
+  const headers: Record<string, string> = { ...always, ...(miss.allow ? { allow: miss.allow } : {}), 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)), connection: 'close' };
   const head = [`HTTP/1.1 ${status} ${status === 405 ? 'Method Not Allowed' : 'Not Found'}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
   return `${head.join('\r\n')}\r\n\r\n${text}`;
 }
@@ -102,23 +109,23 @@ export function rawMissResponse(app: FastifyInstance, baseUrl: string, method: s
  * request line is still in `rawPacket`, so such a request gets the same 405/404 envelope.
  * Other malformed requests keep Fastify's default (400, connection closed).
  */
-export function clientErrorResponder(getApp: () => FastifyInstance | undefined, baseUrl: () => string) {
+export function clientErrorResponder(getApp: () => FastifyInstance | undefined, baseUrl: () => string, always: AlwaysHeaders = {}) {
   return function onClientError(err: Error & { code?: string; rawPacket?: unknown }, socket: Socket) {
     if (!socket.writable) return void socket.destroy();
     const line = /^([!-~]+) (\S+) HTTP\/1\.[01]\r?\n/.exec(Buffer.isBuffer(err.rawPacket) ? err.rawPacket.toString('latin1', 0, 8192) : '');
     const app = getApp();
     if (line && app && (err.code === 'HPE_INVALID_METHOD' || err.code === 'HPE_INVALID_CONSTANT')) {
-      return void socket.end(rawMissResponse(app, baseUrl(), line[1]!, line[2]!));
+      return void socket.end(rawMissResponse(app, baseUrl(), line[1]!, line[2]!, always));
     }
     // A request that did not arrive whole in time (headers or body): 408, retryable.
     if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
       const text = JSON.stringify(errorEnvelope('request_timeout', { baseUrl: baseUrl(), message: 'The request was not received in time; send it again, whole' }));
-      return void socket.end(`HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+      return void socket.end(`HTTP/1.1 408 Request Timeout\r\n${rawHeaderLines(always)}content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
     }
     // The envelope's status must match the HTTP status: too-large headers are 400 invalid_input too.
     const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'The request headers are too large' : 'The request is not valid HTTP';
     const text = JSON.stringify(errorEnvelope('invalid_input', { baseUrl: baseUrl(), message }));
-    socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+    socket.end(`HTTP/1.1 400 Bad Request\r\n${rawHeaderLines(always)}content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
   };
 }
 
@@ -127,7 +134,7 @@ export function clientErrorResponder(getApp: () => FastifyInstance | undefined, 
  * percent-encoding, a path parameter over 100 characters) get the envelope instead of Fastify's
  * own JSON. They are the client's: 400 invalid_input.
  */
-export function frameworkErrorResponder(baseUrl: () => string) {
+export function frameworkErrorResponder(baseUrl: () => string, always: AlwaysHeaders = {}) {
   return (err: FastifyError, _request: FastifyRequest, reply: FastifyReply) => {
     const known: Record<string, string> = {
       FST_ERR_BAD_URL: 'The path is not valid percent-encoding',
@@ -136,7 +143,7 @@ export function frameworkErrorResponder(baseUrl: () => string) {
     const message = known[err.code];
     const code: ErrorCode = message ? 'invalid_input' : 'internal_error';
     const body = errorEnvelope(code, { baseUrl: baseUrl(), message: message ?? 'Unexpected error', ...(message ? { details: { issues: [{ path: '', message }] } } : {}) });
-    return reply.code(ERRORS[code].status).type('application/json; charset=utf-8').send(JSON.stringify(body));
+    return reply.code(ERRORS[code].status).headers(always).type('application/json; charset=utf-8').send(JSON.stringify(body));
   };
 }
 
