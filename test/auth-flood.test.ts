@@ -8,7 +8,8 @@
 // (TRUST_PROXY) so X-Forwarded-For chooses the client address.
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CredentialGuard, addressBucket } from '../apps/api/services/credential-guard.ts';
+import { CredentialGuard } from '../apps/api/services/credential-guard.ts';
+import { addressBucket } from '../apps/api/services/client-address.ts';
 import { API_DB_POOL_SIZE, loadConfig } from '../shared/config.ts';
 import { createKey, revokeKey } from '../shared/db/orgs.ts';
 import { sha256 } from '../shared/ids.ts';
@@ -69,6 +70,8 @@ describe('the guard (pure)', () => {
     expect(addressBucket('2001:0db8:0001:0002:ffff:ffff:ffff:ffff')).toBe('2001:db8:1:2::/64');
     expect(addressBucket('2001:db8::1')).toBe('2001:db8:0:0::/64');
     expect(addressBucket('::1')).toBe('0:0:0:0::/64');
+    // Fastify's request.ip is undefined once the client reset the connection: one bucket, no TypeError.
+    expect(addressBucket(undefined)).toBe('unknown');
     expect(addressBucket('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
     expect(addressBucket('2001:db8:1:3::5')).not.toBe(addressBucket('2001:db8:1:2::5'));
   });

@@ -12,6 +12,7 @@ import { GrantError, MCP_SCOPE, redeemCode, refresh, revokeToken } from '../../.
 import { documentOnly } from '../plugins/errors.ts';
 import { errors } from '../../../shared/openapi/document.ts';
 import { REGISTER_PATH, REVOKE_PATH, TOKEN_PATH, mcpResource } from './oauth-metadata.ts';
+import { clientAddress } from '../services/client-address.ts';
 
 const OAuthError = z
   .strictObject({ error: z.string().describe('RFC 6749 §5.2 / RFC 7591 §3.2.2 error code'), error_description: z.string().optional() })
@@ -72,8 +73,9 @@ export interface OAuthRouteOptions {
 export default async function oauthRoutes(app: FastifyInstance, opts: OAuthRouteOptions) {
   // Token and revocation requests are form-encoded (RFC 6749 §4.1.3); only in this scope.
   await app.register(formbody, { bodyLimit: 16 * 1024 });
-  // Registration and token attempts are bounded per client address: rows and guesses cost us.
-  await app.register(rateLimit, { global: false });
+  // Registration and token attempts are bounded per client address: rows and guesses cost us. The
+  // address is the one every per-address limit uses (an IPv6 /64, no port: services/client-address.ts).
+  await app.register(rateLimit, { global: false, keyGenerator: clientAddress });
 
   app.setErrorHandler(async (err: Error & { statusCode?: number }, request, reply) => {
     if (err instanceof OAuthFailure) return send(reply, err.status, err.error, err.message);

@@ -9,6 +9,7 @@ import { ConsolePageError, needSession, type ConsoleContext } from '../context.t
 import { isAuthorizeReturn } from './oauth.ts';
 import { isInvitationLink } from './invitations.ts';
 import { addConnectionLink } from '../../../../shared/db/connections.ts';
+import { clientAddress } from '../../services/client-address.ts';
 
 const SignInForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024), next: z.string().optional() });
 const SignUpForm = z.object({ _csrf: z.string(), email: z.string().max(254), password: z.string().max(1024), organization: z.string().trim().min(1).max(100) });
@@ -46,7 +47,7 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     const next = nextOf(form.data.next);
     // Counted before the password is verified (given back if it is right), so a burst of
     // concurrent attempts cannot all pass the check before any of them is counted.
-    const wait = await reserveAttempt(app.db, request.ip, email, limits);
+    const wait = await reserveAttempt(app.db, clientAddress(request), email, limits);
     if (wait > 0) throw tooMany(wait, 'sign-in');
     const user = await findUserByEmail(app.db, email);
     // Verified even when there is no such user (against a dummy hash): the same work either way.
@@ -55,7 +56,7 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     if (!ok || !user || !home) {
       return ctx.render(request, reply, 'sign-in.eta', { title: 'Sign in', email, error: WRONG, signup, next }, 401);
     }
-    await releaseAttempt(app.db, request.ip, email);
+    await releaseAttempt(app.db, clientAddress(request), email);
     await ctx.sessions.start(request, reply, user.id, home.org_id);
     // Housekeeping of two small tables, on a few sign-ins rather than a scheduler of its own.
     if (Math.random() < 0.05) {
@@ -94,11 +95,11 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     // addresses through the form that sign-in's throttle would otherwise have stopped.
     // Counted before the answer, like a sign-in (given back when the account is made), so a
     // concurrent burst of probes gets no more answers than the limit.
-    const wait = await reserveAttempt(app.db, request.ip, null, limits);
+    const wait = await reserveAttempt(app.db, clientAddress(request), null, limits);
     if (wait > 0) throw tooMany(wait, 'sign-up');
     try {
       const made = await signUp(app.db, { ...form.data, orgName: form.data.organization, credits: ctx.config.CONSOLE_SIGNUP_CREDITS });
-      await releaseAttempt(app.db, request.ip, null);
+      await releaseAttempt(app.db, clientAddress(request), null);
       await ctx.sessions.start(request, reply, made.user_id, made.org_id);
       return reply.redirect('/console', 303);
     } catch (err) {
