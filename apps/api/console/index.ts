@@ -50,8 +50,8 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
   // token bound to a cookie (all a browser without a session has) is refused, so whoever can plant
   // cookies for this host (a sibling subdomain, plain http on the way) cannot forge a signed-in
   // form, and a form from before the sign-in is void after it. The token names the organization
-  // too: a page of another organization (before a switch in another tab) acts on nothing. Signed out (sign-in, sign-up): a
-  // token bound to the HttpOnly CSRF cookie (`__Host-` on https).
+  // too: a page of another organization (before a switch in another tab) acts on nothing. Signed
+  // out (sign-in, sign-up): a token bound to the HttpOnly CSRF cookie (`__Host-` on https).
   app.addHook('preHandler', (request, reply, done) => {
     if (request.method !== 'POST') return done();
     const token = formToken(request);
@@ -78,7 +78,8 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
     temporal: opts.temporal,
     async render(request, reply, viewName, data, status = 200) {
       const layout = await layoutData(request, app.db);
-      // Signed in: a token of the session in its organization; signed out: one of the CSRF cookie (set here if missing).
+      // Signed in: a token of the session in its organization; signed out: one of the CSRF cookie
+      // (set here if missing).
       const id = request.consoleSession ? sessions.sessionId(request) : undefined;
       const csrf = id ? sessionFormToken(id, request.consoleSession!.orgId) : reply.generateCsrf();
       const page = { ...layout, csrf, path: request.url, ...data };

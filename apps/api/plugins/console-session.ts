@@ -38,8 +38,9 @@ export function cookiePolicy(config: Pick<Config, 'PUBLIC_BASE_URL'>): CookiePol
  * id cannot be read back from a token. The organization: a session switches organization in place
  * (same id), so a page of organization A still open in one tab must not act on B after another tab
  * switched to B (a key made, a member removed, someone invited, a connection's secret stored in the
- * organization the page was not about); such a form is void, like one from before the sign-in. A fresh salt per page keeps the token from being the same
- * bytes in every response (no compression side channel learns it). The id is 43 characters, below
+ * organization the page was not about); such a form is void, like one from before the sign-in. A
+ * fresh salt per page keeps the token from being the same bytes in every response (no compression
+ * side channel learns it). The id is 43 characters, below
  * HMAC's 64-byte block, so it is the key as is (not its SHA-256, which the database holds).
  */
 const SESSION_TOKEN_RE = /^s\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{43})$/;
