@@ -186,8 +186,9 @@ const ConfigSchema = z.object({
    * the process has not yet seen pass; one past it waits up to AUTH_LOOKUP_WAIT_MS for a slot, then
    * gets 503 api_key_verification_unavailable with Retry-After. So a flood of invented keys against
    * a slow database holds at most this many of the API's 20 pooled connections. A credential that
-   * passed in this process (the last 10,000 are remembered, by hash) takes no slot; it is still
-   * looked up on every request, so a revocation holds at once. A healthy database keeps 1 or 2 in flight.
+   * passed in this process (the last 10,000 are remembered, by hash) takes no slot of these; it is
+   * still looked up on every request, so a revocation holds at once, and one organization's such
+   * lookups are bounded alike (at most this many at once, per organization). A healthy database keeps 1 or 2 in flight.
    */
   AUTH_LOOKUPS_IN_FLIGHT: z.coerce
     .number()

@@ -95,7 +95,7 @@ describe('the guard (pure)', () => {
     for (let i = 0; i < 1_000; i++) guard.failed(`2001:db8:7:7:${i.toString(16)}::1`);
     expect(guard.addresses).toBe(100);
     let lookups = 0;
-    const lookup = async () => ({ ok: (lookups++, false) });
+    const lookup = async () => (lookups++, { ok: false as const });
     await expect(guard.check('2001:db8:7:7::3', inventedKey(), lookup)).rejects.toMatchObject({ code: 'authentication_rate_limited' });
     expect(lookups).toBe(0);
     // After a full refill a sweep drops every bucket (the address that fails now starts afresh).
@@ -107,7 +107,7 @@ describe('the guard (pure)', () => {
 
 describe('the guard gives back what it holds (pure)', () => {
   const limits = (burst: number, lookupWaitMs = 30) => ({ lookupsInFlight: 1, lookupWaitMs, failures: { perSecond: 0.001, burst }, addressesMax: 10, knownMax: 10 });
-  const notFound = async () => ({ ok: false });
+  const notFound = async () => ({ ok: false as const });
   /** The lookup starts a microtask after check() is called. */
   const tick = () => new Promise((r) => setImmediate(r));
 
@@ -131,12 +131,12 @@ describe('the guard gives back what it holds (pure)', () => {
   it('a check that gave up waiting is never handed the slot afterwards; one still waiting is, and the slot is free at the end', async () => {
     const guard = new CredentialGuard(limits(10));
     let release!: () => void;
-    const slow = guard.check('192.0.2.7', inventedKey(), () => new Promise<{ ok: boolean }>((r) => (release = () => r({ ok: false }))));
+    const slow = guard.check('192.0.2.7', inventedKey(), () => new Promise<{ ok: false }>((r) => (release = () => r({ ok: false }))));
     await expect(guard.check('192.0.2.8', inventedKey(), notFound)).rejects.toMatchObject({ code: 'api_key_verification_unavailable' });
     expect(guard.lookups).toEqual({ inFlight: 1, waiting: 0 });
     const patient = new CredentialGuard(limits(10, 5_000));
     let releaseP!: () => void;
-    const holder = patient.check('192.0.2.9', inventedKey(), () => new Promise<{ ok: boolean }>((r) => (releaseP = () => r({ ok: false }))));
+    const holder = patient.check('192.0.2.9', inventedKey(), () => new Promise<{ ok: false }>((r) => (releaseP = () => r({ ok: false }))));
     const waiter = patient.check('192.0.2.10', inventedKey(), notFound);
     expect(patient.lookups).toEqual({ inFlight: 1, waiting: 1 });
     await tick();
@@ -204,6 +204,43 @@ describe('a flood of invalid keys on an API process', () => {
       expect(m).toContain('wqs_credential_refusals_total{code="authentication_rate_limited"} 0\n');
       expect(m).toContain('wqs_credential_lookups{state="in_flight"} 0\n');
       expect(m).toContain('wqs_credential_lookups{state="waiting"} 0\n');
+    } finally {
+      await proxy.close();
+    }
+  }, 120_000);
+
+  it("a key in use is bounded by its organization: past AUTH_LOOKUPS_IN_FLIGHT of one organization's lookups, 503; another organization's key in use is served meanwhile", async () => {
+    const CAP = 4;
+    const flooder = await newOrg(1);
+    const other = await newOrg(1);
+    // Only the flooding organization's key lookups are held: a slow database for exactly those.
+    const hash = sha256(flooder.api_key).toString('latin1');
+    const proxy = await startPgProxy(s().databaseUrl, () => false, (bind) => bind.includes(hash));
+    try {
+      const url = await api({ AUTH_LOOKUPS_IN_FLIGHT: String(CAP), AUTH_LOOKUP_WAIT_MS: '300' }, proxy.url);
+      // Both keys in use: each passed in this process.
+      for (const key of [flooder.api_key, other.api_key]) expect((await authAs(url, key)).status).toBe(200);
+      proxy.hold();
+      let flood: Call[] = [];
+      let theirs: Call | undefined;
+      try {
+        const sent = Array.from({ length: 12 }, () => authAs(url, flooder.api_key));
+        await until(async () => proxy.held() >= CAP, 10_000, 20);
+        await new Promise((r) => setTimeout(r, 800)); // past the wait: the excess has been answered
+        expect(proxy.held()).toBe(CAP);
+        theirs = await authAs(url, other.api_key);
+        proxy.release();
+        flood = await Promise.all(sent);
+      } finally {
+        proxy.release();
+      }
+      expect(theirs?.status, theirs?.text).toBe(200);
+      const unavailable = flood.filter((r) => r.status === 503);
+      expect(unavailable).toHaveLength(12 - CAP);
+      for (const r of unavailable) expect(r.body.error).toMatchObject({ code: 'api_key_verification_unavailable', retryable: true });
+      // The held ones, released, are served as ever.
+      expect(flood.filter((r) => r.status === 200)).toHaveLength(CAP);
+      expect(await metricsOf(url)).toContain(`wqs_credential_refusals_total{code="api_key_verification_unavailable"} ${12 - CAP}\n`);
     } finally {
       await proxy.close();
     }

@@ -13,8 +13,11 @@
 //
 // A credential this process saw pass (its SHA-256, in a bounded LRU) skips both, so one bad client
 // behind a shared NAT or proxy address does not lock out a key already in use there. It is still
-// looked up on every request: nothing is cached that would delay a revocation. Checks of the same
-// unknown credential at once share one lookup (a client's burst after a restart costs one).
+// looked up on every request: nothing is cached that would delay a revocation. Its lookups are
+// bounded by organization instead: at most `lookupsInFlight` of one organization's at once (the same
+// wait, then the same 503), so a holder of a valid key cannot hold the pool against a slow database
+// either, and a revoked key still gets its 401 from the lookup. Checks of the same unknown
+// credential at once share one lookup (a client's burst after a restart costs one).
 import { createHash } from 'node:crypto';
 import { ServiceError } from '../../../shared/errors.ts';
 import { addressBucket } from './client-address.ts';
@@ -35,12 +38,57 @@ export interface GuardLimits {
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('base64');
 
+/** A counting semaphore whose waiters give up after a while. */
+class Slots {
+  inFlight = 0;
+  readonly waiting = new Set<() => void>();
+  constructor(private readonly max: number) {}
+
+  /** true once a slot is this caller's; false after `waitMs` without one. */
+  acquire(waitMs: number): Promise<boolean> {
+    if (this.inFlight < this.max) {
+      this.inFlight++;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      const granted = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.waiting.delete(granted);
+        resolve(false);
+      }, waitMs);
+      this.waiting.add(granted);
+    });
+  }
+
+  /** Hand the slot to the next waiter, if any, else free it. */
+  release(): void {
+    const next = this.waiting.values().next();
+    if (next.done) this.inFlight--;
+    else {
+      this.waiting.delete(next.value);
+      next.value();
+    }
+  }
+
+  get idle(): boolean {
+    return this.inFlight === 0 && this.waiting.size === 0;
+  }
+}
+
+type Checked = { ok: true; orgId: string } | { ok: false };
+
 export class CredentialGuard {
   private readonly failures = new Map<string, Bucket>();
-  private readonly known = new Map<string, true>();
-  private readonly pending = new Map<string, Promise<{ ok: boolean }>>();
-  private inFlight = 0;
-  private readonly waiting = new Set<() => void>();
+  /** SHA-256 of a credential that passed here -> its organization. */
+  private readonly known = new Map<string, string>();
+  private readonly pending = new Map<string, Promise<Checked>>();
+  /** Lookups of credentials not yet seen pass. */
+  private readonly unknownSlots: Slots;
+  /** Lookups of credentials that passed here, by organization (an idle one is dropped). */
+  private readonly orgSlots = new Map<string, Slots>();
   private nextSweep: number;
   private readonly sweepEveryMs: number;
 
@@ -53,6 +101,7 @@ export class CredentialGuard {
   ) {
     this.sweepEveryMs = Math.max(1_000, (limits.failures.burst * 1000) / limits.failures.perSecond);
     this.nextSweep = clock() + this.sweepEveryMs;
+    this.unknownSlots = new Slots(limits.lookupsInFlight);
   }
 
   /** Addresses with a bucket in memory. */
@@ -60,21 +109,29 @@ export class CredentialGuard {
     return this.failures.size;
   }
 
-  /** Lookups holding a slot now, and checks waiting for one. */
+  /** Lookups of credentials not yet seen pass holding a slot now, and checks waiting for one. */
   get lookups(): { inFlight: number; waiting: number } {
-    return { inFlight: this.inFlight, waiting: this.waiting.size };
+    return { inFlight: this.unknownSlots.inFlight, waiting: this.unknownSlots.waiting.size };
   }
 
   /**
    * `lookup`'s answer for `credential` sent from `ip`, within the bounds above. Throws 429
    * authentication_rate_limited or 503 api_key_verification_unavailable (also when `lookup` throws).
    */
-  async check<T extends { ok: boolean }>(ip: string, credential: string, lookup: () => Promise<T>): Promise<T> {
+  async check<T extends Checked>(ip: string, credential: string, lookup: () => Promise<T>): Promise<T> {
     const hash = sha256(credential);
     const address = addressBucket(ip);
-    if (this.known.has(hash)) {
-      const result = await unavailableOnError(lookup);
-      if (result.ok) this.remember(hash);
+    const orgId = this.known.get(hash);
+    if (orgId !== undefined) {
+      let slots = this.orgSlots.get(orgId);
+      if (!slots) this.orgSlots.set(orgId, (slots = new Slots(this.limits.lookupsInFlight)));
+      let result: T;
+      try {
+        result = await this.lookupInSlot(slots, lookup);
+      } finally {
+        if (slots.idle && this.orgSlots.get(orgId) === slots) this.orgSlots.delete(orgId);
+      }
+      if (result.ok) this.remember(hash, result.orgId);
       else {
         this.known.delete(hash);
         this.failed(ip);
@@ -91,11 +148,11 @@ export class CredentialGuard {
       return result;
     }
     this.put(address, take(this.failures.get(address), 1, now, limits).bucket);
-    const flight = this.lookupInSlot(lookup).then(
+    const flight = this.lookupInSlot(this.unknownSlots, lookup).then(
       (result) => {
         if (result.ok) {
           this.giveBack(address);
-          this.remember(hash);
+          this.remember(hash, result.orgId);
         }
         return result;
       },
@@ -118,8 +175,8 @@ export class CredentialGuard {
     this.put(address, take(this.failures.get(address), 1, this.clock(), this.limits.failures).bucket);
   }
 
-  private async lookupInSlot<T>(lookup: () => Promise<T>): Promise<T> {
-    if (!(await this.slot())) {
+  private async lookupInSlot<T>(slots: Slots, lookup: () => Promise<T>): Promise<T> {
+    if (!(await slots.acquire(this.limits.lookupWaitMs))) {
       this.refusals.api_key_verification_unavailable++;
       throw new ServiceError('api_key_verification_unavailable', 'Too many credential checks are waiting on the database; retry shortly', {
         headers: { 'retry-after': '1' },
@@ -128,38 +185,13 @@ export class CredentialGuard {
     try {
       return await unavailableOnError(lookup);
     } finally {
-      // Hand the slot to the next waiter, if any, else free it.
-      const next = this.waiting.values().next();
-      if (next.done) this.inFlight--;
-      else {
-        this.waiting.delete(next.value);
-        next.value();
-      }
+      slots.release();
     }
   }
 
-  /** true once a lookup slot is this caller's; false after lookupWaitMs without one. */
-  private slot(): Promise<boolean> {
-    if (this.inFlight < this.limits.lookupsInFlight) {
-      this.inFlight++;
-      return Promise.resolve(true);
-    }
-    return new Promise((resolve) => {
-      const granted = () => {
-        clearTimeout(timer);
-        resolve(true);
-      };
-      const timer = setTimeout(() => {
-        this.waiting.delete(granted);
-        resolve(false);
-      }, this.limits.lookupWaitMs);
-      this.waiting.add(granted);
-    });
-  }
-
-  private remember(hash: string): void {
+  private remember(hash: string, orgId: string): void {
     this.known.delete(hash);
-    this.known.set(hash, true);
+    this.known.set(hash, orgId);
     if (this.known.size > this.limits.knownMax) this.known.delete(this.known.keys().next().value!);
   }
 
