@@ -13,11 +13,14 @@ export interface PoolTimeouts {
   idleInTransactionTimeoutMs?: number;
 }
 
+/** How long a query waits for a pooled connection before it fails. */
+export const POOL_CONNECT_WAIT_MS = 5_000;
+
 export function createPool(databaseUrl: string, max = 10, timeouts: PoolTimeouts = {}): Db {
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max,
-    connectionTimeoutMillis: 5_000,
+    connectionTimeoutMillis: POOL_CONNECT_WAIT_MS,
     statement_timeout: timeouts.statementTimeoutMs ?? 30_000,
     idle_in_transaction_session_timeout: timeouts.idleInTransactionTimeoutMs ?? 60_000,
   });

@@ -14,11 +14,13 @@
 // A credential this process saw pass (its SHA-256, in a bounded LRU) skips both, so one bad client
 // behind a shared NAT or proxy address does not lock out a key already in use there. It is still
 // looked up on every request: nothing is cached that would delay a revocation. Its lookups are
-// bounded by organization instead: at most `lookupsInFlight` of one organization's at once (the same
-// wait, then the same 503), so a holder of a valid key cannot hold the pool against a slow database
-// either, and a revoked key still gets its 401 from the lookup. Checks of the same unknown
+// bounded by organization instead: at most `lookupsInFlight` of one organization's at once, so a
+// holder of a valid key cannot hold the pool against a slow database either, and a revoked key still
+// gets its 401 from the lookup. One past it waits as long as a query waits for a pooled connection
+// (a customer's burst queues as it did on the pool), then gets the same 503. Checks of the same unknown
 // credential at once share one lookup (a client's burst after a restart costs one).
 import { createHash } from 'node:crypto';
+import { POOL_CONNECT_WAIT_MS } from '../../../shared/db/pool.ts';
 import { ServiceError } from '../../../shared/errors.ts';
 import { addressBucket } from './client-address.ts';
 import { take, tokensAt, type Bucket, type BucketLimits } from './org-rate.ts';
@@ -127,7 +129,7 @@ export class CredentialGuard {
       if (!slots) this.orgSlots.set(orgId, (slots = new Slots(this.limits.lookupsInFlight)));
       let result: T;
       try {
-        result = await this.lookupInSlot(slots, lookup);
+        result = await this.lookupInSlot(slots, lookup, Math.max(this.limits.lookupWaitMs, POOL_CONNECT_WAIT_MS));
       } finally {
         if (slots.idle && this.orgSlots.get(orgId) === slots) this.orgSlots.delete(orgId);
       }
@@ -148,7 +150,7 @@ export class CredentialGuard {
       return result;
     }
     this.put(address, take(this.failures.get(address), 1, now, limits).bucket);
-    const flight = this.lookupInSlot(this.unknownSlots, lookup).then(
+    const flight = this.lookupInSlot(this.unknownSlots, lookup, this.limits.lookupWaitMs).then(
       (result) => {
         if (result.ok) {
           this.giveBack(address);
@@ -175,8 +177,8 @@ export class CredentialGuard {
     this.put(address, take(this.failures.get(address), 1, this.clock(), this.limits.failures).bucket);
   }
 
-  private async lookupInSlot<T>(slots: Slots, lookup: () => Promise<T>): Promise<T> {
-    if (!(await slots.acquire(this.limits.lookupWaitMs))) {
+  private async lookupInSlot<T>(slots: Slots, lookup: () => Promise<T>, waitMs: number): Promise<T> {
+    if (!(await slots.acquire(waitMs))) {
       this.refusals.api_key_verification_unavailable++;
       throw new ServiceError('api_key_verification_unavailable', 'Too many credential checks are waiting on the database; retry shortly', {
         headers: { 'retry-after': '1' },
