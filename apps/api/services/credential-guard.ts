@@ -19,11 +19,11 @@
 // gets its 401 from the lookup. One past it waits as long as a query waits for a pooled connection
 // (a customer's burst queues as it did on the pool), then gets the same 503. Checks of the same unknown
 // credential at once share one lookup (a client's burst after a restart costs one).
-import { createHash } from 'node:crypto';
 import { POOL_CONNECT_WAIT_MS } from '../../../shared/db/pool.ts';
 import { ServiceError } from '../../../shared/errors.ts';
+import { sha256 } from '../../../shared/ids.ts';
 import { addressBucket } from './client-address.ts';
-import { take, tokensAt, type Bucket, type BucketLimits } from './org-rate.ts';
+import { FullBucketSweep, take, tokensAt, type Bucket, type BucketLimits } from './org-rate.ts';
 
 export interface GuardLimits {
   /** Lookups of not-yet-known credentials in flight at once. */
@@ -37,8 +37,6 @@ export interface GuardLimits {
   /** Credentials remembered as having passed (the least recently passed is forgotten first). */
   knownMax: number;
 }
-
-const sha256 = (s: string) => createHash('sha256').update(s).digest('base64');
 
 /** A counting semaphore whose waiters give up after a while. */
 class Slots {
@@ -91,8 +89,7 @@ export class CredentialGuard {
   private readonly unknownSlots: Slots;
   /** Lookups of credentials that passed here, by organization (an idle one is dropped). */
   private readonly orgSlots = new Map<string, Slots>();
-  private nextSweep: number;
-  private readonly sweepEveryMs: number;
+  private readonly sweeper: FullBucketSweep;
 
   /** Refusals so far, by code (for /metrics). */
   readonly refusals = { authentication_rate_limited: 0, api_key_verification_unavailable: 0 };
@@ -101,8 +98,7 @@ export class CredentialGuard {
     readonly limits: GuardLimits,
     private readonly clock: () => number = () => performance.now(),
   ) {
-    this.sweepEveryMs = Math.max(1_000, (limits.failures.burst * 1000) / limits.failures.perSecond);
-    this.nextSweep = clock() + this.sweepEveryMs;
+    this.sweeper = new FullBucketSweep(limits.failures, clock());
     this.unknownSlots = new Slots(limits.lookupsInFlight);
   }
 
@@ -121,7 +117,7 @@ export class CredentialGuard {
    * authentication_rate_limited or 503 api_key_verification_unavailable (also when `lookup` throws).
    */
   async check<T extends Checked>(ip: string, credential: string, lookup: () => Promise<T>): Promise<T> {
-    const hash = sha256(credential);
+    const hash = sha256(credential).toString('base64');
     const address = addressBucket(ip);
     const orgId = this.known.get(hash);
     if (orgId !== undefined) {
@@ -208,11 +204,7 @@ export class CredentialGuard {
     this.failures.delete(address);
     if (bucket.tokens >= limits.burst) return;
     this.failures.set(address, bucket);
-    const now = this.clock();
-    if (now >= this.nextSweep) {
-      for (const [a, b] of this.failures) if (tokensAt(b, now, limits) >= limits.burst) this.failures.delete(a);
-      this.nextSweep = now + this.sweepEveryMs;
-    }
+    this.sweeper.sweep(this.failures, this.clock());
     if (this.failures.size > addressesMax) this.failures.delete(this.failures.keys().next().value!);
   }
 

@@ -42,19 +42,40 @@ export function take(bucket: Bucket | undefined, cost: number, now: number, limi
   return { bucket: { tokens: tokens - cost, at: now }, result: { ok: true, tokens: tokens - cost } };
 }
 
+/**
+ * A full bucket is the same as none: a map of buckets drops them in sweeps, at most once per time a
+ * bucket takes to fill (OrgRate's organizations, the credential guard's client addresses).
+ */
+export class FullBucketSweep {
+  private readonly everyMs: number;
+  private next: number;
+
+  constructor(
+    private readonly limits: BucketLimits,
+    now: number,
+  ) {
+    this.everyMs = Math.max(1_000, (limits.burst * 1000) / limits.perSecond);
+    this.next = now + this.everyMs;
+  }
+
+  /** When a sweep is due at `now`, forget every bucket of `buckets` that is full by then. */
+  sweep(buckets: Map<string, Bucket>, now: number): void {
+    if (now < this.next) return;
+    for (const [key, bucket] of buckets) if (tokensAt(bucket, now, this.limits) >= this.limits.burst) buckets.delete(key);
+    this.next = now + this.everyMs;
+  }
+}
+
 /** Buckets of every organization that used this process lately; a full bucket is forgotten. */
 export class OrgRate {
   private readonly buckets = new Map<string, Bucket>();
-  /** A full bucket is the same as none: sweeps drop them, at most once per time a bucket takes to fill. */
-  private readonly sweepEveryMs: number;
-  private nextSweep: number;
+  private readonly sweeper: FullBucketSweep;
 
   constructor(
     readonly limits: BucketLimits,
     private readonly clock: () => number = () => performance.now(),
   ) {
-    this.sweepEveryMs = Math.max(1_000, (limits.burst * 1000) / limits.perSecond);
-    this.nextSweep = clock() + this.sweepEveryMs;
+    this.sweeper = new FullBucketSweep(limits, clock());
   }
 
   /** Organizations with a bucket in memory (tests, and a bound anyone can reason about). */
@@ -65,7 +86,7 @@ export class OrgRate {
   /** Take `cost` tokens of the organization's bucket, or throw 429 organization_rate_limit. */
   admit(orgId: string, cost = 1): void {
     const now = this.clock();
-    if (now >= this.nextSweep) this.sweep(now);
+    this.sweeper.sweep(this.buckets, now);
     const { bucket, result } = take(this.buckets.get(orgId), cost, now, this.limits);
     this.buckets.set(orgId, bucket);
     if (!result.ok) throw this.refusal(result, cost);
@@ -81,12 +102,6 @@ export class OrgRate {
     const now = this.clock();
     bucket.tokens = Math.min(this.limits.burst, tokensAt(bucket, now, this.limits) + n);
     bucket.at = now;
-  }
-
-  /** Forget every bucket that is full by now (an organization idle for a full refill). */
-  private sweep(now: number): void {
-    for (const [orgId, bucket] of this.buckets) if (tokensAt(bucket, now, this.limits) >= this.limits.burst) this.buckets.delete(orgId);
-    this.nextSweep = now + this.sweepEveryMs;
   }
 
   private refusal(result: { tokens: number; waitMs: number }, cost: number): ServiceError {
