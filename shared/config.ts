@@ -385,6 +385,12 @@ export function browserTaskQueue(c: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'TEMPOR
   return c.TEMPORAL_BROWSER_TASK_QUEUE ?? `${c.TEMPORAL_TASK_QUEUE}-browser`;
 }
 
+/**
+ * Whether the service is reached over https (its PUBLIC_BASE_URL): the console's cookies are then
+ * Secure and `__Host-` prefixed, and every answer carries Strict-Transport-Security.
+ */
+export const servesHttps = (c: Pick<Config, 'PUBLIC_BASE_URL'>): boolean => (c.PUBLIC_BASE_URL ?? '').toLowerCase().startsWith('https:');
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = ConfigSchema.safeParse(env);
   if (!parsed.success) {

@@ -3,7 +3,7 @@
 // route ever looks at a cookie: a session is never an API or MCP credential.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../../../shared/config.ts';
+import { servesHttps, type Config } from '../../../shared/config.ts';
 import { createSession, deleteSession, loadSession, type Session, type SessionTimes } from '../../../shared/accounts/sessions.ts';
 
 declare module 'fastify' {
@@ -25,7 +25,7 @@ export interface CookiePolicy {
  * Domain), and on the plain-http embedded default they are `wqs_session` / `wqs_csrf` without Secure.
  */
 export function cookiePolicy(config: Pick<Config, 'PUBLIC_BASE_URL'>): CookiePolicy {
-  const secure = (config.PUBLIC_BASE_URL ?? '').toLowerCase().startsWith('https:');
+  const secure = servesHttps(config);
   return secure ? { session: '__Host-wqs_session', csrf: '__Host-wqs_csrf', secure } : { session: 'wqs_session', csrf: 'wqs_csrf', secure };
 }
 

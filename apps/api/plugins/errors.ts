@@ -92,16 +92,20 @@ function answerMiss(app: FastifyInstance, request: FastifyRequest, reply: Fastif
  * Strict-Transport-Security on an https deployment (plugins/transport-security.ts).
  */
 export type AlwaysHeaders = Record<string, string>;
-const rawHeaderLines = (always: AlwaysHeaders) => Object.entries(always).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+
+/** A complete raw HTTP/1.1 answer with a JSON body, for requests Fastify never routed; the connection closes. */
+function rawJsonAnswer(status: number, reason: string, headers: Record<string, string>, text: string): string {
+  const all = { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)), connection: 'close' };
+  const head = [`HTTP/1.1 ${status} ${reason}`, ...Object.entries(all).map(([k, v]) => `${k}: ${v}`)];
+  return `${head.join('\r\n')}\r\n\r\n${text}`;
+}
 
 /** A complete raw HTTP/1.1 answer for a request Fastify never routed (unknown method, CONNECT). */
 export function rawMissResponse(app: FastifyInstance, baseUrl: string, method: string, url: string, always: AlwaysHeaders = {}): string {
   const miss = routeMiss(app, method, url);
   const status = ERRORS[miss.code].status;
   const text = JSON.stringify(errorEnvelope(miss.code, { baseUrl, message: miss.message }));
-  const headers: Record<string, string> = { ...always, ...(miss.allow ? { allow: miss.allow } : {}), 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)), connection: 'close' };
-  const head = [`HTTP/1.1 ${status} ${status === 405 ? 'Method Not Allowed' : 'Not Found'}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
-  return `${head.join('\r\n')}\r\n\r\n${text}`;
+  return rawJsonAnswer(status, status === 405 ? 'Method Not Allowed' : 'Not Found', { ...always, ...(miss.allow ? { allow: miss.allow } : {}) }, text);
 }
 
 /**
@@ -120,12 +124,12 @@ export function clientErrorResponder(getApp: () => FastifyInstance | undefined, 
     // A request that did not arrive whole in time (headers or body): 408, retryable.
     if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
       const text = JSON.stringify(errorEnvelope('request_timeout', { baseUrl: baseUrl(), message: 'The request was not received in time; send it again, whole' }));
-      return void socket.end(`HTTP/1.1 408 Request Timeout\r\n${rawHeaderLines(always)}content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+      return void socket.end(rawJsonAnswer(408, 'Request Timeout', always, text));
     }
     // The envelope's status must match the HTTP status: too-large headers are 400 invalid_input too.
     const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'The request headers are too large' : 'The request is not valid HTTP';
     const text = JSON.stringify(errorEnvelope('invalid_input', { baseUrl: baseUrl(), message }));
-    socket.end(`HTTP/1.1 400 Bad Request\r\n${rawHeaderLines(always)}content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+    socket.end(rawJsonAnswer(400, 'Bad Request', always, text));
   };
 }
 

@@ -1,12 +1,11 @@
 // Strict-Transport-Security for an https deployment (HSTS_* in shared/config.ts): on every answer the
 // API gives, so a browser that reached the service once over https never sends it plain http again.
 import type { FastifyInstance } from 'fastify';
-import type { Config } from '../../../shared/config.ts';
+import { servesHttps, type Config } from '../../../shared/config.ts';
 
 /** The header's value, or null: no https base URL (browsers ignore it over http anyway) or `off`. */
 export function hstsHeader(config: Pick<Config, 'PUBLIC_BASE_URL' | 'HSTS_MAX_AGE_SECONDS' | 'HSTS_INCLUDE_SUBDOMAINS'>): string | null {
-  const https = (config.PUBLIC_BASE_URL ?? '').toLowerCase().startsWith('https:');
-  if (!https || config.HSTS_MAX_AGE_SECONDS === 'off') return null;
+  if (!servesHttps(config) || config.HSTS_MAX_AGE_SECONDS === 'off') return null;
   return `max-age=${config.HSTS_MAX_AGE_SECONDS}${config.HSTS_INCLUDE_SUBDOMAINS ? '; includeSubDomains' : ''}`;
 }
 
