@@ -23,10 +23,12 @@ export const revokeCreatedByPath = (userId: string) => `/console/keys/created-by
 export function creatorLabel(c: { created_via: KeyInfo['created_via']; created_by_email: string | null; created_by_member: boolean }): string {
   if (c.created_via === 'operator') return 'an operator';
   if (c.created_via !== 'console' || !c.created_by_email) return 'unknown';
-  return c.created_by_member ? c.created_by_email : `removed member (${c.created_by_email})`;
+  return memberLabel(c.created_by_email, c.created_by_member);
 }
 
-const creatorOption = (c: KeyCreatorInfo) => (c.member ? c.email : `removed member (${c.email})`);
+/** A member who made keys here, by their address; a former one marked removed. */
+const memberLabel = (email: string, member: boolean) => (member ? email : `removed member (${email})`);
+const creatorOption = (c: KeyCreatorInfo) => memberLabel(c.email, c.member);
 
 export default async function keyPages(app: FastifyInstance, ctx: ConsoleContext) {
   const guard = { schema: { hide: true }, preHandler: [needSession, needManager] };
