@@ -22,12 +22,27 @@ afterAll(async () => {
   await Promise.all(dirs.map((d) => fs.rm(d, { recursive: true, force: true })));
 });
 
-async function start(dataDir: string, port: number) {
-  const p = await spawnService('apps/dev/main.ts', { DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', HEALTH_CHECKS_ENABLED: 'false' }, 'ready', 120_000);
-  procs.push(p);
-  const runtime = JSON.parse(await fs.readFile(path.join(dataDir, 'runtime.json'), 'utf8'));
-  const key = (await fs.readFile(path.join(dataDir, 'dev-api-key'), 'utf8')).trim();
-  return { p, base: runtime.base_url as string, key, ui: runtime.temporal_ui as string };
+/**
+ * `npm start`'s stack on DATA_DIR `dataDir`, on a port free when asked for. The port is free only
+ * when asked: the stack takes seconds to reach its listen (PostgreSQL, Temporal first), and another
+ * process may take the port meanwhile (CI saw EADDRINUSE). Such a start stops cleanly and is tried
+ * again on another port, as free-port.ts tells callers to; any other failure is the test's.
+ */
+async function start(dataDir: string) {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    let p: ServiceProcess;
+    try {
+      p = await spawnService('apps/dev/main.ts', { DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', HEALTH_CHECKS_ENABLED: 'false' }, 'ready', 120_000);
+    } catch (err) {
+      if (attempt < 3 && String(err).includes('EADDRINUSE')) continue;
+      throw err;
+    }
+    procs.push(p);
+    const runtime = JSON.parse(await fs.readFile(path.join(dataDir, 'runtime.json'), 'utf8'));
+    const key = (await fs.readFile(path.join(dataDir, 'dev-api-key'), 'utf8')).trim();
+    return { p, port, base: runtime.base_url as string, key, ui: runtime.temporal_ui as string };
+  }
 }
 
 async function admin(dataDir: string, ...args: string[]) {
@@ -45,10 +60,9 @@ describe('npm start', () => {
     const a = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-dev-a-'));
     const b = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-dev-b-'));
     dirs.push(a, b);
-    const [portA, portB] = [await freePort(), await freePort()];
-    const [one, two] = await Promise.all([start(a, portA), start(b, portB)]);
-    expect(one.base).toBe(`http://127.0.0.1:${portA}`);
-    expect(two.base).toBe(`http://127.0.0.1:${portB}`);
+    const [one, two] = await Promise.all([start(a), start(b)]);
+    expect(one.base).toBe(`http://127.0.0.1:${one.port}`);
+    expect(two.base).toBe(`http://127.0.0.1:${two.port}`);
     expect(one.p.output()).toContain(one.key);
     // The dev organization's console Owner: printed beside the key, its password in DATA_DIR (0600).
     const consolePasswordFile = path.join(a, 'dev-console-password');
@@ -108,7 +122,7 @@ describe('npm start', () => {
     expect((await call('GET', '/health', { baseUrl: two.base })).status).toBe(200);
 
     // Restart on the same DATA_DIR (another port): same key, same request, same balance.
-    const again = await start(a, await freePort());
+    const again = await start(a);
     expect(again.key).toBe(one.key);
     expect((await fs.readFile(consolePasswordFile, 'utf8')).trim()).toBe(consolePassword);
     expect((await new ConsoleClient(again.base).signIn(DEV_USER_EMAIL, consolePassword)).status).toBe(303);
