@@ -275,3 +275,56 @@ function interleave(pool: Db, before: (id: string) => Promise<void>): Db {
     },
   });
 }
+
+describe('connection delete', () => {
+  it('removes a row no configured key decrypts, after which rekey finds nothing left on old keys and exits 0', async () => {
+    const org = await newOrg(1);
+    const good = await addConnection(db(), await ringOf(NEW), { orgId: org.org_id, ...WEATHER_REQ, secret: { WEATHER_API_KEY: VALID_KEY } });
+    const lost = await addConnection(db(), await ringOf(LOST), { orgId: org.org_id, ...SHOP_REQ, secret: { email: SHOP_EMAIL, password: SHOP_PASSWORD } });
+    try {
+      const stuck = await admin(['connection', 'rekey', '--org', org.org_id]);
+      expect(stuck.code, stuck.out).toBe(1);
+      expect(stuck.json).toMatchObject({ remaining_on_old_keys: 1, undecryptable: [{ connection_id: lost.connection_id, reason: 'key not configured' }] });
+
+      const del = await admin(['connection', 'delete', '--id', lost.connection_id]);
+      expect(del.code, del.out).toBe(0);
+      expect(del.json).toMatchObject({ connection_id: lost.connection_id, org_id: org.org_id, status: 'active', reason: 'undecryptable' });
+      expectNothingSecret(del.out);
+      expect(await rowsOf([lost.connection_id])).toEqual([]);
+      expect((await rowsOf([good.connection_id])).length).toBe(1);
+
+      const clean = await admin(['connection', 'rekey', '--org', org.org_id]);
+      expect(clean.code, clean.out).toBe(0);
+      expect(clean.json).toMatchObject({ undecryptable: [], remaining_on_old_keys: 0 });
+      // Deleting it again: not found, the spec's envelope naming the parameter.
+      const again = await admin(['connection', 'delete', '--id', lost.connection_id]);
+      expect(again.code).toBe(1);
+      expect(again.json).toMatchObject({ error: { code: 'invalid_input', param: 'id', details: { issues: [{ path: 'id' }] } } });
+    } finally {
+      await db().query('DELETE FROM connections WHERE id = $1', [lost.connection_id]);
+    }
+  });
+
+  it('refuses a live row the keyring reads until it is revoked, then removes it with its secret; a malformed id is refused', async () => {
+    const org = await newOrg(1);
+    const live = await addConnection(db(), await ringOf(NEW), { orgId: org.org_id, ...WEATHER_REQ, secret: { WEATHER_API_KEY: VALID_KEY } });
+    const before = await rowsOf([live.connection_id]);
+
+    const refused = await admin(['connection', 'delete', '--id', live.connection_id]);
+    expect(refused.code, refused.out).toBe(1);
+    expect(refused.json).toMatchObject({ error: { code: 'invalid_input', param: 'id', message: `connection ${live.connection_id} is active and readable; revoke it first` } });
+    expect(await rowsOf([live.connection_id])).toEqual(before);
+    expect(await loadSecrets(db(), await ringOf(NEW), org.org_id, [WEATHER_REQ])).toMatchObject({ ok: true });
+
+    await revokeConnection(db(), live.connection_id);
+    const del = await admin(['connection', 'delete', '--id', live.connection_id]);
+    expect(del.code, del.out).toBe(0);
+    expect(del.json).toMatchObject({ connection_id: live.connection_id, status: 'revoked', reason: 'revoked' });
+    expect(await rowsOf([live.connection_id])).toEqual([]);
+    expectNothingSecret(del.out);
+
+    const bad = await admin(['connection', 'delete', '--id', "conn_' OR 1=1 --"]);
+    expect(bad.code).toBe(1);
+    expect(bad.json).toMatchObject({ error: { code: 'invalid_input', param: 'id' } });
+  });
+});

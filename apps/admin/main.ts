@@ -14,7 +14,7 @@ import { createKey, createOrg, grant, listKeys, revokeKey, revokeKeyById } from 
 import { ACCOUNT_USAGE, runAccountCommand } from './account-commands.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
 import { WORKFLOW_USAGE, workflowCommand } from './workflow-commands.ts';
-import { addConnection, expireConnection, listConnections, loadKeyring, rekeyConnections, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
+import { addConnection, deleteConnection, expireConnection, listConnections, loadKeyring, rekeyConnections, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
 
 const USAGE = `usage:
   npm run admin -- org create --name <name> --credits <n>
@@ -30,6 +30,8 @@ const USAGE = `usage:
   npm run admin -- connection revoke --id <conn_id>      (disconnected: queries get auth_revoked)
   npm run admin -- connection expire --id <conn_id>      (needs a fresh sign-in: queries get auth_required)
   npm run admin -- connection list --org <org_id>
+  npm run admin -- connection delete --id <conn_id>      (removes a revoked row, or one no configured key decrypts,
+      secret included; a live readable one must be revoked first)
   npm run admin -- connection rekey [--org <org_id>] [--dry-run]
       (re-encrypts rows still under a CONNECTIONS_PREVIOUS_KEYS key with CONNECTIONS_ENCRYPTION_KEY, every
       organization's or one's; exit 1 when a row no configured key decrypts; docs/connections.md)
@@ -164,6 +166,9 @@ try {
       break;
     case 'connection list':
       out = { connections: await listConnections(db, need('org')) };
+      break;
+    case 'connection delete':
+      out = await deleteConnection(db, await loadKeyring(config), need('id'));
       break;
     case 'connection rekey': {
       const report = await rekeyConnections(db, await loadKeyring(config), { dryRun: values['dry-run'] === true, orgId: values.org });

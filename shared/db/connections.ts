@@ -330,6 +330,38 @@ export const revokeConnection = (db: Db, id: string, orgId?: string) => setStatu
 /** Mark as needing a fresh sign-in: queries needing it fail with auth_required until it is re-added. */
 export const expireConnection = (db: Db, id: string, orgId?: string) => setStatus(db, id, 'needs_reauth', orgId);
 
+/**
+ * Remove a connection's row for good, secret included (`npm run admin -- connection delete`). Only a
+ * row that can no longer serve a query: a revoked one (history that still holds a secret), or one
+ * no key of the ring decrypts (`connection rekey` lists those; until it is gone it counts among the
+ * rows on old keys, so the old key could never be dropped). A live row this ring reads is refused:
+ * revoke it first, so that a typo cannot silently disconnect an organization. The row is deleted
+ * only as it was read: one revoked, replaced or re-encrypted meanwhile is judged again.
+ */
+export async function deleteConnection(db: Db, ring: Keyring, id: string): Promise<ConnectionInfo & { reason: 'revoked' | 'undecryptable' }> {
+  if (!ID_RE.test(id)) throw new ConnectionError('the connection id must look like conn_<24 hex>', 'id');
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const cur = await db.query(`SELECT ${INFO_COLUMNS}, key_id, secret_ciphertext, secret_iv, secret_tag FROM connections WHERE id = $1`, [id]);
+    if (cur.rowCount === 0) throw new ConnectionError(`connection ${id} not found`, 'id');
+    const row = cur.rows[0];
+    let reason: 'revoked' | 'undecryptable' = 'revoked';
+    if (row.status !== 'revoked') {
+      try {
+        decrypt(ring, row);
+      } catch {
+        reason = 'undecryptable';
+      }
+      if (reason === 'revoked') throw new ConnectionError(`connection ${id} is ${row.status} and readable; revoke it first`, 'id');
+    }
+    const del = await db.query(
+      `DELETE FROM connections WHERE id = $1 AND status = $2 AND key_id = $3 AND secret_iv = $4 AND secret_tag = $5 AND secret_ciphertext = $6 RETURNING ${INFO_COLUMNS}`,
+      [id, row.status, row.key_id, row.secret_iv, row.secret_tag, row.secret_ciphertext],
+    );
+    if (del.rowCount === 1) return { ...info(del.rows[0]), reason };
+  }
+  throw new Error(`connection ${id} kept changing while it was being deleted; run the command again`);
+}
+
 export async function listConnections(db: Db, orgId: string): Promise<ConnectionInfo[]> {
   const r = await db.query(`SELECT ${INFO_COLUMNS} FROM connections WHERE org_id = $1 ORDER BY created_at`, [orgId]);
   return r.rows.map(info);
