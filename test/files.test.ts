@@ -220,7 +220,7 @@ describe('POST /v1/files', () => {
 
   it('refuses bad file names with invalid_input on X-File-Name', async () => {
     const org = await newOrg(5);
-    const bad = ['', '%20%20', '%E0%A4%A', 'a%2Fb.txt', '..%2Fetc%2Fpasswd', 'a%5Cb.txt', '..', '.', 'a%00b', 'line%0Abreak', 'x%7Fy', '%C2%85', 'evil%E2%80%AEtxt.exe', 'x'.repeat(161), encodeURIComponent('é'.repeat(161))];
+    const bad = ['', '%20%20', '%E0%A4%A', 'a%2Fb.txt', '..%2Fetc%2Fpasswd', 'a%5Cb.txt', '..', '.', 'a%00b', 'line%0Abreak', 'x%7Fy', '%C2%85', 'evil%E2%80%AEtxt.exe', 'invoice%E2%80%8B.pdf', '%EF%BB%BFreport.pdf', 'a%E2%80%8Fb.txt', 'x'.repeat(161), encodeURIComponent('é'.repeat(161))];
     for (const name of bad) expectInvalid(await upload(org.api_key, 'data', { name }), 'X-File-Name');
     // 160 decoded characters is fine even when the encoded header is longer.
     const ok = await upload(org.api_key, 'data', { name: encodeURIComponent('é'.repeat(160)) });
@@ -312,6 +312,12 @@ describe('file name and type rules (pure)', () => {
     expect(parseFileName(undefined).ok).toBe(false);
     expect(parseFileName('%zz').ok).toBe(false);
     expect(parseFileName('%E2%80%A8').ok).toBe(false);
+    // Invisible characters are refused; the joiners that emoji and Persian words need are not.
+    for (const c of ['\u200B', '\u200E', '\u200F', '\u061C', '\u2060', '\uFEFF', '\u3164', '\u115F']) {
+      expect(parseFileName(encodeURIComponent(`invoice${c}.pdf`))).toEqual({ ok: false, message: 'must not contain invisible characters (zero-width spaces, direction marks, fillers)' });
+    }
+    expect(parseFileName(encodeURIComponent('👨\u200D👩\u200D👧.png'))).toEqual({ ok: true, name: '👨\u200D👩\u200D👧.png' });
+    expect(parseFileName(encodeURIComponent('می\u200Cخواهم.txt'))).toEqual({ ok: true, name: 'می\u200Cخواهم.txt' });
   });
 
   it('sniffContentType', async () => {
