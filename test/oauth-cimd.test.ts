@@ -4,6 +4,7 @@
 // server's self-signed certificate is trusted only by that process (NODE_EXTRA_CA_CERTS); TLS is
 // verified against the name, never turned off. The SDK's own client auth flow runs end to end.
 import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -107,7 +108,7 @@ function recordingFetch(seen: string[]): typeof fetch {
 }
 
 /** An authorization request for a document client, as the SDK would build it (PKCE, resource). */
-function authorizePath(clientId: string, redirectUri = REDIRECT) {
+function authorizePath(clientId: string, redirectUri = REDIRECT, apiBase = base) {
   const q = new URLSearchParams({
     client_id: clientId,
     redirect_uri: redirectUri,
@@ -116,7 +117,7 @@ function authorizePath(clientId: string, redirectUri = REDIRECT) {
     code_challenge_method: 'S256',
     state: 's',
     scope: 'mcp',
-    resource: `${base}/mcp`,
+    resource: `${apiBase}/mcp`,
   });
   return `/console/oauth/authorize?${q}`;
 }
@@ -318,4 +319,80 @@ describe('a client registered by its metadata document', () => {
     expect(hits.get(new URL(id).pathname) ?? 0).toBe(0);
     expect(await cimdRow(id)).toBeUndefined();
   }, 60_000);
+});
+
+describe('cached metadata documents nobody used', () => {
+  it('keeps at most OAUTH_UNUSED_CLIENTS_MAX of them, forgetting the least recently fetched; a forgotten one is fetched again when named; a sign-in in progress and a used client are kept', async () => {
+    // The authorization page needs no sign-in: without a bound, anyone serving documents at many
+    // URLs made a row of up to 16 KiB per URL, kept a day. This API keeps 3 never-used documents.
+    const s = stack();
+    const capped = await startApiProcess({
+      databaseUrl: s.databaseUrl,
+      temporalAddress: s.temporalAddress,
+      hostMap: { ...s.hostMap, [HOST]: `127.0.0.1:${port}` },
+      taskQueue: s.taskQueue,
+      workflowBundlePath: s.workflowBundlePath,
+      env: { WQS_SKIP_MIGRATIONS: '1', NODE_EXTRA_CA_CERTS: path.join(dir, 'cert.pem'), OAUTH_UNUSED_CLIENTS_MAX: '3' },
+    });
+    const cappedBase = String(capped.started.url).replace(/\/$/, '');
+    const named = async (id: string) => {
+      const page = await new ConsoleClient(cappedBase).get(authorizePath(id, REDIRECT, cappedBase));
+      expect(page.status, id).toBe(303);
+      expect(page.location).toMatch(/^\/console\/sign-in\?next=/);
+    };
+    try {
+      // A person between consent and the token request: the client has a live code, no tokens yet.
+      const { chosen, email } = await personInTwoOrgs('CIMDcap');
+      const pending = clientUrl('cap-pending');
+      const verifier = randomBytes(32).toString('base64url');
+      const authorization = new URL(`${cappedBase}${authorizePath(pending, REDIRECT, cappedBase)}`);
+      authorization.searchParams.set('code_challenge', createHash('sha256').update(verifier).digest('base64url'));
+      const { location } = await approve(new ConsoleClient(cappedBase), authorization, email, chosen.org_id);
+      const code = location.searchParams.get('code')!;
+      expect(code).toMatch(/^wqs_ac_/);
+
+      const flood = Array.from({ length: 5 }, (_, i) => clientUrl(`cap-${i}`));
+      for (const id of flood) await named(id);
+      // The three most recently fetched are kept; the two before them are forgotten.
+      expect(await cimdRow(flood[0]!)).toBeUndefined();
+      expect(await cimdRow(flood[1]!)).toBeUndefined();
+      for (const id of flood.slice(2)) expect((await cimdRow(id))?.kind, id).toBe('cimd');
+      const unused = async () =>
+        (
+          await db().query(
+            `SELECT count(*)::int AS n FROM oauth_clients c WHERE c.kind = 'cimd' AND c.last_used_at IS NULL
+                AND NOT EXISTS (SELECT 1 FROM oauth_codes k WHERE k.client_id = c.id AND k.expires_at > now() AND k.used_at IS NULL)`,
+          )
+        ).rows[0].n as number;
+      expect(await unused()).toBe(3);
+      // The sign-in in progress kept its client: its code is exchanged for tokens.
+      expect((await cimdRow(pending))?.kind).toBe('cimd');
+      const token = await fetch(`${cappedBase}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: pending, resource: `${cappedBase}/mcp` }),
+      });
+      expect(token.status).toBe(200);
+      const tokens = (await token.json()) as { access_token: string };
+      expect(tokens.access_token).toMatch(/^wqs_at_/);
+
+      // A forgotten document named again is simply fetched again; the oldest kept one goes instead.
+      await named(flood[0]!);
+      expect(hits.get(new URL(flood[0]!).pathname)).toBe(2);
+      expect((await cimdRow(flood[0]!))?.kind).toBe('cimd');
+      expect(await cimdRow(flood[2]!)).toBeUndefined();
+      // More documents never forget a client that got tokens: its access token still works.
+      for (const id of Array.from({ length: 4 }, (_, i) => clientUrl(`cap-more-${i}`))) await named(id);
+      expect(await unused()).toBe(3);
+      expect((await cimdRow(pending))?.kind).toBe('cimd');
+      const mcp = await fetch(`${cappedBase}/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tokens.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+      });
+      expect(mcp.status).toBe(200);
+    } finally {
+      await capped.kill();
+    }
+  }, 120_000);
 });

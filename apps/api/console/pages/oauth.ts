@@ -28,7 +28,9 @@ export default async function oauthPages(app: FastifyInstance, ctx: ConsoleConte
   const issuer = () => app.baseUrl();
   // SITE_HOST_MAP (dev and tests) may route a client document's host to a local server.
   const fetchDocument = clientDocumentFetcher(ctx.config.siteHostMap);
-  const check = (p: AuthorizeParams | null) => checkAuthorize(app.db, p, { issuer: issuer(), resource: mcpResource(app.baseUrl()), fetchDocument });
+  // Cached documents never used are bounded like registrations never used (OAUTH_UNUSED_CLIENTS_MAX).
+  const unusedDocumentsMax = ctx.config.OAUTH_UNUSED_CLIENTS_MAX;
+  const check = (p: AuthorizeParams | null) => checkAuthorize(app.db, p, { issuer: issuer(), resource: mcpResource(app.baseUrl()), fetchDocument, unusedDocumentsMax });
   const authorizeUrl = (p: AuthorizeParams) => `${AUTHORIZE_PATH}?${new URLSearchParams(p as Record<string, string>).toString()}`;
 
   async function consent(request: FastifyRequest, reply: FastifyReply, p: AuthorizeParams) {
