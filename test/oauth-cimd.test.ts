@@ -80,7 +80,8 @@ beforeAll(async () => {
     hostMap: { ...s.hostMap, [HOST]: target, [WRONG_NAME_HOST]: target },
     taskQueue: s.taskQueue,
     workflowBundlePath: s.workflowBundlePath,
-    env: { WQS_SKIP_MIGRATIONS: '1', NODE_EXTRA_CA_CERTS: cert },
+    // X-Forwarded-For names the client address (the per-address bound on document fetches).
+    env: { WQS_SKIP_MIGRATIONS: '1', NODE_EXTRA_CA_CERTS: cert, TRUST_PROXY: '127.0.0.1' },
   });
   base = String(api.started.url).replace(/\/$/, '');
 }, 120_000);
@@ -121,6 +122,9 @@ function authorizePath(clientId: string, redirectUri = REDIRECT, apiBase = base)
   });
   return `/console/oauth/authorize?${q}`;
 }
+
+/** The authorization page asked from `address` (X-Forwarded-For; this file's API trusts its local proxy). */
+const fromAddress = (address: string, path: string) => new ConsoleClient(base).request('GET', path, { headers: { 'x-forwarded-for': address } });
 
 const cimdRow = async (id: string) => (await db().query(`SELECT kind, fetched_at FROM oauth_clients WHERE id = $1`, [id])).rows[0] as { kind: string; fetched_at: Date } | undefined;
 
@@ -274,11 +278,12 @@ describe('a client registered by its metadata document', () => {
 
   it('runs at most 8 document fetches at once: a ninth request is told to retry (503), unfetched', async () => {
     const slow = Array.from({ length: 8 }, (_, i) => clientUrl(`slow-busy${i}`));
-    const held = slow.map((id) => new ConsoleClient(base).get(authorizePath(id)));
+    // From eight addresses (one address holds at most 2: the next test).
+    const held = slow.map((id, i) => fromAddress(`203.0.113.${i + 1}`, authorizePath(id)));
     // Every one of the eight is being fetched (the server saw it) before the ninth asks.
     for (let i = 0; i < 100 && slow.some((id) => !hits.get(new URL(id).pathname)); i++) await new Promise((r) => setTimeout(r, 50));
     const id = clientUrl('after-busy');
-    const busy = await new ConsoleClient(base).get(authorizePath(id));
+    const busy = await fromAddress('203.0.113.9', authorizePath(id));
     expect(busy.status).toBe(503);
     expect(busy.headers.get('retry-after')).toBe('5');
     expect(busy.location).toBeNull();
@@ -290,6 +295,30 @@ describe('a client registered by its metadata document', () => {
     const later = await new ConsoleClient(base).get(authorizePath(id));
     expect(later.status).toBe(303);
     expect(later.location).toMatch(/^\/console\/sign-in\?next=/);
+  }, 60_000);
+
+  it('runs at most 2 document fetches at once for one client address: its third is told to retry (503), unfetched, while another address is served', async () => {
+    // One caller naming new slow URLs (a new one each time: nothing remembered) must not hold every
+    // fetch slot, or nobody else could connect a new metadata-document client.
+    const slow = Array.from({ length: 2 }, (_, i) => clientUrl(`slow-address${i}`));
+    const held = slow.map((id) => fromAddress('198.51.100.7', authorizePath(id)));
+    for (let i = 0; i < 100 && slow.some((id) => !hits.get(new URL(id).pathname)); i++) await new Promise((r) => setTimeout(r, 50));
+    const third = clientUrl('slow-address2');
+    const busy = await fromAddress('198.51.100.7', authorizePath(third));
+    expect(busy.status).toBe(503);
+    expect(busy.headers.get('retry-after')).toBe('5');
+    expect(busy.text).toContain('fetching too many client metadata documents');
+    expect(hits.get(new URL(third).pathname) ?? 0).toBe(0);
+    // Another address meanwhile: fetched, and on to sign-in.
+    const other = clientUrl('other-address');
+    const served = await fromAddress('198.51.100.8', authorizePath(other));
+    expect(served.status).toBe(303);
+    expect(served.location).toMatch(/^\/console\/sign-in\?next=/);
+    expect(hits.get(new URL(other).pathname)).toBe(1);
+    // The slow ones end at the time bound and give their address's slots back.
+    for (const page of await Promise.all(held)) expect(page.text).toContain('it did not answer within 5 s');
+    const later = await fromAddress('198.51.100.7', authorizePath(clientUrl('address-later')));
+    expect(later.status).toBe(303);
   }, 60_000);
 
   it('verifies TLS against the mapped name, and every unmapped host keeps the private-address guard', async () => {

@@ -37,10 +37,10 @@ export function redirectWith(uri: string, params: Record<string, string | undefi
   return u.toString();
 }
 
-export async function checkAuthorize(db: Db, p: AuthorizeParams | null, o: { issuer: string; resource: string; fetchDocument?: FetchClientDocument; unusedDocumentsMax?: number }): Promise<AuthorizeCheck> {
+export async function checkAuthorize(db: Db, p: AuthorizeParams | null, o: { issuer: string; resource: string; fetchDocument?: FetchClientDocument; unusedDocumentsMax?: number; address?: string }): Promise<AuthorizeCheck> {
   if (!p) return { kind: 'show', message: 'The authorization request has a repeated or oversized parameter.' };
   if (!p.client_id) return { kind: 'show', message: 'The authorization request names no client (client_id).' };
-  const client = await resolveClient(db, p.client_id, o.fetchDocument, o.unusedDocumentsMax);
+  const client = await resolveClient(db, p.client_id, o.fetchDocument, o.unusedDocumentsMax, o.address);
   if (!client.ok) return { kind: 'show', message: client.message, ...(client.busy ? { status: 503 as const } : {}) };
   if (!p.redirect_uri || !redirectUriMatches(client.client.redirect_uris, p.redirect_uri)) {
     return { kind: 'show', message: 'The redirect address is not one this client registered, so the answer cannot be sent back to it.' };

@@ -95,6 +95,14 @@ export type ResolvedClient = { ok: true; client: ClientRow } | { ok: false; mess
  */
 export const MAX_DOCUMENT_FETCHES = 8;
 let fetching = 0;
+/**
+ * Of those, fetches one client address runs at once (the address as every per-address limit counts
+ * it: apps/api/services/client-address.ts). Without it, one caller naming a new slow URL 8 times
+ * every 5 s (a new query string each time, so no failure is remembered) held every slot, and every
+ * other organization's people connecting a new metadata-document client were told to retry.
+ */
+export const MAX_DOCUMENT_FETCHES_PER_ADDRESS = 2;
+const fetchingByAddress = new Map<string, number>();
 
 const guardedFetcher = clientDocumentFetcher();
 
@@ -185,6 +193,8 @@ export async function resolveClient(
   id: string,
   fetchDocument: FetchClientDocument = guardedFetcher,
   unusedDocumentsMax = DEFAULT_UNUSED_DOCUMENTS_MAX,
+  /** The requester's address bucket: its fetches at once are bounded (MAX_DOCUMENT_FETCHES_PER_ADDRESS). */
+  address?: string,
 ): Promise<ResolvedClient> {
   const known = await findClient(db, id);
   const stale = known?.kind === 'cimd' && (!known.fetched_at || Date.now() - known.fetched_at.getTime() > DOCUMENT_CACHE_SECONDS * 1000);
@@ -192,11 +202,13 @@ export async function resolveClient(
   if (!isClientIdUrl(id)) return { ok: false, message: 'This client is not registered with this service.' };
   const failed = failures.get(id);
   if (failed !== undefined) return { ok: false, message: failed };
-  if (fetching >= MAX_DOCUMENT_FETCHES) {
+  const mine = address === undefined ? 0 : (fetchingByAddress.get(address) ?? 0);
+  if (fetching >= MAX_DOCUMENT_FETCHES || mine >= MAX_DOCUMENT_FETCHES_PER_ADDRESS) {
     return { ok: false, busy: true, message: 'This service is fetching too many client metadata documents right now. Try again in a moment.' };
   }
   let doc;
   fetching += 1;
+  if (address !== undefined) fetchingByAddress.set(address, mine + 1);
   try {
     doc = await fetchDocument(id);
   } catch (err) {
@@ -209,6 +221,11 @@ export async function resolveClient(
     return { ok: false, message };
   } finally {
     fetching -= 1;
+    if (address !== undefined) {
+      const left = (fetchingByAddress.get(address) ?? 1) - 1;
+      if (left > 0) fetchingByAddress.set(address, left);
+      else fetchingByAddress.delete(address);
+    }
   }
   const r = await db.query<ClientRow>(
     `INSERT INTO oauth_clients (id, kind, client_name, redirect_uris, metadata, fetched_at) VALUES ($1, 'cimd', $2, $3, $4, now())
