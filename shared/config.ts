@@ -322,7 +322,9 @@ const ConfigSchema = z.object({
    * Registration (POST /oauth/register) answers 503 `temporarily_unavailable` with Retry-After while
    * this many registered clients younger than OAUTH_CLIENT_IDLE_HOURS were never used (no grant):
    * the per-address limit (30/min) does not bound a caller with many addresses. Clients already
-   * registered and metadata-document clients keep working.
+   * registered and metadata-document clients keep working. Also the number of cached metadata
+   * documents of clients never used that are kept (the most recently fetched; older ones are
+   * forgotten and fetched again when named: shared/oauth/client-documents.ts).
    */
   OAUTH_UNUSED_CLIENTS_MAX: int(10_000),
   /** `GET /metrics` (Prometheus text, key-free, no organization's data in it). `false` answers 404

@@ -4,6 +4,7 @@
 // server's self-signed certificate is trusted only by that process (NODE_EXTRA_CA_CERTS); TLS is
 // verified against the name, never turned off. The SDK's own client auth flow runs end to end.
 import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -79,7 +80,8 @@ beforeAll(async () => {
     hostMap: { ...s.hostMap, [HOST]: target, [WRONG_NAME_HOST]: target },
     taskQueue: s.taskQueue,
     workflowBundlePath: s.workflowBundlePath,
-    env: { WQS_SKIP_MIGRATIONS: '1', NODE_EXTRA_CA_CERTS: cert },
+    // X-Forwarded-For names the client address (the per-address bound on document fetches).
+    env: { WQS_SKIP_MIGRATIONS: '1', NODE_EXTRA_CA_CERTS: cert, TRUST_PROXY: '127.0.0.1' },
   });
   base = String(api.started.url).replace(/\/$/, '');
 }, 120_000);
@@ -107,7 +109,7 @@ function recordingFetch(seen: string[]): typeof fetch {
 }
 
 /** An authorization request for a document client, as the SDK would build it (PKCE, resource). */
-function authorizePath(clientId: string, redirectUri = REDIRECT) {
+function authorizePath(clientId: string, redirectUri = REDIRECT, apiBase = base) {
   const q = new URLSearchParams({
     client_id: clientId,
     redirect_uri: redirectUri,
@@ -116,10 +118,13 @@ function authorizePath(clientId: string, redirectUri = REDIRECT) {
     code_challenge_method: 'S256',
     state: 's',
     scope: 'mcp',
-    resource: `${base}/mcp`,
+    resource: `${apiBase}/mcp`,
   });
   return `/console/oauth/authorize?${q}`;
 }
+
+/** The authorization page asked from `address` (X-Forwarded-For; this file's API trusts its local proxy). */
+const fromAddress = (address: string, path: string) => new ConsoleClient(base).request('GET', path, { headers: { 'x-forwarded-for': address } });
 
 const cimdRow = async (id: string) => (await db().query(`SELECT kind, fetched_at FROM oauth_clients WHERE id = $1`, [id])).rows[0] as { kind: string; fetched_at: Date } | undefined;
 
@@ -273,11 +278,12 @@ describe('a client registered by its metadata document', () => {
 
   it('runs at most 8 document fetches at once: a ninth request is told to retry (503), unfetched', async () => {
     const slow = Array.from({ length: 8 }, (_, i) => clientUrl(`slow-busy${i}`));
-    const held = slow.map((id) => new ConsoleClient(base).get(authorizePath(id)));
+    // From eight addresses (one address holds at most 2: the next test).
+    const held = slow.map((id, i) => fromAddress(`203.0.113.${i + 1}`, authorizePath(id)));
     // Every one of the eight is being fetched (the server saw it) before the ninth asks.
     for (let i = 0; i < 100 && slow.some((id) => !hits.get(new URL(id).pathname)); i++) await new Promise((r) => setTimeout(r, 50));
     const id = clientUrl('after-busy');
-    const busy = await new ConsoleClient(base).get(authorizePath(id));
+    const busy = await fromAddress('203.0.113.9', authorizePath(id));
     expect(busy.status).toBe(503);
     expect(busy.headers.get('retry-after')).toBe('5');
     expect(busy.location).toBeNull();
@@ -289,6 +295,30 @@ describe('a client registered by its metadata document', () => {
     const later = await new ConsoleClient(base).get(authorizePath(id));
     expect(later.status).toBe(303);
     expect(later.location).toMatch(/^\/console\/sign-in\?next=/);
+  }, 60_000);
+
+  it('runs at most 2 document fetches at once for one client address: its third is told to retry (503), unfetched, while another address is served', async () => {
+    // One caller naming new slow URLs (a new one each time: nothing remembered) must not hold every
+    // fetch slot, or nobody else could connect a new metadata-document client.
+    const slow = Array.from({ length: 2 }, (_, i) => clientUrl(`slow-address${i}`));
+    const held = slow.map((id) => fromAddress('198.51.100.7', authorizePath(id)));
+    for (let i = 0; i < 100 && slow.some((id) => !hits.get(new URL(id).pathname)); i++) await new Promise((r) => setTimeout(r, 50));
+    const third = clientUrl('slow-address2');
+    const busy = await fromAddress('198.51.100.7', authorizePath(third));
+    expect(busy.status).toBe(503);
+    expect(busy.headers.get('retry-after')).toBe('5');
+    expect(busy.text).toContain('fetching too many client metadata documents');
+    expect(hits.get(new URL(third).pathname) ?? 0).toBe(0);
+    // Another address meanwhile: fetched, and on to sign-in.
+    const other = clientUrl('other-address');
+    const served = await fromAddress('198.51.100.8', authorizePath(other));
+    expect(served.status).toBe(303);
+    expect(served.location).toMatch(/^\/console\/sign-in\?next=/);
+    expect(hits.get(new URL(other).pathname)).toBe(1);
+    // The slow ones end at the time bound and give their address's slots back.
+    for (const page of await Promise.all(held)) expect(page.text).toContain('it did not answer within 5 s');
+    const later = await fromAddress('198.51.100.7', authorizePath(clientUrl('address-later')));
+    expect(later.status).toBe(303);
   }, 60_000);
 
   it('verifies TLS against the mapped name, and every unmapped host keeps the private-address guard', async () => {
@@ -318,4 +348,80 @@ describe('a client registered by its metadata document', () => {
     expect(hits.get(new URL(id).pathname) ?? 0).toBe(0);
     expect(await cimdRow(id)).toBeUndefined();
   }, 60_000);
+});
+
+describe('cached metadata documents nobody used', () => {
+  it('keeps at most OAUTH_UNUSED_CLIENTS_MAX of them, forgetting the least recently fetched; a forgotten one is fetched again when named; a sign-in in progress and a used client are kept', async () => {
+    // The authorization page needs no sign-in: without a bound, anyone serving documents at many
+    // URLs made a row of up to 16 KiB per URL, kept a day. This API keeps 3 never-used documents.
+    const s = stack();
+    const capped = await startApiProcess({
+      databaseUrl: s.databaseUrl,
+      temporalAddress: s.temporalAddress,
+      hostMap: { ...s.hostMap, [HOST]: `127.0.0.1:${port}` },
+      taskQueue: s.taskQueue,
+      workflowBundlePath: s.workflowBundlePath,
+      env: { WQS_SKIP_MIGRATIONS: '1', NODE_EXTRA_CA_CERTS: path.join(dir, 'cert.pem'), OAUTH_UNUSED_CLIENTS_MAX: '3' },
+    });
+    const cappedBase = String(capped.started.url).replace(/\/$/, '');
+    const named = async (id: string) => {
+      const page = await new ConsoleClient(cappedBase).get(authorizePath(id, REDIRECT, cappedBase));
+      expect(page.status, id).toBe(303);
+      expect(page.location).toMatch(/^\/console\/sign-in\?next=/);
+    };
+    try {
+      // A person between consent and the token request: the client has a live code, no tokens yet.
+      const { chosen, email } = await personInTwoOrgs('CIMDcap');
+      const pending = clientUrl('cap-pending');
+      const verifier = randomBytes(32).toString('base64url');
+      const authorization = new URL(`${cappedBase}${authorizePath(pending, REDIRECT, cappedBase)}`);
+      authorization.searchParams.set('code_challenge', createHash('sha256').update(verifier).digest('base64url'));
+      const { location } = await approve(new ConsoleClient(cappedBase), authorization, email, chosen.org_id);
+      const code = location.searchParams.get('code')!;
+      expect(code).toMatch(/^wqs_ac_/);
+
+      const flood = Array.from({ length: 5 }, (_, i) => clientUrl(`cap-${i}`));
+      for (const id of flood) await named(id);
+      // The three most recently fetched are kept; the two before them are forgotten.
+      expect(await cimdRow(flood[0]!)).toBeUndefined();
+      expect(await cimdRow(flood[1]!)).toBeUndefined();
+      for (const id of flood.slice(2)) expect((await cimdRow(id))?.kind, id).toBe('cimd');
+      const unused = async () =>
+        (
+          await db().query(
+            `SELECT count(*)::int AS n FROM oauth_clients c WHERE c.kind = 'cimd' AND c.last_used_at IS NULL
+                AND NOT EXISTS (SELECT 1 FROM oauth_codes k WHERE k.client_id = c.id AND k.expires_at > now() AND k.used_at IS NULL)`,
+          )
+        ).rows[0].n as number;
+      expect(await unused()).toBe(3);
+      // The sign-in in progress kept its client: its code is exchanged for tokens.
+      expect((await cimdRow(pending))?.kind).toBe('cimd');
+      const token = await fetch(`${cappedBase}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: verifier, client_id: pending, resource: `${cappedBase}/mcp` }),
+      });
+      expect(token.status).toBe(200);
+      const tokens = (await token.json()) as { access_token: string };
+      expect(tokens.access_token).toMatch(/^wqs_at_/);
+
+      // A forgotten document named again is simply fetched again; the oldest kept one goes instead.
+      await named(flood[0]!);
+      expect(hits.get(new URL(flood[0]!).pathname)).toBe(2);
+      expect((await cimdRow(flood[0]!))?.kind).toBe('cimd');
+      expect(await cimdRow(flood[2]!)).toBeUndefined();
+      // More documents never forget a client that got tokens: its access token still works.
+      for (const id of Array.from({ length: 4 }, (_, i) => clientUrl(`cap-more-${i}`))) await named(id);
+      expect(await unused()).toBe(3);
+      expect((await cimdRow(pending))?.kind).toBe('cimd');
+      const mcp = await fetch(`${cappedBase}/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tokens.access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+      });
+      expect(mcp.status).toBe(200);
+    } finally {
+      await capped.kill();
+    }
+  }, 120_000);
 });

@@ -315,6 +315,36 @@ describe('authorization and code exchange', () => {
     expect(foreign.location).toBeNull();
   });
 
+  it('is no open redirector: a refusal for an https redirect URI (registrable by anyone) is shown on the page, never sent there unasked; Deny still answers there', async () => {
+    // Anyone can register https://evil.example/... without signing in: a link to the service's own
+    // authorization page with a bad parameter must not bounce a visitor there.
+    const evil = 'https://evil.example/phish';
+    const clientId = await register([evil]);
+    const { challenge } = pkce();
+    const good = { response_type: 'code', client_id: clientId, redirect_uri: evil, code_challenge: challenge, code_challenge_method: 'S256', state: 'st', resource: resource() };
+    const cases: Array<[Record<string, string>, string]> = [
+      [{ ...good, response_type: 'token' }, 'unsupported_response_type'],
+      [{ ...good, code_challenge_method: 'plain' }, 'invalid_request'],
+      [{ ...good, resource: 'https://other.example/mcp' }, 'invalid_target'],
+      [{ ...good, scope: 'admin' }, 'invalid_scope'],
+    ];
+    const who = await signedIn('member');
+    for (const [params, error] of cases) {
+      for (const res of [await fetch(`${base()}${authorizePath(params)}`, { redirect: 'manual' }), await who.client.get(authorizePath(params))]) {
+        expect(res.status, error).toBe(400);
+        const location = res instanceof Response ? res.headers.get('location') : res.location;
+        expect(location).toBeNull();
+        const text = res instanceof Response ? await res.text() : res.text;
+        expect(text).toContain(`cannot be answered (${error})`);
+      }
+    }
+    // The person's own decision still goes back to the client.
+    const denied = await who.client.submit(authorizePath(good), '/console/oauth/authorize', { ...good, org_id: who.org.org_id, decision: 'deny' });
+    expect(denied.status).toBe(303);
+    expect(new URL(denied.location!).origin).toBe('https://evil.example');
+    expect(new URL(denied.location!).searchParams.get('error')).toBe('access_denied');
+  });
+
   it('a token request for another resource is invalid_target; a token bound to another resource is refused by /mcp', async () => {
     const who = await signedIn('member');
     const clientId = await register();

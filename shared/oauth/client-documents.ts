@@ -95,6 +95,14 @@ export type ResolvedClient = { ok: true; client: ClientRow } | { ok: false; mess
  */
 export const MAX_DOCUMENT_FETCHES = 8;
 let fetching = 0;
+/**
+ * Of those, fetches one client address runs at once (the address as every per-address limit counts
+ * it: apps/api/services/client-address.ts). Without it, one caller naming a new slow URL 8 times
+ * every 5 s (a new query string each time, so no failure is remembered) held every slot, and every
+ * other organization's people connecting a new metadata-document client were told to retry.
+ */
+export const MAX_DOCUMENT_FETCHES_PER_ADDRESS = 2;
+const fetchingByAddress = new Map<string, number>();
 
 const guardedFetcher = clientDocumentFetcher();
 
@@ -148,19 +156,59 @@ function fetchFailure(err: unknown): string {
   return 'it could not be fetched';
 }
 
-/** A registered client, or a metadata-document client (fetched when new or its cache is stale). */
-export async function resolveClient(db: Db, id: string, fetchDocument: FetchClientDocument = guardedFetcher): Promise<ResolvedClient> {
+/** Metadata documents kept cached while never used (no tokens issued), by default (OAUTH_UNUSED_CLIENTS_MAX). */
+export const DEFAULT_UNUSED_DOCUMENTS_MAX = 10_000;
+
+/**
+ * Forget the cached metadata documents nobody has used beyond the `max` most recently fetched. The
+ * authorization page needs no sign-in, so anyone serving documents at many URLs could otherwise
+ * make a row (up to 16 KiB of metadata) per URL, about as fast as 8 fetches at once allow, each
+ * kept until maintenance removes it a day later: the table every organization's sign-ins read
+ * would grow without bound. A cached document that was never used is only a cache: forgetting it
+ * changes nothing but that the next request naming it fetches it again. Kept whatever its age: a
+ * client that ever got tokens (`last_used_at`), one with an unredeemed live code (a sign-in
+ * between consent and its token request), and `keep` (the client this request just resolved).
+ */
+export async function forgetUnusedDocuments(db: Db, a: { max: number; keep?: string }): Promise<number> {
+  const r = await db.query(
+    `DELETE FROM oauth_clients WHERE id IN (
+       SELECT c.id FROM oauth_clients c
+        WHERE c.kind = 'cimd' AND c.last_used_at IS NULL AND c.id IS DISTINCT FROM $2
+          AND NOT EXISTS (SELECT 1 FROM oauth_codes k WHERE k.client_id = c.id AND k.expires_at > now() AND k.used_at IS NULL)
+        ORDER BY c.fetched_at DESC NULLS LAST, c.id
+        OFFSET $1
+        FOR UPDATE SKIP LOCKED)`,
+    [Math.max(0, a.max - (a.keep === undefined ? 0 : 1)), a.keep ?? null],
+  );
+  return r.rowCount ?? 0;
+}
+
+/**
+ * A registered client, or a metadata-document client (fetched when new or its cache is stale).
+ * After a fetch, cached documents never used beyond `unusedDocumentsMax` are forgotten (oldest
+ * fetched first).
+ */
+export async function resolveClient(
+  db: Db,
+  id: string,
+  fetchDocument: FetchClientDocument = guardedFetcher,
+  unusedDocumentsMax = DEFAULT_UNUSED_DOCUMENTS_MAX,
+  /** The requester's address bucket: its fetches at once are bounded (MAX_DOCUMENT_FETCHES_PER_ADDRESS). */
+  address?: string,
+): Promise<ResolvedClient> {
   const known = await findClient(db, id);
   const stale = known?.kind === 'cimd' && (!known.fetched_at || Date.now() - known.fetched_at.getTime() > DOCUMENT_CACHE_SECONDS * 1000);
   if (known && !stale) return { ok: true, client: known };
   if (!isClientIdUrl(id)) return { ok: false, message: 'This client is not registered with this service.' };
   const failed = failures.get(id);
   if (failed !== undefined) return { ok: false, message: failed };
-  if (fetching >= MAX_DOCUMENT_FETCHES) {
+  const mine = address === undefined ? 0 : (fetchingByAddress.get(address) ?? 0);
+  if (fetching >= MAX_DOCUMENT_FETCHES || mine >= MAX_DOCUMENT_FETCHES_PER_ADDRESS) {
     return { ok: false, busy: true, message: 'This service is fetching too many client metadata documents right now. Try again in a moment.' };
   }
   let doc;
   fetching += 1;
+  if (address !== undefined) fetchingByAddress.set(address, mine + 1);
   try {
     doc = await fetchDocument(id);
   } catch (err) {
@@ -173,6 +221,11 @@ export async function resolveClient(db: Db, id: string, fetchDocument: FetchClie
     return { ok: false, message };
   } finally {
     fetching -= 1;
+    if (address !== undefined) {
+      const left = (fetchingByAddress.get(address) ?? 1) - 1;
+      if (left > 0) fetchingByAddress.set(address, left);
+      else fetchingByAddress.delete(address);
+    }
   }
   const r = await db.query<ClientRow>(
     `INSERT INTO oauth_clients (id, kind, client_name, redirect_uris, metadata, fetched_at) VALUES ($1, 'cimd', $2, $3, $4, now())
@@ -182,5 +235,7 @@ export async function resolveClient(db: Db, id: string, fetchDocument: FetchClie
     [id, doc.client_name, doc.redirect_uris, doc.metadata],
   );
   const row = r.rows[0];
-  return row ? { ok: true, client: row } : { ok: false, message: 'This client is not registered with this service.' };
+  if (!row) return { ok: false, message: 'This client is not registered with this service.' };
+  await forgetUnusedDocuments(db, { max: unusedDocumentsMax, keep: row.id });
+  return { ok: true, client: row };
 }

@@ -9,6 +9,7 @@ import { clientDocumentFetcher } from '../../../../shared/oauth/client-documents
 import { authorizeParams, checkAuthorize, redirectWith, AUTHORIZE_FIELDS, type AuthorizeParams } from '../../../../shared/oauth/authorize.ts';
 import { connectedClients, createCode, revokeClientInOrg } from '../../../../shared/oauth/grants.ts';
 import { AUTHORIZE_PATH, mcpResource } from '../../routes/oauth-metadata.ts';
+import { clientAddress } from '../../services/client-address.ts';
 import { ConsolePageError, consoleCsp, needManager, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
 
 const Decision = z.object({ _csrf: z.string(), decision: z.enum(['approve', 'deny']), org_id: z.string().max(100) });
@@ -28,11 +29,15 @@ export default async function oauthPages(app: FastifyInstance, ctx: ConsoleConte
   const issuer = () => app.baseUrl();
   // SITE_HOST_MAP (dev and tests) may route a client document's host to a local server.
   const fetchDocument = clientDocumentFetcher(ctx.config.siteHostMap);
-  const check = (p: AuthorizeParams | null) => checkAuthorize(app.db, p, { issuer: issuer(), resource: mcpResource(app.baseUrl()), fetchDocument });
+  // Cached documents never used are bounded like registrations never used (OAUTH_UNUSED_CLIENTS_MAX).
+  const unusedDocumentsMax = ctx.config.OAUTH_UNUSED_CLIENTS_MAX;
+  // The requester's address bounds the document fetches it can hold at once (client-documents.ts).
+  const check = (request: FastifyRequest, p: AuthorizeParams | null) =>
+    checkAuthorize(app.db, p, { issuer: issuer(), resource: mcpResource(app.baseUrl()), fetchDocument, unusedDocumentsMax, address: clientAddress(request) });
   const authorizeUrl = (p: AuthorizeParams) => `${AUTHORIZE_PATH}?${new URLSearchParams(p as Record<string, string>).toString()}`;
 
   async function consent(request: FastifyRequest, reply: FastifyReply, p: AuthorizeParams) {
-    const checked = await check(p);
+    const checked = await check(request, p);
     if (checked.kind === 'show') throw cannotConnect(checked);
     if (checked.kind === 'redirect') return reply.redirect(checked.to, 303);
     if (!request.consoleSession) return reply.redirect(`/console/sign-in?next=${encodeURIComponent(authorizeUrl(p))}`, 303);
@@ -57,7 +62,7 @@ export default async function oauthPages(app: FastifyInstance, ctx: ConsoleConte
   app.post(AUTHORIZE_PATH, { schema: { hide: true }, preHandler: needSession }, async (request, reply) => {
     const s = sessionOf(request);
     const p = authorizeParams(request.body);
-    const checked = await check(p);
+    const checked = await check(request, p);
     if (checked.kind === 'show') throw cannotConnect(checked);
     if (checked.kind === 'redirect') return reply.redirect(checked.to, 303);
     const form = Decision.safeParse(request.body);
