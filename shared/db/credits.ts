@@ -104,14 +104,23 @@ async function reserveIn(c: DbClient, orgId: string, requestId: string, amount: 
  * One statement in the common case: lock the reservation, write the settlement once, move the
  * balance and the request's billing columns. A request already closed (settled or released) reads
  * its closure in a second statement.
+ *
+ * A request whose compensation has begun (`refund_pending`: its workflow failed it and is giving the
+ * reservation back) is never charged. Only a step the workflow no longer waits for settles that
+ * late: the fused read-only step outliving its timeout while its settlement waited on a lock, after
+ * which the workflow answered execution_timeout and went on to release. The request row is locked
+ * after the reservation, the order release takes, so whichever comes second sees the other's outcome.
  */
 async function settleIn(c: DbClient, orgId: string, requestId: string, amount: number): Promise<{ charged: number }> {
-  const r = await c.query<{ reserved: number | null; charged: number | null }>(
+  const r = await c.query<{ reserved: number | null; charged: number | null; status: RequestStatus | null }>(
     `WITH res AS (
        SELECT amount FROM credit_ledger WHERE request_id = $2 AND kind = 'reserve' FOR UPDATE
+     ), req AS (
+       SELECT status FROM requests WHERE id = $2 AND EXISTS (SELECT 1 FROM res) FOR UPDATE
      ), ins AS (
        INSERT INTO credit_ledger (org_id, request_id, kind, amount)
        SELECT $1, $2, 'settle', LEAST($3::int, amount) FROM res
+        WHERE NOT EXISTS (SELECT 1 FROM req WHERE status = 'refund_pending')
        ON CONFLICT DO NOTHING RETURNING amount
      ), bal AS (
        UPDATE credit_balances b SET reserved = b.reserved - res.amount, charged = b.charged + ins.amount, available = b.available + (res.amount - ins.amount)
@@ -119,7 +128,7 @@ async function settleIn(c: DbClient, orgId: string, requestId: string, amount: n
      ), billed AS (
        UPDATE requests q SET billing_status = 'settled', charged_credits = ins.amount, updated_at = now() FROM ins WHERE q.id = $2 RETURNING 1
      )
-     SELECT (SELECT amount FROM res) AS reserved, (SELECT amount FROM ins) AS charged,
+     SELECT (SELECT amount FROM res) AS reserved, (SELECT amount FROM ins) AS charged, (SELECT status FROM req) AS status,
             (SELECT count(*) FROM bal) + (SELECT count(*) FROM billed) AS moved`,
     [orgId, requestId, amount],
   );
@@ -127,6 +136,10 @@ async function settleIn(c: DbClient, orgId: string, requestId: string, amount: n
   if (row.reserved === null) throw new LedgerStateError('no_reservation', `no reservation for ${requestId}`);
   if (row.charged !== null) return { charged: row.charged };
   const prev = await c.query(`SELECT kind, amount FROM credit_ledger WHERE request_id = $1 AND kind IN ('settle', 'release')`, [requestId]);
+  if (prev.rowCount === 0) {
+    // Nothing closed it yet and nothing was written: its compensation has begun, the release follows.
+    throw new LedgerStateError('already_released', `request ${requestId} is being released (${row.status ?? 'missing'}); it is not charged`);
+  }
   if (prev.rows[0].kind !== 'settle') throw new LedgerStateError('already_released', `request ${requestId} was already released`);
   return { charged: prev.rows[0].amount as number };
 }
