@@ -303,6 +303,12 @@ const ConfigSchema = z.object({
     .transform((v) => v === 'true' || v === '1'),
   /** Seconds between maintenance runs (the Schedule's interval). */
   RECONCILE_INTERVAL_SECONDS: int(60),
+  /**
+   * Milliseconds between folds of completed runs into the catalog's counts (`completed_runs`, the
+   * `popular` order) by each API process: a run shows there within about this long
+   * (shared/db/catalog.ts, foldRunCounts).
+   */
+  CATALOG_RUN_FOLD_MS: z.coerce.number().int().min(100).max(600_000).default(2_000),
   /** An unresolved request is reconciled once it is older than QUERY_DEADLINE_MS plus this margin. */
   RECONCILE_MARGIN_MS: int(60_000),
   /** Unresolved requests examined per run, oldest first; and at most this many of one organization. */

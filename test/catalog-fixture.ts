@@ -10,6 +10,7 @@ import { publishApi } from '../shared/db/catalog.ts';
 import { migrate } from '../shared/db/migrate.ts';
 import { createOrg, type CreatedOrg } from '../shared/db/orgs.ts';
 import { createPool, type Db } from '../shared/db/pool.ts';
+import { foldAllRuns } from './helpers/run-counts.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../shared/infra/embedded-postgres.ts';
 import type { ApiDefinition, OperationDefinition } from '../shared/catalog/types.ts';
 
@@ -111,5 +112,6 @@ export async function completeRuns(db: Db, orgId: string, handle: string, n: num
     await db.query(`INSERT INTO requests (id, org_id, workflow_id, api, operation_id, status) VALUES ($1, $2, $1, $3, $4, 'processing')`, [id, orgId, handle, opId]);
     await db.query(`UPDATE requests SET status = 'succeeded', completed_at = now() WHERE id = $1`, [id]);
   }
+  await foldAllRuns(db);
   if (agoMs > 0) await db.query(`UPDATE catalog_run_events SET at = at - make_interval(secs => $1::float8 / 1000) WHERE at >= $2`, [agoMs, t0]);
 }

@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, closeDb, db, newOrg, query, until } from './helpers/stack.ts';
+import { foldAllRuns } from './helpers/run-counts.ts';
 import { publishApi } from '../shared/db/catalog.ts';
 import { createKey, grant, PLATFORM_ORG_ID } from '../shared/db/orgs.ts';
 import { feedbackUnavailableReason, type RatingContext } from '../shared/db/feedback.ts';
@@ -42,6 +43,7 @@ async function expectRefused(key: string, id: string, reason: string) {
 }
 
 async function stats(handle: string) {
+  await foldAllRuns(db()); // every run so far counted, none arriving mid-test
   const r = await db().query(
     `SELECT st.rating_up::int AS up, st.rating_down::int AS down, st.completed_runs::int AS runs, st.popularity::int AS popularity
        FROM catalog_api_stats st JOIN apis a ON a.id = st.api_id WHERE a.handle = $1 AND a.visibility = 'public'`,

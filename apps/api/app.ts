@@ -4,6 +4,7 @@ import swagger from '@fastify/swagger';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../../shared/config.ts';
+import { startRunCountFold } from '../../shared/db/catalog.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { openApiSwaggerOptions } from '../../shared/openapi/document.ts';
 import { logRequest } from '../../shared/telemetry/redact.ts';
@@ -101,6 +102,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onReady', async () => void queries.startListening());
   app.addHook('onReady', async () => void setTimeout(() => router.warmUp(), 0).unref());
   app.addHook('onClose', () => queries.close());
+  // Completed runs reach the catalog's counts here, not in each query's transaction (foldRunCounts).
+  let stopFold: (() => void) | undefined;
+  app.addHook('onReady', async () => void (stopFold = startRunCountFold(deps.db, deps.config.CATALOG_RUN_FOLD_MS, app.log)));
+  app.addHook('onClose', async () => stopFold?.());
   // The embedding model's thread ends before the process may exit (exiting mid-embedding aborts it).
   app.addHook('onClose', () => router.close());
 

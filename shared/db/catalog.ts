@@ -186,6 +186,44 @@ export async function loadOperationVersion(db: Db | DbClient, operationId: numbe
     | undefined;
 }
 
+/**
+ * Moves completed runs counted since the last fold into the catalog's run counters and completion
+ * times (migration 1700000002300): a successful query's own transaction only appends a row, so no
+ * organization's answer waits on a counter row another holds. Returns the runs moved; 0 when
+ * another fold is under way.
+ */
+export async function foldRunCounts(db: Db): Promise<number> {
+  const r = await db.query<{ n: string }>('SELECT catalog_fold_runs() AS n');
+  return Number(r.rows[0]?.n ?? 0);
+}
+
+/**
+ * Folds every `everyMs` until stopped (API processes; several at once are fine: one folds, the
+ * others find it busy). A failure (PostgreSQL away) is logged once per outage and tried again at the
+ * next tick; runs stay pending meanwhile, none is lost.
+ */
+export function startRunCountFold(db: Db, everyMs: number, log: { warn(o: object, msg: string): void; info(o: object, msg: string): void }): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  let failing = false;
+  const tick = async () => {
+    try {
+      await foldRunCounts(db);
+      if (failing) log.info({ event: 'catalog_run_fold_recovered' }, 'catalog run counts are folded again');
+      failing = false;
+    } catch (err) {
+      if (!failing) log.warn({ event: 'catalog_run_fold_failed', err: err instanceof Error ? err.message : String(err) }, 'catalog run counts could not be folded; retrying');
+      failing = true;
+    }
+    if (!stopped) timer = setTimeout(tick, everyMs).unref();
+  };
+  timer = setTimeout(tick, everyMs).unref();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
 /** Completion times for the catalog's `popular` cursors outlive their 24-hour cursors by an hour, no more. */
 export async function pruneRunEvents(db: Db, olderThanHours: number, limit: number): Promise<number> {
   const r = await db.query(
