@@ -11,6 +11,7 @@ import type { healthCheckWorkflow } from '../workflows/health-check-workflow.ts'
 import { weatherApi } from '../shared/catalog/demo/weather.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
 import { loadConfig } from '../shared/config.ts';
+import { createPool } from '../shared/db/pool.ts';
 import { balanceOf, call, closeDb, dataConverter, db, newOrg, query, stack, until } from './helpers/stack.ts';
 
 let connection: Connection;
@@ -470,4 +471,33 @@ describe('billing and sharing', () => {
     expect((await db().query('SELECT count(*)::int AS n FROM builder_versions v JOIN apis a ON a.id = v.api_id WHERE a.handle = $1', [h])).rows[0].n).toBe(2);
   });
 
+  it("a publish whose catalog writes are held does not hold the organization's queries: the build is charged last", async () => {
+    const org = await newOrg(1000);
+    const h = handle('slow');
+    const def = workflowTemplate(h);
+    expect((await testRun(deps(), org.org_id, def)).passed).toBe(true);
+    // Holding writes to operation versions (reads go on) stalls the publish inside its catalog
+    // writes, as a large publish or a slow disk would.
+    const holder = createPool(stack().databaseUrl, 1);
+    const held = await holder.connect();
+    let publishing: Promise<unknown> | undefined;
+    try {
+      await held.query('BEGIN');
+      await held.query('LOCK TABLE operation_versions IN SHARE MODE');
+      const holderPid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      publishing = publish(db(), org.org_id, def);
+      publishing.catch(() => undefined);
+      await until(async () => (await db().query('SELECT 1 FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [holderPid])).rowCount! > 0, 10_000, 100);
+      // Meanwhile the same organization's query reserves, runs and settles on its balance row.
+      const answer = await Promise.race([query(org.api_key, { api: '@weather', operation: 'current_weather', input: { city: 'London' } }), new Promise<'held'>((r) => setTimeout(() => r('held'), 10_000))]);
+      expect(answer, "the query waited on the publish's charge").not.toBe('held');
+      expect((answer as Awaited<ReturnType<typeof query>>).status).toBe(200);
+    } finally {
+      await held.query('ROLLBACK').catch(() => undefined);
+      held.release();
+      await holder.end();
+    }
+    expect(await publishing).toMatchObject({ api: h, version: 1, charged_credits: 100 });
+    await expectIdentity(org.org_id, { granted: 1000, available: 899, charged: 101 });
+  });
 });

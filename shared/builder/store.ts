@@ -115,9 +115,10 @@ async function writeCatalog(c: DbClient, apiId: number, def: BuilderDefinition, 
 
 /**
  * Publish `def` as the organization's next version in one transaction: lock the handle, check the
- * handle rules, charge a private build, write the catalog rows and the version row. Any refusal or
+ * handle rules, write the catalog rows, charge a private build and write the version row. Any refusal or
  * failure rolls everything back, the charge included. A definition that is already the latest
- * version, shared alike, answers that version (`unchanged`) and charges nothing.
+ * version, shared alike, answers that version (`unchanged`) and charges nothing. The charge comes
+ * last, so the organization's balance row is held only to the commit.
  */
 async function publishIn(
   db: Db,
@@ -183,9 +184,13 @@ async function publishIn(
       await c.query('DELETE FROM operations WHERE api_id = $1 AND NOT (name = ANY($2::text[]))', [apiId, def.operations.map((o) => o.name)]);
       await c.query('UPDATE operation_versions SET available = false WHERE available AND operation_id IN (SELECT id FROM operations WHERE api_id = $1)', [apiId]);
     }
+    await writeCatalog(c, apiId, def, version);
+    // Charged last: the charge locks the organization's balance row until this transaction commits,
+    // and every query the organization starts meanwhile reserves on that row. Charged first, a large
+    // publish's catalog writes (search documents, triggers) held them all. A refusal (402) still
+    // rolls back everything written above.
     const charge = visibility === 'private' ? PRIVATE_BUILD_CREDITS : 0;
     const ledgerId = charge ? await chargeBuild(c, orgId, charge, `build ${def.handle} v${version}`) : null;
-    await writeCatalog(c, apiId, def, version);
     await c.query(
       `INSERT INTO builder_versions (api_id, version, org_id, definition, definition_hash, visibility, charged_credits, ledger_id, test_run_id, restored_from)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
