@@ -245,9 +245,11 @@ describe('POST /v1/files', () => {
       const res = await upload(org.api_key, type === 'application/json' ? '{"a":1}' : 'data', { type });
       expect(res.status).toBe(415);
       expect(res.body.error).toMatchObject({ code: 'unsupported_media_type', param: 'Content-Type' });
+      expect(res.body.error.details.issues).toEqual([{ path: 'Content-Type', message: 'must be application/octet-stream' }]);
     }
     const none = await upload(org.api_key, 'data', { type: null });
     expect(none.status).toBe(415);
+    expect(none.body.error).toMatchObject({ code: 'unsupported_media_type', param: 'Content-Type' });
     // No Content-Type at all (fetch would add text/plain to a string body).
     const bare = await new Promise<{ status?: number; body: string }>((resolve, reject) => {
       const url = new URL(`${stack().baseUrl}/v1/files`);

@@ -12,6 +12,7 @@ import { BEARER, errors, named, rawBody } from '../../../shared/openapi/document
 import type { Config } from '../../../shared/config.ts';
 import { OrgSlots } from '../services/org-slots.ts';
 import { ByteBudget } from '../services/byte-budget.ts';
+import { contentTypeRefusal } from '../plugins/errors.ts';
 
 export const MAX_FILE_NAME_CHARS = 160;
 
@@ -137,8 +138,10 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
   const inFlightBytes = new ByteBudget(opts.config.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES);
   // This scope's own wording for a wrong body type; everything else goes to the central handler.
   app.setErrorHandler((err: FastifyError) => {
-    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
-      throw new ServiceError('unsupported_media_type', 'Send the file as the raw body with Content-Type: application/octet-stream', { param: 'Content-Type' });
+    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.code === 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE') {
+      const { message, ...where } = contentTypeRefusal('Send the file as the raw body with Content-Type: application/octet-stream', 'application/octet-stream');
+      throw new ServiceError('unsupported_media_type', message, where);
+    }
     throw err;
   });
   // Only raw bytes are accepted here: any other body type is 415.
