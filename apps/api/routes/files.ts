@@ -1,7 +1,7 @@
 // POST /v1/files: upload one file (raw application/octet-stream body, name in X-File-Name).
 // The body is counted while it streams in and cut off past 10 MB; nothing past the limit is kept.
 import type { IncomingMessage } from 'node:http';
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { fileTypeFromBuffer } from 'file-type';
 import { z } from 'zod';
@@ -35,9 +35,20 @@ export function parseFileName(raw: string | undefined): { ok: true; name: string
   return { ok: true, name };
 }
 
-function fileNameOf(header: string | string[] | undefined): string {
+/**
+ * The decoded X-File-Name of a request. Sent more than once it is refused: Node joins the copies
+ * with ", " into one name nobody sent (two names a.txt and b.txt made a file "a.txt, b.txt"), and a
+ * proxy in front may have acted on another copy.
+ */
+function fileNameOf(request: FastifyRequest): string {
+  const refuse = (message: string) => new ServiceError('invalid_input', `X-File-Name ${message}`, { param: 'X-File-Name', details: { issues: [{ path: 'X-File-Name', message }] } });
+  const raw = request.raw.rawHeaders;
+  let copies = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'x-file-name') copies++;
+  if (copies > 1) throw refuse('must be sent once');
+  const header = request.headers['x-file-name'];
   const r = parseFileName(Array.isArray(header) ? header.join(', ') : header);
-  if (!r.ok) throw new ServiceError('invalid_input', `X-File-Name ${r.message}`, { param: 'X-File-Name', details: { issues: [{ path: 'X-File-Name', message: r.message }] } });
+  if (!r.ok) throw refuse(r.message);
   return r.name;
 }
 
@@ -212,7 +223,7 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
     // in-flight bytes are refused before the body is read. The organization's limit is checked
     // first: an organization alone past its own limit is told so (429), whatever others send.
     preParsing: async (request, reply) => {
-      fileNameOf(request.headers['x-file-name']);
+      fileNameOf(request);
       const releaseSlot = inFlight.take(request.auth!.orgId);
       if (!releaseSlot) {
         throw new ServiceError('organization_concurrency_limit', `The organization has ${opts.config.FILES_UPLOADS_PER_ORG} uploads in progress; send this one when one of them has finished`, {
@@ -238,7 +249,7 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       reply.raw.once('finish', release);
     },
     handler: async (request, reply) => {
-      const name = fileNameOf(request.headers['x-file-name']);
+      const name = fileNameOf(request);
       const bytes = request.body;
       if (!Buffer.isBuffer(bytes) || bytes.length === 0) {
         // The body as a whole (the file): no param, as every whole-body refusal.
