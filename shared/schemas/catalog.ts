@@ -80,8 +80,10 @@ export const AccessRequirement = z
 
 export const Health = z
   .looseObject({
-    status: z.string().describe('last verification outcome, e.g. `verified`, `failing`, `unknown`'),
-    verified_at: z.string().nullable().describe('date-time of the last verification'),
+    status: z
+      .string()
+      .describe('outcome of the last check of the verified examples: `healthy` (all passed), `degraded` (some), `failing` (none), `unknown` (never checked), `unverifiable` (actions and operations needing a connection are never run)'),
+    verified_at: z.string().nullable().describe('date-time of the last check in which every example passed'),
   })
   .meta({ id: 'OperationHealth' });
 
