@@ -137,7 +137,8 @@ export function clientErrorResponder(getApp: () => FastifyInstance | undefined, 
     }
     // The envelope's status must match the HTTP status: too-large headers are 400 invalid_input too.
     const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'The request headers are too large' : 'The request is not valid HTTP';
-    const text = JSON.stringify(errorEnvelope('invalid_input', { baseUrl: baseUrl(), message }));
+    // The request as a whole: no param, its one issue at path '' (as every whole-request refusal).
+    const text = JSON.stringify(errorEnvelope('invalid_input', { baseUrl: baseUrl(), message, details: { issues: [{ path: '', message }] } }));
     socket.end(rawJsonAnswer(400, 'Bad Request', always, text));
   };
 }
