@@ -183,6 +183,12 @@ describe('search', () => {
       [`query=${'x'.repeat(101)}`, 'query'],
       ['colour=red', 'colour'],
       ['limit=1&limit=2', 'limit'],
+      // An integer in decimal digits, not whatever Number() reads as one.
+      ['limit=0x10', 'limit'],
+      ['limit=1e1', 'limit'],
+      ['limit=%205', 'limit'],
+      ['limit=5.0', 'limit'],
+      ['limit=', 'limit'],
     ]) {
       const r = await get(`/v1/catalog?${qs}`);
       expect(r.status, qs).toBe(400);
@@ -234,6 +240,7 @@ describe('detail', () => {
     expect(missing.status).toBe(400);
     expect(missing.body.error).toMatchObject({ code: 'invalid_input', param: 'api' });
     expect((await get('/v1/catalog/detail?api=@books&operation_id=x')).body.error.param).toBe('operation_id');
+    expect((await get('/v1/catalog/detail?api=@books&operation_id=0x1')).body.error).toMatchObject({ code: 'invalid_input', param: 'operation_id' });
   });
 });
 
@@ -249,6 +256,7 @@ describe('suggest and sitemap', () => {
     expect((await get('/v1/catalog/suggest?query=secret')).body.data.items).toEqual([]);
     expect((await get('/v1/catalog/suggest')).body.data.items.length).toBe(8);
     expect((await get('/v1/catalog/suggest?limit=50')).body.error.param).toBe('limit');
+    expect((await get('/v1/catalog/suggest?limit=1e1')).body.error).toMatchObject({ code: 'invalid_input', param: 'limit' });
   });
 
   it('lists indexable pages with their terms', async () => {
@@ -263,6 +271,7 @@ describe('suggest and sitemap', () => {
     expect(r.body.data.total).toBe(r.body.data.items.length);
     expect((await get('/v1/catalog/sitemap?page=2')).body.data.items).toEqual([]);
     expect((await get('/v1/catalog/sitemap?page=0')).body.error).toMatchObject({ code: 'invalid_input', param: 'page' });
+    expect((await get('/v1/catalog/sitemap?page=0x1')).body.error).toMatchObject({ code: 'invalid_input', param: 'page' });
   });
 });
 
@@ -314,6 +323,7 @@ describe('tools', () => {
     expect(one.body.data.items.map((t: any) => t.name)).toEqual([`svc_${id}`]);
     expect((await get('/v1/catalog/tools?cursor=abc', auth)).body.error).toMatchObject({ code: 'invalid_input', param: 'cursor' });
     expect((await get('/v1/catalog/tools?operation_id=-3', auth)).body.error).toMatchObject({ code: 'invalid_input', param: 'operation_id' });
+    expect((await get(`/v1/catalog/tools?operation_id=${id}.0`, auth)).body.error).toMatchObject({ code: 'invalid_input', param: 'operation_id' });
   });
 });
 

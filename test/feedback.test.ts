@@ -108,6 +108,11 @@ describe('rating a request', () => {
       expect(res.body.error).toMatchObject({ code: 'invalid_input', param });
       expect(res.body.error.details.issues.map((i: { path: string }) => i.path)).toContain(param);
     }
+    // The message says what is wrong: a missing value, or one that is not 1, -1 or null.
+    const missing = await rate(org.api_key, id, {});
+    expect(missing.body.error.details.issues).toEqual([expect.objectContaining({ path: 'value', message: 'is required: 1, -1, or null to remove the rating' })]);
+    const wrong = await rate(org.api_key, id, { value: 2 });
+    expect(wrong.body.error.details.issues).toEqual([expect.objectContaining({ path: 'value', message: 'must be 1, -1 or null' })]);
     const arr = await rate(org.api_key, id, [1]);
     expect(arr.status).toBe(400);
     expect(arr.body.error.code).toBe('invalid_input');

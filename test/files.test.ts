@@ -245,9 +245,11 @@ describe('POST /v1/files', () => {
       const res = await upload(org.api_key, type === 'application/json' ? '{"a":1}' : 'data', { type });
       expect(res.status).toBe(415);
       expect(res.body.error).toMatchObject({ code: 'unsupported_media_type', param: 'Content-Type' });
+      expect(res.body.error.details.issues).toEqual([{ path: 'Content-Type', message: 'must be application/octet-stream' }]);
     }
     const none = await upload(org.api_key, 'data', { type: null });
     expect(none.status).toBe(415);
+    expect(none.body.error).toMatchObject({ code: 'unsupported_media_type', param: 'Content-Type' });
     // No Content-Type at all (fetch would add text/plain to a string body).
     const bare = await new Promise<{ status?: number; body: string }>((resolve, reject) => {
       const url = new URL(`${stack().baseUrl}/v1/files`);
@@ -262,6 +264,41 @@ describe('POST /v1/files', () => {
     });
     expect(bare.status).toBe(415);
     expect(JSON.parse(bare.body).error.code).toBe('unsupported_media_type');
+  });
+
+  it('refuses X-File-Name sent twice instead of storing the joined copies as one name', async () => {
+    const org = await newOrg(5);
+    // fetch's Headers would join the copies itself: two header lines need a raw request.
+    const url = new URL(stack().baseUrl);
+    const text = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect({ host: url.hostname, port: Number(url.port) });
+      let answer = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (d: string) => (answer += d));
+      socket.on('end', () => resolve(answer));
+      socket.on('error', reject);
+      // write, not end: Node's server drops a request whose client half-closes before it is answered.
+      socket.write(
+        [
+          'POST /v1/files HTTP/1.1',
+          `Host: ${url.host}`,
+          `Authorization: Bearer ${org.api_key}`,
+          'Content-Type: application/octet-stream',
+          'X-File-Name: a.txt',
+          'X-File-Name: b.txt',
+          'Content-Length: 4',
+          'Connection: close',
+          '',
+          'data',
+        ].join('\r\n'),
+      );
+    });
+    const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]);
+    const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4));
+    expectInvalid({ status, body }, 'X-File-Name');
+    expect(body.error.details.issues).toEqual([{ path: 'X-File-Name', message: 'must be sent once' }]);
+    const n = await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [org.org_id]);
+    expect(n.rows[0].n).toBe(0);
   });
 
   it('requires a key, before reading the body', async () => {

@@ -178,6 +178,12 @@ describe('GET /openapi.json', () => {
     expect(doc.paths['/v1/catalog/detail'].get.parameters.find((p: any) => p.name === 'api').required).toBe(true);
     expect(doc.paths['/v1/catalog/tools'].get.parameters.map((p: any) => p.name)).toEqual(['api', 'query', 'operation_id', 'cursor']);
   });
+
+  it("names the values an operation's health.status takes (the database's CHECK), none it never takes", () => {
+    const described: string = doc.components.schemas.OperationHealth.properties.status.description;
+    for (const value of ['unknown', 'healthy', 'degraded', 'failing', 'unverifiable']) expect(described).toContain(`\`${value}\``);
+    expect(described).not.toContain('`verified`');
+  });
 });
 
 describe('reference page and api-catalog', () => {

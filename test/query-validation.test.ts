@@ -99,7 +99,21 @@ describe('QueryRequest shape (invalid_input)', () => {
     expect(bad.body.error.details.issues.length).toBeGreaterThan(0);
     expectError(await call('POST', '/v1/query', { key: org.api_key, rawBody: 'api=x', headers: { 'content-type': 'text/plain' } }), 415, 'unsupported_media_type');
     const huge = JSON.stringify({ ...weather, input: { city: 'x'.repeat(3 * 1024 * 1024) } });
-    expectError(await call('POST', '/v1/query', { key: org.api_key, rawBody: huge, headers: { 'content-type': 'application/json' } }), 413, 'payload_too_large');
+    const large = await call('POST', '/v1/query', { key: org.api_key, rawBody: huge, headers: { 'content-type': 'application/json' } });
+    expectError(large, 413, 'payload_too_large');
+    // The body as a whole: no param; the limit it passed, as POST /v1/files says it.
+    expect(large.body.error).not.toHaveProperty('param');
+    expect(large.body.error.details).toEqual({ limit_bytes: 2 * 1024 * 1024 });
+  });
+
+  it('a body of another type names Content-Type in param and details.issues, on every JSON route', async () => {
+    for (const path of ['/v1/query', '/v1/query/requests/req_0123456789abcdef/feedback']) {
+      for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+        const res = await call('POST', path, { key: org.api_key, rawBody: '{"value":1}', headers: { 'content-type': type } });
+        expectError(res, 415, 'unsupported_media_type', 'Content-Type');
+        expect(res.body.error.details.issues, `${path} ${type}`).toEqual([{ path: 'Content-Type', message: 'must be application/json' }]);
+      }
+    }
   });
 
   it('Idempotency-Key format', async () => {

@@ -154,6 +154,29 @@ describe('request lifecycle', () => {
     expect((await db().query('SELECT count(*)::int AS n FROM requests WHERE org_id = $1', [prompter.org_id])).rows[0].n).toBe(0);
   });
 
+  it('unresolved keyed requests at the plan: 429 unresolved_query_limit, not retryable, with Retry-After and rate headers, nothing claimed; a request without a key still runs', async () => {
+    // Unresolved keyed requests are open ones, so the code can only be met below the running slots
+    // (3 here; with the defaults, 200 unresolved against 64 slots, the slots are always met first).
+    const api = await pool.spawn('api', { ...pool.pair, env: { ...pool.pair.env, PLAN_UNRESOLVED_KEYED: '1' } });
+    await pool.spawn('worker');
+    const url = String(api.started.url);
+    const org = await newOrg(100);
+    await slowWeather(4000, 1);
+    const open = query(org.api_key, london, { 'idempotency-key': key() }, url);
+    await until(async () => (await db().query(`SELECT 1 FROM requests WHERE org_id = $1 AND status IN ('reserving', 'processing')`, [org.org_id])).rowCount, 10_000, 50);
+    const refused = await query(org.api_key, london, { 'idempotency-key': key() }, url);
+    expect(refused.status, refused.text).toBe(429);
+    expect(refused.body.error).toMatchObject({ code: 'unresolved_query_limit', type: 'rate_limit_error', status: 429, retryable: false });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    for (const h of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']) expect(refused.headers.get(h), h).toMatch(/^\d+$/);
+    const unkeyed = await query(org.api_key, london, {}, url);
+    expect(unkeyed.status, unkeyed.text).toBe(200);
+    expect((await open).status).toBe(200);
+    // The refused request was never claimed: two rows, two charges.
+    expect((await db().query('SELECT count(*)::int AS n FROM requests WHERE org_id = $1', [org.org_id])).rows[0].n).toBe(2);
+    expect(await ledgerSettled(org.org_id)).toEqual({ granted: 100, available: 98, reserved: 0, charged: 2 });
+  });
+
   it('a key reused after its retention runs as a new claim with its own workflow id; a retry meanwhile is request_in_progress', async () => {
     const [api] = await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
     const url = String(api.started.url);

@@ -295,6 +295,20 @@ describe('hostile catalog parameters and cursors', () => {
     expectEnvelope(await raw('GET', '/v1/icons/%E0%A4%A'), 400, 'invalid_input');
     expectEnvelope(await raw('GET', `/v1/icons/${'a'.repeat(300)}`), 400, 'invalid_input');
     expectEnvelope(await raw('GET', `/v1/query/requests/req_${'a'.repeat(200)}`), 400, 'invalid_input');
+    for (const res of [await raw('GET', '/v1/icons/%E0%A4%A'), await raw('GET', `/v1/icons/${'a'.repeat(300)}`)]) {
+      expect(res.body.error).not.toHaveProperty('param');
+      expect(res.body.error.details.issues).toEqual([{ path: '', message: res.body.error.message }]);
+    }
+  });
+
+  it('a request Node cannot parse is 400 in the envelope, details.issues included (the request as a whole: path \'\', no param)', async () => {
+    // A space inside a header name is not HTTP; nor is a header line without a colon.
+    for (const headers of [{ 'bad name': 'x' }, { 'x-ok': 'y\r\nno-colon-here' }] as Array<Record<string, string>>) {
+      const res = await raw('GET', '/v1/catalog/categories', headers);
+      expectEnvelope(res, 400, 'invalid_input');
+      expect(res.body.error).not.toHaveProperty('param');
+      expect(res.body.error.details.issues).toEqual([{ path: '', message: 'The request is not valid HTTP' }]);
+    }
   });
 
   it('reference assets named after Object.prototype members are 404, not 500', async () => {

@@ -71,6 +71,8 @@ describe('SSE streams', () => {
     expect(s.headers.get('location')).toBe(`/v1/query/requests/${requestId}`);
     expect(s.headers.get('x-ratelimit-limit')).toMatch(/^\d+$/);
     expect(s.headers.get('idempotency-replayed')).toBe('false');
+    // Never stored by a cache on the way, as the JSON answer (no-cache would allow storing it).
+    expect(s.headers.get('cache-control')).toBe('no-store, no-transform');
 
     const ids = s.events.map((e) => Number(e.id));
     expect(ids.every((id, i) => Number.isInteger(id) && (i === 0 || id > ids[i - 1]!))).toBe(true);
@@ -156,6 +158,7 @@ describe('SSE streams', () => {
     expect(s.headers.get('x-request-id')).toBe(json.headers.get('x-request-id'));
     expect(s.headers.get('idempotency-replayed')).toBe('true');
     expect(s.headers.get('x-svc-billing-status')).toBe('settled');
+    expect(s.headers.get('cache-control')).toBe('no-store, no-transform');
     expect(s.events).toHaveLength(1);
     expect(s.events[0]!.event).toBe('result');
     expect(data(s.events[0]!)).toEqual(json.body);

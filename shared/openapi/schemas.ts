@@ -85,7 +85,10 @@ export const RequestStatus = z
 
 export const RequestStatusResponse = z.strictObject({ success: z.literal(true), data: RequestStatus });
 
-export const FeedbackValue = z.union([z.literal(1), z.literal(-1), z.null()]);
+// The union's own message ("Invalid input") said neither that the value is missing nor what it may be.
+export const FeedbackValue = z.union([z.literal(1), z.literal(-1), z.null()], {
+  error: (issue) => (issue.input === undefined ? 'is required: 1, -1, or null to remove the rating' : 'must be 1, -1 or null'),
+});
 export const FeedbackBody = z
   .strictObject({ value: FeedbackValue.describe('1, -1, or null to remove the rating') })
   .meta({ id: 'FeedbackBody' });

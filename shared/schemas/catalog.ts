@@ -2,7 +2,7 @@
 // OpenAPI document is generated from them). Query parameters arrive as strings: numbers coerce.
 import { z } from 'zod';
 import { CATEGORY_IDS } from '../catalog/categories.ts';
-import { Handle } from './common.ts';
+import { Handle, queryInt, queryIntOr } from './common.ts';
 
 export const CATALOG_SORTS = ['relevant', 'popular', 'newest', 'updated'] as const;
 export const CATALOG_QUERY_MAX = 100;
@@ -34,7 +34,7 @@ export const CatalogSearchParams = z.strictObject({
     .enum(CATALOG_SORTS)
     .optional()
     .describe('`relevant` (default with a query), `popular` (completed runs; default without a query), `newest`, `updated`'),
-  limit: z.coerce.number().int().min(1).max(100).default(CATALOG_LIMIT_DEFAULT).describe('items per page, 1 to 100, default 60'),
+  limit: queryIntOr(1, 100, CATALOG_LIMIT_DEFAULT).describe('items per page, 1 to 100, default 60'),
   max_cost_credits: MaxCost.optional(),
   cursor: Cursor.optional().describe("previous page's `next_cursor`; only valid with the same query, filters and sort"),
 });
@@ -42,19 +42,19 @@ export type CatalogSearchParams = z.infer<typeof CatalogSearchParams>;
 
 export const CatalogDetailParams = z.strictObject({
   api: Handle.describe('handle including the @'),
-  operation_id: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional().describe('only this operation (numeric id from the catalog)'),
+  operation_id: queryInt(1, Number.MAX_SAFE_INTEGER).describe('only this operation (numeric id from the catalog)'),
   operation_cursor: Cursor.optional().describe("previous response's `next_operation_cursor`: the next page of operations"),
 });
 export type CatalogDetailParams = z.infer<typeof CatalogDetailParams>;
 
 export const CatalogSuggestParams = z.strictObject({
   query: z.string().max(CATALOG_QUERY_MAX).optional().describe('what has been typed so far; empty lists the most popular workflows'),
-  limit: z.coerce.number().int().min(1).max(20).default(SUGGEST_LIMIT_DEFAULT).describe('1 to 20, default 8'),
+  limit: queryIntOr(1, 20, SUGGEST_LIMIT_DEFAULT).describe('1 to 20, default 8'),
 });
 export type CatalogSuggestParams = z.infer<typeof CatalogSuggestParams>;
 
 export const CatalogSitemapParams = z.strictObject({
-  page: z.coerce.number().int().min(1).max(1_000_000).default(1).describe('1-based page of 1000 workflows'),
+  page: queryIntOr(1, 1_000_000, 1).describe('1-based page of 1000 workflows'),
 });
 export type CatalogSitemapParams = z.infer<typeof CatalogSitemapParams>;
 
@@ -80,8 +80,10 @@ export const AccessRequirement = z
 
 export const Health = z
   .looseObject({
-    status: z.string().describe('last verification outcome, e.g. `verified`, `failing`, `unknown`'),
-    verified_at: z.string().nullable().describe('date-time of the last verification'),
+    status: z
+      .string()
+      .describe('outcome of the last check of the verified examples: `healthy` (all passed), `degraded` (some), `failing` (none), `unknown` (never checked), `unverifiable` (actions and operations needing a connection are never run)'),
+    verified_at: z.string().nullable().describe('date-time of the last check in which every example passed'),
   })
   .meta({ id: 'OperationHealth' });
 

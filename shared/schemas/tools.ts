@@ -1,13 +1,13 @@
 // Tool definitions (GET /v1/catalog/tools and the MCP server's tool list).
 import { z } from 'zod';
-import { Handle } from './common.ts';
+import { Handle, queryInt } from './common.ts';
 
 export const TOOLS_PAGE_SIZE = 100;
 
 export const ToolsParams = z.strictObject({
   api: Handle.optional().describe('only this handle'),
   query: z.string().max(100).optional().describe('free text over workflows and operations'),
-  operation_id: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional().describe('only this operation'),
+  operation_id: queryInt(1, Number.MAX_SAFE_INTEGER).describe('only this operation'),
   cursor: z
     .string()
     .regex(/^[0-9]{1,16}$/, 'must be the numeric next_cursor of the previous page')

@@ -26,14 +26,23 @@ export type UnavailableCode = 'catalog_unavailable' | 'engine_unavailable';
 /** Seconds a client waits before retrying when the database cannot answer. */
 export const DB_RETRY_AFTER_SECONDS = 5;
 
-const FASTIFY_CODES: Record<string, { code: ErrorCode; message: string }> = {
+/**
+ * Fastify's own refusals of a body. `param` names the header at fault (the Content-Type of a body
+ * of another type, as POST /v1/files does); a refusal of the body as a whole names none.
+ */
+const FASTIFY_CODES: Record<string, { code: ErrorCode; message: string; param?: string }> = {
   FST_ERR_CTP_INVALID_JSON_BODY: { code: 'invalid_input', message: 'The body is not valid JSON' },
   FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'invalid_input', message: 'A JSON body is required' },
   FST_ERR_CTP_BODY_TOO_LARGE: { code: 'payload_too_large', message: 'The request body is too large' },
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'unsupported_media_type', message: 'The body must be sent as application/json' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'unsupported_media_type', message: 'The body must be sent as application/json', param: 'Content-Type' },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'invalid_input', message: 'Content-Length does not match the body' },
-  FST_ERR_ROUTE_MISSING_CONTENT_TYPE: { code: 'unsupported_media_type', message: 'A request with a body needs a Content-Type header' },
+  FST_ERR_ROUTE_MISSING_CONTENT_TYPE: { code: 'unsupported_media_type', message: 'A request with a body needs a Content-Type header', param: 'Content-Type' },
 };
+
+/** The `param` and `details.issues` of a refused Content-Type: the issue names the header and the type the route takes. */
+export function contentTypeRefusal(message: string, expected: string) {
+  return { param: 'Content-Type', details: { issues: [{ path: 'Content-Type', message: `must be ${expected}` }] }, message };
+}
 
 // --- validation by route schemas ---------------------------------------------------------------
 
@@ -128,7 +137,8 @@ export function clientErrorResponder(getApp: () => FastifyInstance | undefined, 
     }
     // The envelope's status must match the HTTP status: too-large headers are 400 invalid_input too.
     const message = err.code === 'HPE_HEADER_OVERFLOW' ? 'The request headers are too large' : 'The request is not valid HTTP';
-    const text = JSON.stringify(errorEnvelope('invalid_input', { baseUrl: baseUrl(), message }));
+    // The request as a whole: no param, its one issue at path '' (as every whole-request refusal).
+    const text = JSON.stringify(errorEnvelope('invalid_input', { baseUrl: baseUrl(), message, details: { issues: [{ path: '', message }] } }));
     socket.end(rawJsonAnswer(400, 'Bad Request', always, text));
   };
 }
@@ -175,6 +185,12 @@ export default fp(
         });
       }
       const known = err.code && Object.hasOwn(FASTIFY_CODES, err.code) ? FASTIFY_CODES[err.code] : undefined;
+      if (known?.param === 'Content-Type') return reply.sendError(known.code, contentTypeRefusal(known.message, 'application/json'));
+      // The limit the body passed, as POST /v1/files says it (no param: the body as a whole).
+      if (known?.code === 'payload_too_large') {
+        const limit = request.routeOptions.bodyLimit;
+        return reply.sendError(known.code, { message: limit ? `The request body is larger than ${limit} bytes` : known.message, details: limit ? { limit_bytes: limit } : undefined });
+      }
       if (known) return reply.sendError(known.code, { message: known.message, details: known.code === 'invalid_input' ? { issues: [{ path: '', message: known.message }] } : undefined });
       if (hasZodFastifySchemaValidationErrors(err)) {
         // A route's zod schema (params, querystring, headers, body) rejected the request.

@@ -58,7 +58,9 @@ export default fp(
       res.writeHead(200, {
         ...headers,
         'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
+        // no-store like the JSON answer (docs/contract-decisions.md): the result is the caller's
+        // alone (a connected account's too), and no-cache would still let a cache keep it.
+        'cache-control': 'no-store, no-transform',
         connection: 'keep-alive',
         'x-accel-buffering': 'no',
       });

@@ -1,7 +1,7 @@
 // POST /v1/files: upload one file (raw application/octet-stream body, name in X-File-Name).
 // The body is counted while it streams in and cut off past 10 MB; nothing past the limit is kept.
 import type { IncomingMessage } from 'node:http';
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { fileTypeFromBuffer } from 'file-type';
 import { z } from 'zod';
@@ -12,6 +12,7 @@ import { BEARER, errors, named, rawBody } from '../../../shared/openapi/document
 import type { Config } from '../../../shared/config.ts';
 import { OrgSlots } from '../services/org-slots.ts';
 import { ByteBudget } from '../services/byte-budget.ts';
+import { contentTypeRefusal } from '../plugins/errors.ts';
 
 export const MAX_FILE_NAME_CHARS = 160;
 
@@ -40,9 +41,20 @@ export function parseFileName(raw: string | undefined): { ok: true; name: string
   return { ok: true, name };
 }
 
-function fileNameOf(header: string | string[] | undefined): string {
+/**
+ * The decoded X-File-Name of a request. Sent more than once it is refused: Node joins the copies
+ * with ", " into one name nobody sent (two names a.txt and b.txt made a file "a.txt, b.txt"), and a
+ * proxy in front may have acted on another copy.
+ */
+function fileNameOf(request: FastifyRequest): string {
+  const refuse = (message: string) => new ServiceError('invalid_input', `X-File-Name ${message}`, { param: 'X-File-Name', details: { issues: [{ path: 'X-File-Name', message }] } });
+  const raw = request.raw.rawHeaders;
+  let copies = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'x-file-name') copies++;
+  if (copies > 1) throw refuse('must be sent once');
+  const header = request.headers['x-file-name'];
   const r = parseFileName(Array.isArray(header) ? header.join(', ') : header);
-  if (!r.ok) throw new ServiceError('invalid_input', `X-File-Name ${r.message}`, { param: 'X-File-Name', details: { issues: [{ path: 'X-File-Name', message: r.message }] } });
+  if (!r.ok) throw refuse(r.message);
   return r.name;
 }
 
@@ -143,8 +155,10 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
   const inFlightBytes = new ByteBudget(opts.config.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES);
   // This scope's own wording for a wrong body type; everything else goes to the central handler.
   app.setErrorHandler((err: FastifyError) => {
-    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
-      throw new ServiceError('unsupported_media_type', 'Send the file as the raw body with Content-Type: application/octet-stream', { param: 'Content-Type' });
+    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.code === 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE') {
+      const { message, ...where } = contentTypeRefusal('Send the file as the raw body with Content-Type: application/octet-stream', 'application/octet-stream');
+      throw new ServiceError('unsupported_media_type', message, where);
+    }
     throw err;
   });
   // Only raw bytes are accepted here: any other body type is 415.
@@ -215,7 +229,7 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
     // in-flight bytes are refused before the body is read. The organization's limit is checked
     // first: an organization alone past its own limit is told so (429), whatever others send.
     preParsing: async (request, reply) => {
-      fileNameOf(request.headers['x-file-name']);
+      fileNameOf(request);
       const releaseSlot = inFlight.take(request.auth!.orgId);
       if (!releaseSlot) {
         throw new ServiceError('organization_concurrency_limit', `The organization has ${opts.config.FILES_UPLOADS_PER_ORG} uploads in progress; send this one when one of them has finished`, {
@@ -241,7 +255,7 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       reply.raw.once('finish', release);
     },
     handler: async (request, reply) => {
-      const name = fileNameOf(request.headers['x-file-name']);
+      const name = fileNameOf(request);
       const bytes = request.body;
       if (!Buffer.isBuffer(bytes) || bytes.length === 0) {
         // The body as a whole (the file): no param, as every whole-body refusal.
