@@ -85,3 +85,71 @@ describe("a publisher's pattern in prompt filling", () => {
     expect(await ledgerOf(owner.org_id)).toEqual([]);
   });
 });
+
+describe("a publisher's enum in prompt ranking and filling", () => {
+  it('an enum of thousands of values meets a long prompt of look-alike words: the answer comes at once and the API stays free', async () => {
+    // The definition format bounds a definition at 512 KiB, not an enum: 2,000 values of 8 letters
+    // is 22 KB. Every value and every prompt word start with the same letter, so no comparison is
+    // decided by it and each takes the stems and edit distances (tens of µs): unbounded, ranking and
+    // filling compared every value with every word, ~20 s of the API's one event loop per prompt.
+    const word = (i: number, salt: number) => `k${((i * 7919 + salt) % 1e7).toString(36).padStart(7, 'q')}`;
+    const values = Array.from({ length: 2_000 }, (_, i) => word(i, 11));
+    const owner = await newOrg(0);
+    const handle = `@kinds-${Math.random().toString(36).slice(2, 8)}`;
+    await publishApi(
+      db(),
+      {
+        handle,
+        name: 'Kind picker',
+        description: 'Pick a kind',
+        category: 'other',
+        website_url: null,
+        sites: [],
+        operations: [
+          {
+            name: 'pick_kind',
+            label: 'Pick kind',
+            description: 'Pick a kind by its name',
+            cost_credits: 1,
+            default_version: 1,
+            versions: [
+              {
+                version: 1,
+                input_schema: { type: 'object', additionalProperties: false, required: ['kind'], properties: { kind: { type: 'string', enum: values, description: values.slice(0, 200).join(' ') } } },
+                output_schema: {},
+                examples: [],
+                recipe: {},
+              },
+            ],
+          },
+        ],
+      },
+      { ownerOrgId: owner.org_id },
+    );
+    // The prompt's limit is 10,000 characters: ~1,100 distinct words, none of them a value.
+    const prompt = `pick kind ${Array.from({ length: 1_100 }, (_, i) => word(i, 5_000_003)).join(' ')}`.slice(0, 10_000);
+    const started = Date.now();
+    const bystander = (async () => {
+      await new Promise((r) => setTimeout(r, 300));
+      const t = Date.now();
+      const res = await fetch(`${stack().baseUrl}/health`, { signal: AbortSignal.timeout(60_000) });
+      return { status: res.status, ms: Date.now() - t };
+    })();
+    const res = await fetch(`${stack().baseUrl}/v1/query`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${owner.api_key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt, api: handle }),
+      signal: AbortSignal.timeout(60_000),
+    });
+    const body = (await res.json()) as { success: boolean; error?: { code: string; details?: { missing?: Array<{ field: string }> } } };
+    const elapsed = Date.now() - started;
+    // No value is named: a free refusal, as for any prompt that leaves a required field out.
+    expect(res.status, JSON.stringify(body).slice(0, 500)).toBe(422);
+    expect(['prompt_unroutable', 'prompt_input_missing']).toContain(body.error?.code);
+    expect(elapsed).toBeLessThan(3_000);
+    const other = await bystander;
+    expect(other.status).toBeLessThan(600);
+    expect(other.ms).toBeLessThan(2_000);
+    expect(await ledgerOf(owner.org_id)).toEqual([]);
+  });
+});

@@ -6,7 +6,7 @@
 import type { JsonSchema } from '../catalog/types.ts';
 import type { FillResult, MissingField, PromptAttachment } from './types.ts';
 import { readPrompt, type PromptFacts, type Token } from './prompt-facts.ts';
-import { sameWord, stem, STOP_WORDS, words } from './text.ts';
+import { stem, STOP_WORDS, WordBudget, words } from './text.ts';
 import { compileLinear } from '../regex.ts';
 
 type Prop = Record<string, unknown>;
@@ -35,7 +35,12 @@ export interface FillContext {
   spans: Array<[number, number]>;
   /** Words of the operation itself (name, label, labels, field names): never a search term. */
   vocabulary: Set<string>;
+  /** The word comparisons this operation may still cost (text.ts); spent, the fill stops. */
+  budget: WordBudget;
 }
+
+/** Word-comparison units one fill may spend (text.ts, WordBudget): a few milliseconds at most. */
+export const FILL_UNITS = 1_000_000;
 
 function tokensIn(ctx: FillContext, start: number, end: number): number[] {
   return ctx.facts.tokens.flatMap((t, i) => (t.start >= start && t.end <= end ? [i] : []));
@@ -71,16 +76,18 @@ function fillEnum(ctx: FillContext, values: unknown[]): string | number | undefi
   const toks = ctx.facts.tokens;
   const hits: Array<{ value: string | number; at: number; len: number }> = [];
   const norm = toks.map((t) => words(t.raw));
+  const joinedAt = norm.map((w) => w.join(''));
+  const same = (a: string, b: string) => ctx.budget.same(a, b);
   for (const v of values) {
+    if (ctx.budget.exhausted) return undefined;
     if (typeof v !== 'string' && typeof v !== 'number') continue;
     const parts = words(String(v));
     if (parts.length === 0) continue;
     for (let i = 0; i + parts.length <= toks.length; i++) {
-      const span = norm.slice(i, i + parts.length).map((w) => w.join(''));
-      const joined = norm.slice(i, i + parts.length).flat();
+      const span = joinedAt.slice(i, i + parts.length);
       const ok =
-        parts.every((p, k) => span[k] !== undefined && sameWord(span[k]!, p)) ||
-        (joined.length === parts.length && joined.every((w, k) => sameWord(w, parts[k]!))) ||
+        parts.every((p, k) => span[k] !== undefined && same(span[k]!, p)) ||
+        ((joined) => joined.length === parts.length && joined.every((w, k) => same(w, parts[k]!)))(norm.slice(i, i + parts.length).flat()) ||
         // A prefix of 4+ letters of a one-word value ("tech", "physio", "derm"), or a long shared
         // start ("physiotherapist" / "physiotherapy").
         (parts.length === 1 && span[0]!.length >= 4 && parts[0]!.startsWith(span[0]!) && !STOP_WORDS.has(span[0]!)) ||
@@ -98,7 +105,8 @@ function fillEnum(ctx: FillContext, values: unknown[]): string | number | undefi
     if (hyphen >= 0) hits.push({ value: v, at: hyphen, len: 1 });
   }
   const distinct = new Set(hits.map((h) => h.value));
-  if (distinct.size !== 1) return undefined; // none, or ambiguous: never guess
+  // none, or ambiguous, or not every value compared: never guess
+  if (distinct.size !== 1 || ctx.budget.exhausted) return undefined;
   for (const h of hits) for (let k = 0; k < h.len; k++) ctx.used.add(h.at + k);
   return hits[0]!.value;
 }
@@ -216,9 +224,9 @@ function fillName(ctx: FillContext): string | undefined {
 }
 
 /** A word of the operation, allowing a typo ("bookz", "jbos"). */
-function inVocabulary(vocabulary: Set<string>, w: string): boolean {
-  if (vocabulary.has(stem(w))) return true;
-  for (const v of vocabulary) if (sameWord(w, v)) return true;
+function inVocabulary(ctx: FillContext, w: string): boolean {
+  if (ctx.vocabulary.has(stem(w))) return true;
+  for (const v of ctx.vocabulary) if (ctx.budget.same(w, v)) return true;
   return false;
 }
 
@@ -235,7 +243,7 @@ function fillTerms(ctx: FillContext): string | undefined {
     if (ctx.used.has(i) || ctx.spans.some(([s, e]) => t.start >= s && t.end <= e)) return;
     const w = words(t.raw);
     if (w.length === 0) return;
-    if (w.length === 1 && (STOP_WORDS.has(w[0]!) || SPAN_END.has(w[0]!) || CONTAINER_WORDS.has(stem(w[0]!)) || inVocabulary(ctx.vocabulary, w[0]!))) return;
+    if (w.length === 1 && (STOP_WORDS.has(w[0]!) || SPAN_END.has(w[0]!) || CONTAINER_WORDS.has(stem(w[0]!)) || inVocabulary(ctx, w[0]!))) return;
     keep.push(t);
   });
   // Keep the longest run of adjacent kept words: "books by Clara Whitcombe please" → "Clara Whitcombe".
@@ -248,7 +256,7 @@ function fillTerms(ctx: FillContext): string | undefined {
   }
   // The longest run; of equal ones the later (terms follow what is searched: "Hireway: teacher jobs").
   const best = runs.reduce<Token[] | undefined>((acc, r) => (!acc || r.length >= acc.length ? r : acc), undefined);
-  if (!best) return undefined;
+  if (!best || ctx.budget.exhausted) return undefined;
   for (const t of best) ctx.used.add(toks.indexOf(t));
   return best.map((t) => t.raw).join(' ');
 }
@@ -329,10 +337,11 @@ export function fillDetailed(
   facts: PromptFacts,
   vocabulary: Set<string>,
   attachments: PromptAttachment[] = [],
-): FillResult & { typedTokens: Set<number>; placeTokens: Set<number> } {
+  budget = new WordBudget(FILL_UNITS),
+): FillResult & { typedTokens: Set<number>; placeTokens: Set<number>; exhausted: boolean } {
   const props = isObj(schema.properties) ? schema.properties : {};
   const required = new Set(Array.isArray(schema.required) ? schema.required.filter((x): x is string => typeof x === 'string') : []);
-  const ctx: FillContext = { facts, used: new Set(), spans: [], vocabulary };
+  const ctx: FillContext = { facts, used: new Set(), spans: [], vocabulary, budget };
   const input: Record<string, unknown> = {};
   const entries = Object.entries(props)
     .filter((e): e is [string, Prop] => isObj(e[1]))
@@ -344,6 +353,9 @@ export function fillDetailed(
     const unfilledInts = integerFields.filter(([n]) => n !== name && !(n in input)).length;
     const before = new Set(ctx.used);
     const value = fillOne(ctx, name, prop, required.has(name), unfilledInts === 0, attachments);
+    // An operation whose words cost more comparisons than a fill may spend is filled no further:
+    // what is left unfilled is missing (a free refusal), never a guess from half the comparisons.
+    if (budget.exhausted) break;
     if (value !== undefined && value !== '') input[name] = value;
     const level = priority(name, prop);
     for (const i of ctx.used) if (!before.has(i)) (level <= 2 ? typedTokens : level === 3 ? placeTokens : new Set<number>()).add(i);
@@ -355,7 +367,7 @@ export function fillDetailed(
       const description = isObj(prop) && typeof prop.description === 'string' ? prop.description : name.replace(/_/g, ' ');
       return { field: `/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`, description };
     });
-  return { input, missing, typedTokens, placeTokens };
+  return { input, missing, typedTokens, placeTokens, exhausted: budget.exhausted };
 }
 
 export { readPrompt };

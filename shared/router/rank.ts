@@ -10,7 +10,7 @@ import { fillDetailed, operationVocabulary, targetVocabulary } from './fill.ts';
 import { withoutZone } from './prompt-facts.ts';
 import { synonymsOf } from './synonyms.ts';
 import type { PromptFacts } from './prompt-facts.ts';
-import { sameWord, STOP_WORDS, words } from './text.ts';
+import { sameWord, STOP_WORDS, WordBudget, words } from './text.ts';
 
 /**
  * The rerank is a logistic model over the candidate's features, so its score is a probability
@@ -84,6 +84,10 @@ export function requestedActions(facts: PromptFacts): string[] {
 
 const verbMatches = (verb: string, vocab: string) => sameWord(verb, vocab) || (verb.length >= 5 && vocab.length >= 5 && verb.slice(0, 5) === vocab.slice(0, 5));
 
+/** Enum values of one field that count as its words: a publisher's list of thousands is not read whole for every prompt. */
+const ENUM_VOCABULARY_VALUES = 256;
+
+/** The operation's words with their weights, heaviest first (matchWeight stops at the first it cannot improve on). */
 function weightedVocabulary(row: RouteRow, withValues = true): Map<string, number> {
   const m = new Map<string, number>();
   const add = (text: string, w: number) => {
@@ -97,31 +101,41 @@ function weightedVocabulary(row: RouteRow, withValues = true): Map<string, numbe
     if (typeof p?.description === 'string') add(p.description.split(/e\.g\./)[0]!, 1);
     add(name, 2);
     // Enum values are values, not topics: they count when the fill takes them.
-    if (withValues && Array.isArray(p?.enum)) for (const v of p.enum) add(String(v), 1);
+    if (withValues && Array.isArray(p?.enum)) for (const v of p.enum.slice(0, ENUM_VOCABULARY_VALUES)) add(String(v), 1);
   }
   add(`${row.api} ${row.api_name} ${row.sites.join(' ')}`, 1.5);
   add(row.labels.join(' '), 2.5);
   add(`${row.operation} ${row.label}`, 3);
   // Without values, enum values named anywhere ("one section (world, technology…)") go too.
   if (!withValues) {
-    for (const p of Object.values(props)) if (Array.isArray(p?.enum)) for (const v of p.enum) for (const x of words(String(v))) m.delete(x);
+    for (const p of Object.values(props)) if (Array.isArray(p?.enum)) for (const v of p.enum.slice(0, ENUM_VOCABULARY_VALUES)) for (const x of words(String(v))) m.delete(x);
   }
-  return m;
+  return new Map([...m].sort((a, b) => b[1] - a[1]));
 }
 
-function matchWeight(token: string, vocab: Map<string, number>): number {
+function matchWeight(token: string, vocab: Map<string, number>, budget: WordBudget): number {
   // The best of every form: "job" is in a description (1) and "jobs" in the name (3).
   let best = vocab.get(token) ?? 0;
-  for (const [v, w] of vocab) if (w > best && sameWord(token, v)) best = w;
+  for (const [v, w] of vocab) {
+    if (w <= best || budget.exhausted) break; // heaviest first: nothing after this can raise `best`
+    if (budget.same(token, v)) best = w;
+  }
   return best;
 }
 
 /** A prompt word's weight for an operation: its own, or a share of a word it stands for. */
-function tokenWeight(token: string, vocab: Map<string, number>): number {
-  let best = matchWeight(token, vocab);
-  for (const s of synonymsOf(token)) best = Math.max(best, s.strength * matchWeight(s.word, vocab));
+function tokenWeight(token: string, vocab: Map<string, number>, budget: WordBudget): number {
+  let best = matchWeight(token, vocab, budget);
+  for (const s of synonymsOf(token)) best = Math.max(best, s.strength * matchWeight(s.word, vocab, budget));
   return best;
 }
+
+/**
+ * Word-comparison units (text.ts, WordBudget) ranking may spend on one candidate: its fill from the
+ * start of the prompt and its words against the prompt's. A candidate that needs more (a publisher's
+ * enum of thousands of values, say) is listed but never chosen.
+ */
+export const RANK_ROW_UNITS = 200_000;
 
 /** Whether the prompt holds a value that only fits this operation's schema (a patterned id, an enum value). */
 function specificValues(row: RouteRow, input: Record<string, unknown>): number {
@@ -189,7 +203,8 @@ function nameCover(row: RouteRow, tokens: string[]): number {
 export function features(rows: RouteRow[], facts: PromptFacts, rankText: string, dense?: number[]): PromptFeatures {
   const actions = requestedActions(facts);
   const named = facts.tokens.filter((t) => /^@[a-z0-9][a-z0-9_-]*$/.test(t.lower)).map((t) => t.lower);
-  const fills = rows.map((row) => fillDetailed(row.input_schema, facts, targetVocabulary(row.operation, row.label, row.labels, row.input_schema)));
+  const budgets = rows.map(() => new WordBudget(RANK_ROW_UNITS));
+  const fills = rows.map((row, i) => fillDetailed(row.input_schema, facts, targetVocabulary(row.operation, row.label, row.labels, row.input_schema), [], budgets[i]));
   // The prompt's words, and ids some candidate took as a typed value ("9782918455943").
   const typedAny = fills.flatMap((f) => [...f.typedTokens].flatMap((k) => words(facts.tokens[k]!.raw)));
   // At most 64 distinct words: a 10,000-character prompt ranks in the time of a short one.
@@ -198,7 +213,7 @@ export function features(rows: RouteRow[], facts: PromptFacts, rankText: string,
   const topical = rows.map((r) => weightedVocabulary(r, false));
   // Per candidate and prompt word: 3 for the operation's name and label, 2.5 its labels, 2 for
   // fields, API and sites, 1 for descriptions; 2 for a word its fill took as a typed value.
-  const own = rows.map((_, i) => tokens.map((t) => tokenWeight(t, vocabs[i]!)));
+  const own = rows.map((_, i) => tokens.map((t) => tokenWeight(t, vocabs[i]!, budgets[i]!)));
   const weights = rows.map((_, i) => {
     const typed = new Set([...fills[i]!.typedTokens].flatMap((k) => words(facts.tokens[k]!.raw)));
     const placed = new Set([...fills[i]!.placeTokens].flatMap((k) => words(facts.tokens[k]!.raw)));
@@ -215,7 +230,10 @@ export function features(rows: RouteRow[], facts: PromptFacts, rankText: string,
     const required = Array.isArray(row.input_schema.required) ? row.input_schema.required.length : 0;
     let eligible = true;
     let why: string | undefined;
-    if (row.performs_actions) {
+    // Its words and fill were compared only in part: no reason to run it.
+    const anchored = tokens.some((t) => tokenWeight(t, topical[i]!, budgets[i]!) >= 0.8);
+    if (budgets[i]!.exhausted) [eligible, why] = [false, 'too_complex'];
+    else if (row.performs_actions) {
       const verbs = operationVocabulary([row.operation, row.label, ...row.labels]);
       const asked = actions.some((a) => [...verbs].some((v) => verbMatches(a, v)));
       if (!asked) [eligible, why] = [false, 'action_not_asked'];
@@ -228,7 +246,7 @@ export function features(rows: RouteRow[], facts: PromptFacts, rankText: string,
       slots: required === 0 ? 0.5 : (required - fill.missing.length) / required,
       specific: specificValues(row, fill.input),
       unused: Math.min(2, unusedValues(facts, fill.input)),
-      anchored: tokens.some((t) => tokenWeight(t, topical[i]!) >= 0.8),
+      anchored,
       nameCover: nameCover(row, tokens),
       named: named.includes(row.api),
       dense: dense?.[i] ?? 0,

@@ -67,6 +67,46 @@ function isSwap(a: string, b: string): boolean {
 /** Typos allowed for a word of this length: none below 5 letters, one below 9, else two. */
 export const typoAllowance = (w: string) => (w.length < 5 ? 0 : w.length < 9 ? 1 : 2);
 
+/**
+ * How many word comparisons one operation may cost the router, in units: a comparison its first
+ * letter decides costs 1, one that needs the stems and edit distances (tens of µs) costs
+ * `DISTANCE_UNITS`, and a pair already compared costs nothing more. The prompt's words are the
+ * caller's and the operation's words (enum values, field names, descriptions) its publisher's, up
+ * to a 512 KiB definition: unbounded, a prompt of random words starting with one letter against an
+ * enum of a few thousand such values held the API's event loop for seconds to minutes per prompt.
+ * The router's own evaluation set spends at most a few thousand units per operation.
+ */
+export const DISTANCE_UNITS = 1_000;
+
+/** sameWord within a budget of units; once it is spent every comparison is false and `exhausted` says so. */
+export class WordBudget {
+  exhausted = false;
+  private left: number;
+  private readonly seen = new Map<string, boolean>();
+
+  constructor(units: number) {
+    this.left = units;
+  }
+
+  same(promptWord: string, vocab: string): boolean {
+    if (this.exhausted) return false;
+    if (promptWord === vocab || promptWord[0] !== vocab[0] || Math.abs(promptWord.length - vocab.length) > 12) return this.spend(1) && promptWord === vocab;
+    const key = `${promptWord}\u0000${vocab}`;
+    const known = this.seen.get(key);
+    if (known !== undefined) return known;
+    if (!this.spend(DISTANCE_UNITS)) return false;
+    const same = sameWord(promptWord, vocab);
+    this.seen.set(key, same);
+    return same;
+  }
+
+  private spend(units: number): boolean {
+    this.left -= units;
+    if (this.left < 0) this.exhausted = true;
+    return !this.exhausted;
+  }
+}
+
 /** Whether a prompt word and a vocabulary word are the same word, allowing a typo. */
 export function sameWord(promptWord: string, vocab: string): boolean {
   if (promptWord === vocab) return true;
