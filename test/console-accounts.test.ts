@@ -606,6 +606,18 @@ describe('pages of an organization', () => {
     expect((await client.get('/console/requests?cursor=not-a-cursor')).status).toBe(400);
   });
 
+  it('answers a hand-made cursor beyond the database integer range with the 400 filter page, not a 500', async () => {
+    const { client } = await signedIn('member');
+    const cursor = (micros: string) => Buffer.from(`${micros}|req_aaaaaaaaaaaaaaaa`).toString('base64url');
+    for (const micros of ['99999999999999999999', '9223372036854775808']) {
+      const res = await client.get(`/console/requests?cursor=${cursor(micros)}`);
+      expect(res.status).toBe(400);
+      expect(res.text).toContain('<h1>Bad filter</h1>');
+    }
+    // A real position still pages (now, in microseconds: 16 digits).
+    expect((await client.get(`/console/requests?cursor=${cursor(String(Date.now() * 1000))}`)).status).toBe(200);
+  });
+
   it("lists the organization's own workflows, private and public, and no one else's", async () => {
     const { client, org } = await signedIn('member');
     const other = await newOrg(1);
