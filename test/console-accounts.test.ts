@@ -148,6 +148,29 @@ describe('sign-in and sessions', () => {
     expect((await db().query('SELECT 1 FROM console_sessions WHERE id_hash = $1', [sha256(old)])).rowCount).toBe(0);
   });
 
+  it('ignores a `next` holding a character a Location header cannot carry: signing in still works and lands on the Overview', async () => {
+    const legit = '/console/oauth/authorize?client_id=x';
+    for (const raw of ['\u{1F600}', '\u0001', '\u00e9']) {
+      const next = encodeURIComponent(`${legit}&state=${raw}`);
+      // Signed out: the page keeps no such `next`; posting it anyway signs in to the Overview.
+      const f = await orgWithUser('member');
+      const c = new ConsoleClient();
+      const page = await c.get(`/console/sign-in?next=${next}`);
+      expect(page.status).toBe(200);
+      expect(page.text).not.toContain('name="next"');
+      const res = await c.request('POST', '/console/sign-in', { form: { _csrf: await c.token('/console/sign-in'), email: f.email, password: PASSWORD, next: `${legit}&state=${raw}` } });
+      expect(res.status).toBe(303);
+      expect(res.location).toBe('/console');
+      // Signed in: the sign-in page sends to the Overview.
+      const again = await c.get(`/console/sign-in?next=${next}`);
+      expect(again.status).toBe(303);
+      expect(again.location).toBe('/console');
+    }
+    // A `next` of the shape the service writes still returns there.
+    const { client } = await signedIn('member');
+    expect((await client.get(`/console/sign-in?next=${encodeURIComponent(legit)}`)).location).toBe(legit);
+  });
+
   it('ends an idle or expired session', async () => {
     const { client, userId } = await signedIn('member');
     await db().query(`UPDATE console_sessions SET last_seen_at = now() - interval '3 hours' WHERE user_id = $1`, [userId]);
