@@ -197,6 +197,28 @@ describe('sign-in and sessions', () => {
 });
 
 describe('CSRF', () => {
+  it('takes url-encoded forms only: a JSON body, broken or not, is the 415 page (not a 500), and does nothing', async () => {
+    const { client, org } = await signedIn('owner');
+    const before = await keyCount(org.org_id);
+    const post = (path: string, body: string, cookie?: string) =>
+      fetch(`${stack().baseUrl}${path}`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/json', ...(cookie ? { cookie } : {}) }, body });
+    const cookie = [...client.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+    const token = await client.token('/console/keys');
+    for (const [path, body, jar] of [
+      ['/console/sign-in', '{', undefined],
+      ['/console/sign-in', '', undefined],
+      ['/console/keys', '{"_csrf":', cookie],
+      ['/console/keys', JSON.stringify({ _csrf: token }), cookie],
+    ] as const) {
+      const res = await post(path, body, jar);
+      expect(res.status, `${path} ${body}`).toBe(415);
+      expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+      expect(res.headers.get('x-frame-options')).toBe('DENY');
+      expect(await res.text()).toContain('<h1>Bad request</h1>');
+    }
+    expect(await keyCount(org.org_id)).toBe(before);
+  });
+
   it('refuses a form without its token or with a wrong one (403), and changes nothing', async () => {
     const { client, org } = await signedIn('owner');
     const before = await keyCount(org.org_id);
