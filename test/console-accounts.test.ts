@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../shared/ids.ts';
 import { barePage } from '../apps/api/console/context.ts';
 import { freePort } from '../shared/infra/free-port.ts';
-import { changeMember, membershipsOf } from '../shared/accounts/users.ts';
+import { changeMember, createUserInOrg, membershipsOf } from '../shared/accounts/users.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
 import { loadConfig } from '../shared/config.ts';
 import { hstsHeader } from '../apps/api/plugins/transport-security.ts';
@@ -624,6 +624,34 @@ describe('invitations (adding a member needs their consent)', () => {
     expect((await first.client.submit('/console/members', `/console/members/${admin.userId}/remove`, {})).status).toBe(303);
     expect(await acceptAs(fromAdmin.client, fromAdminInv)).toEqual(unknown);
     expect(await memberRole(org, fromAdmin.userId)).toBeNull();
+  });
+
+  it('removing a member voids an invitation of their address still pending: the removed person cannot come back through it', async () => {
+    const owner = await signedIn('owner');
+    const org = owner.org.org_id;
+    // Invited as Administrator; meanwhile an operator adds the address directly, as a Member.
+    const email = `stale-${Math.random().toString(36).slice(2, 10)}@example.com`;
+    const link = linkOn((await owner.client.submit('/console/members', '/console/members', { email, role: 'admin' })).text)!;
+    const user = await createUserInOrg(db(), { email, password: PASSWORD, orgId: org, role: 'member' });
+    // Somewhere to sign in to once removed.
+    const elsewhere = await newOrg(1);
+    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, [elsewhere.org_id, user.user_id]);
+    expect((await owner.client.submit('/console/members', `/console/members/${user.user_id}/remove`, {})).status).toBe(303);
+    expect(await memberRole(org, user.user_id)).toBeNull();
+
+    const removed = new ConsoleClient();
+    expect((await removed.signIn(email, PASSWORD)).status).toBe(303);
+    // Neither listed (an operator-created address is vouched for) nor accepted, with or without the link.
+    expect(invitationIds((await removed.get('/console')).text)).toEqual([]);
+    expect((await removed.get(link.path)).status).toBe(404);
+    expect((await answerAs(removed, link.id, 'accept', { token: link.token })).status).toBe(404);
+    expect((await answerAs(removed, link.id)).status).toBe(404);
+    expect(await memberRole(org, user.user_id)).toBeNull();
+    expect((await owner.client.get('/console/members')).text).not.toContain(email);
+    // Inviting them again is a new invitation, with a link that works.
+    const again = linkOn((await owner.client.submit('/console/members', '/console/members', { email, role: 'member' })).text)!;
+    expect((await removed.submit(again.path, `/console/invitations/${again.id}/accept`, { token: again.token })).status).toBe(303);
+    expect(await memberRole(org, user.user_id)).toBe('member');
   });
 });
 
