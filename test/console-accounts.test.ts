@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../shared/ids.ts';
 import { barePage } from '../apps/api/console/context.ts';
 import { freePort } from '../shared/infra/free-port.ts';
-import { changeMember, membershipsOf } from '../shared/accounts/users.ts';
+import { changeMember, createUserInOrg, membershipsOf } from '../shared/accounts/users.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
 import { loadConfig } from '../shared/config.ts';
 import { hstsHeader } from '../apps/api/plugins/transport-security.ts';
@@ -148,6 +148,29 @@ describe('sign-in and sessions', () => {
     expect((await db().query('SELECT 1 FROM console_sessions WHERE id_hash = $1', [sha256(old)])).rowCount).toBe(0);
   });
 
+  it('ignores a `next` holding a character a Location header cannot carry: signing in still works and lands on the Overview', async () => {
+    const legit = '/console/oauth/authorize?client_id=x';
+    for (const raw of ['\u{1F600}', '\u0001', '\u00e9']) {
+      const next = encodeURIComponent(`${legit}&state=${raw}`);
+      // Signed out: the page keeps no such `next`; posting it anyway signs in to the Overview.
+      const f = await orgWithUser('member');
+      const c = new ConsoleClient();
+      const page = await c.get(`/console/sign-in?next=${next}`);
+      expect(page.status).toBe(200);
+      expect(page.text).not.toContain('name="next"');
+      const res = await c.request('POST', '/console/sign-in', { form: { _csrf: await c.token('/console/sign-in'), email: f.email, password: PASSWORD, next: `${legit}&state=${raw}` } });
+      expect(res.status).toBe(303);
+      expect(res.location).toBe('/console');
+      // Signed in: the sign-in page sends to the Overview.
+      const again = await c.get(`/console/sign-in?next=${next}`);
+      expect(again.status).toBe(303);
+      expect(again.location).toBe('/console');
+    }
+    // A `next` of the shape the service writes still returns there.
+    const { client } = await signedIn('member');
+    expect((await client.get(`/console/sign-in?next=${encodeURIComponent(legit)}`)).location).toBe(legit);
+  });
+
   it('ends an idle or expired session', async () => {
     const { client, userId } = await signedIn('member');
     await db().query(`UPDATE console_sessions SET last_seen_at = now() - interval '3 hours' WHERE user_id = $1`, [userId]);
@@ -174,6 +197,28 @@ describe('sign-in and sessions', () => {
 });
 
 describe('CSRF', () => {
+  it('takes url-encoded forms only: a JSON body, broken or not, is the 415 page (not a 500), and does nothing', async () => {
+    const { client, org } = await signedIn('owner');
+    const before = await keyCount(org.org_id);
+    const post = (path: string, body: string, cookie?: string) =>
+      fetch(`${stack().baseUrl}${path}`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/json', ...(cookie ? { cookie } : {}) }, body });
+    const cookie = [...client.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+    const token = await client.token('/console/keys');
+    for (const [path, body, jar] of [
+      ['/console/sign-in', '{', undefined],
+      ['/console/sign-in', '', undefined],
+      ['/console/keys', '{"_csrf":', cookie],
+      ['/console/keys', JSON.stringify({ _csrf: token }), cookie],
+    ] as const) {
+      const res = await post(path, body, jar);
+      expect(res.status, `${path} ${body}`).toBe(415);
+      expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+      expect(res.headers.get('x-frame-options')).toBe('DENY');
+      expect(await res.text()).toContain('<h1>Bad request</h1>');
+    }
+    expect(await keyCount(org.org_id)).toBe(before);
+  });
+
   it('refuses a form without its token or with a wrong one (403), and changes nothing', async () => {
     const { client, org } = await signedIn('owner');
     const before = await keyCount(org.org_id);
@@ -580,6 +625,34 @@ describe('invitations (adding a member needs their consent)', () => {
     expect(await acceptAs(fromAdmin.client, fromAdminInv)).toEqual(unknown);
     expect(await memberRole(org, fromAdmin.userId)).toBeNull();
   });
+
+  it('removing a member voids an invitation of their address still pending: the removed person cannot come back through it', async () => {
+    const owner = await signedIn('owner');
+    const org = owner.org.org_id;
+    // Invited as Administrator; meanwhile an operator adds the address directly, as a Member.
+    const email = `stale-${Math.random().toString(36).slice(2, 10)}@example.com`;
+    const link = linkOn((await owner.client.submit('/console/members', '/console/members', { email, role: 'admin' })).text)!;
+    const user = await createUserInOrg(db(), { email, password: PASSWORD, orgId: org, role: 'member' });
+    // Somewhere to sign in to once removed.
+    const elsewhere = await newOrg(1);
+    await db().query(`INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')`, [elsewhere.org_id, user.user_id]);
+    expect((await owner.client.submit('/console/members', `/console/members/${user.user_id}/remove`, {})).status).toBe(303);
+    expect(await memberRole(org, user.user_id)).toBeNull();
+
+    const removed = new ConsoleClient();
+    expect((await removed.signIn(email, PASSWORD)).status).toBe(303);
+    // Neither listed (an operator-created address is vouched for) nor accepted, with or without the link.
+    expect(invitationIds((await removed.get('/console')).text)).toEqual([]);
+    expect((await removed.get(link.path)).status).toBe(404);
+    expect((await answerAs(removed, link.id, 'accept', { token: link.token })).status).toBe(404);
+    expect((await answerAs(removed, link.id)).status).toBe(404);
+    expect(await memberRole(org, user.user_id)).toBeNull();
+    expect((await owner.client.get('/console/members')).text).not.toContain(email);
+    // Inviting them again is a new invitation, with a link that works.
+    const again = linkOn((await owner.client.submit('/console/members', '/console/members', { email, role: 'member' })).text)!;
+    expect((await removed.submit(again.path, `/console/invitations/${again.id}/accept`, { token: again.token })).status).toBe(303);
+    expect(await memberRole(org, user.user_id)).toBe('member');
+  });
 });
 
 describe('pages of an organization', () => {
@@ -604,6 +677,18 @@ describe('pages of an organization', () => {
     expect(shown((await client.get('/console/requests?workflow=%40nothing')).text)).toEqual([]);
     expect((await client.get('/console/requests?status=bogus')).status).toBe(400);
     expect((await client.get('/console/requests?cursor=not-a-cursor')).status).toBe(400);
+  });
+
+  it('answers a hand-made cursor beyond the database integer range with the 400 filter page, not a 500', async () => {
+    const { client } = await signedIn('member');
+    const cursor = (micros: string) => Buffer.from(`${micros}|req_aaaaaaaaaaaaaaaa`).toString('base64url');
+    for (const micros of ['99999999999999999999', '9223372036854775808']) {
+      const res = await client.get(`/console/requests?cursor=${cursor(micros)}`);
+      expect(res.status).toBe(400);
+      expect(res.text).toContain('<h1>Bad filter</h1>');
+    }
+    // A real position still pages (now, in microseconds: 16 digits).
+    expect((await client.get(`/console/requests?cursor=${cursor(String(Date.now() * 1000))}`)).status).toBe(200);
   });
 
   it("lists the organization's own workflows, private and public, and no one else's", async () => {

@@ -1,5 +1,6 @@
-// Invitations to an organization: the one writer of `member_invitations`. The console's "Add a
-// member" records one; only the invited user, signed in to their own console, turns it into a
+// Invitations to an organization: the one writer of `member_invitations`, but for removing a member
+// (users.ts changeMember deletes their address's pending ones in the same step). The console's "Add
+// a member" records one; only the invited user, signed in to their own console, turns it into a
 // membership (accept) or refuses it (decline). Until then it grants nothing: memberships, sessions,
 // the org switcher, API keys, OAuth consent and MCP all read `memberships` only.
 //

@@ -155,8 +155,17 @@ export async function changeMember(db: Db, actor: Role, orgId: string, userId: s
       if (owners.rows[0].n <= 1) throw new AccountError('last_owner', 'the last Owner cannot be removed or demoted; make another member Owner first');
     }
     // Removing the membership deletes that user's sessions on this organization (foreign key cascade).
-    if (to === null) await c.query('DELETE FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, userId]);
-    else await c.query('UPDATE memberships SET role = $3 WHERE org_id = $1 AND user_id = $2', [orgId, userId, to]);
+    if (to === null) {
+      await c.query('DELETE FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, userId]);
+      // And any invitation of their address to it still pending (invitations.ts): one sent before an
+      // operator added them directly, or re-sent while they were accepting, outlived the membership,
+      // so a removed member accepted it afterwards and was back, with the invitation's role (admin
+      // for a former member, say). Under the organization's row lock, as accepting takes it.
+      await c.query(
+        `DELETE FROM member_invitations WHERE org_id = $1 AND status = 'pending' AND email = (SELECT email FROM users WHERE id = $2)`,
+        [orgId, userId],
+      );
+    } else await c.query('UPDATE memberships SET role = $3 WHERE org_id = $1 AND user_id = $2', [orgId, userId, to]);
   });
 }
 

@@ -32,6 +32,10 @@ const formExpired = () => new ConsolePageError(403, FORM_EXPIRED.title, FORM_EXP
 
 export default async function consolePlugin(app: FastifyInstance, opts: { config: Config; temporal: () => Promise<Client> }) {
   await app.register(cookie);
+  // Pages post url-encoded forms, nothing else: the API's JSON parser (inherited from the root) threw
+  // its envelope error here, which this scope's error handler answered with a 500 page (and an
+  // error in the log) for any JSON body someone sent, sign-in included. Another type is now 415.
+  app.removeContentTypeParser('application/json');
   await app.register(formbody, { bodyLimit: 64 * 1024 });
   const sessions = registerConsoleSession(app, opts.config);
   await app.register(csrf, {

@@ -32,8 +32,10 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
 
   // `next`: only an OAuth authorization request (pages/oauth.ts), an invitation's link
   // (pages/invitations.ts) or an add-connection link (an access error's add_url), all paths on this
-  // origin, is returned to after sign-in.
-  const nextOf = (v: unknown) => (isAuthorizeReturn(v) || isInvitationLink(v) || addConnectionLink(v) ? (v as string) : null);
+  // origin, is returned to after sign-in. Only printable ASCII, as every such path the service writes
+  // is (percent-encoded): it becomes the Location header, where a control character or one beyond
+  // Latin-1 (a decoded %01 or emoji in a crafted link) made Node throw, and the sign-in a bare 500.
+  const nextOf = (v: unknown) => (typeof v === 'string' && /^[\x21-\x7e]+$/.test(v) && (isAuthorizeReturn(v) || isInvitationLink(v) || addConnectionLink(v)) ? v : null);
   app.get('/console/sign-in', { schema: { hide: true } }, async (request, reply) => {
     const next = nextOf((request.query as Record<string, unknown> | undefined)?.next);
     if (request.consoleSession) return reply.redirect(next ?? '/console', 303);
