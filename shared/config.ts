@@ -123,6 +123,12 @@ const ConfigSchema = z.object({
    * senders cannot hold connections open for ever. The headers alone get at most 60 s.
    */
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(600_000).default(120_000),
+  /**
+   * A connection whose client has not taken one byte of an answer for this long, with bytes still
+   * waiting to be written, is closed (apps/api/plugins/stalled-connections.ts): what it waits for
+   * is held in the API's memory until then.
+   */
+  RESPONSE_STALL_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(30_000),
   /** Overall deadline of one query (the spec fixes 170 s; tests may lower it). */
   QUERY_DEADLINE_MS: int(170_000),
   /** A keyed claim with no Temporal workflow after this long is stale (request_interrupted). */

@@ -13,6 +13,7 @@ import jsonBodyPlugin from './plugins/json-body.ts';
 import authPlugin from './plugins/auth.ts';
 import ssePlugin from './plugins/sse.ts';
 import metricsPlugin from './plugins/metrics.ts';
+import { StalledConnections } from './plugins/stalled-connections.ts';
 import { hstsHeader, registerTransportSecurity } from './plugins/transport-security.ts';
 import rootRoutes from './routes/root.ts';
 import { dependencyCheck } from './routes/probes.ts';
@@ -66,6 +67,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     frameworkErrors: frameworkErrorResponder(deps.baseUrl, always),
   });
   built = app;
+  // A client that stops reading its answers has its connection closed (stalled-connections.ts).
+  const stalled = new StalledConnections(app.server, deps.config.RESPONSE_STALL_TIMEOUT_MS);
+  app.addHook('onClose', async () => stalled.stop());
   // CONNECT never reaches Fastify (Node emits 'connect'); no route takes it.
   app.server.on('connect', (req: { method?: string; url?: string }, socket: import('node:net').Socket) => {
     socket.end(rawMissResponse(app, deps.baseUrl(), req.method ?? 'CONNECT', req.url ?? '/', always));
@@ -114,6 +118,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(errorsPlugin);
   // Before every route: its onResponse hook observes all of them.
   await app.register(metricsPlugin);
+  app.metrics.watchStalledConnections(stalled);
   await app.register(swagger, openApiSwaggerOptions());
   await app.register(jsonBodyPlugin);
   const c = deps.config;

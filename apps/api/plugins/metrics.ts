@@ -9,6 +9,7 @@ import { ERRORS } from '../../../shared/errors.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import { singleFlight } from '../../../shared/single-flight.ts';
 import type { CredentialGuard } from '../services/credential-guard.ts';
+import type { StalledConnections } from './stalled-connections.ts';
 
 /** 1 ms to the 170 s query deadline (and a little beyond it, for settlement). */
 export const LATENCY_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180];
@@ -91,6 +92,19 @@ export class ApiMetrics {
         const row = await totals();
         if (!row) return void this.reset();
         for (const state of ['granted', 'available', 'reserved', 'charged'] as const) this.set({ state }, Number(row[state]));
+      },
+    });
+  }
+
+  /** Connections closed because their client stopped reading (plugins/stalled-connections.ts). */
+  watchStalledConnections(stalled: StalledConnections) {
+    new Counter({
+      name: 'wqs_stalled_connections_closed_total',
+      help: 'Connections closed because their client took no byte of an answer for RESPONSE_STALL_TIMEOUT_MS while bytes waited to be written',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(stalled.closed);
       },
     });
   }
