@@ -339,6 +339,10 @@ const ConfigSchema = z.object({
    * forgotten and fetched again when named: shared/oauth/client-documents.ts).
    */
   OAUTH_UNUSED_CLIENTS_MAX: int(10_000),
+  /** Per client address (services/client-address.ts) and minute: client registrations (429 slow_down past it). */
+  OAUTH_REGISTRATIONS_PER_MINUTE: int(30),
+  /** Per client address and minute: token requests, and revocation requests apart (429 slow_down past it). */
+  OAUTH_TOKEN_REQUESTS_PER_MINUTE: int(120),
   /** `GET /metrics` (Prometheus text, key-free, no organization's data in it). `false` answers 404
    *  there: for deployments whose API port is reachable by people who should not see traffic figures. */
   METRICS_ENABLED: z

@@ -104,6 +104,51 @@ describe('registration', () => {
   });
 });
 
+describe('per-address limits', () => {
+  it('registrations and token requests past their per-minute limit are 429 slow_down with Retry-After, per client address', async () => {
+    const own = await startApiProcess(
+      ownPair('oauth-rate', { WQS_SKIP_MIGRATIONS: '1', TRUST_PROXY: '127.0.0.1', OAUTH_REGISTRATIONS_PER_MINUTE: '2', OAUTH_TOKEN_REQUESTS_PER_MINUTE: '3' }),
+    );
+    const ownBase = String(own.started.url).replace(/\/$/, '');
+    const from = (address: string) => ({ 'x-forwarded-for': address });
+    const reg = async (address: string) => {
+      const res = await fetch(`${ownBase}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...from(address) },
+        body: JSON.stringify({ client_name: 'Rate limited', redirect_uris: [REDIRECT] }),
+      });
+      return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+    };
+    const token = async (address: string) => {
+      const res = await fetch(`${ownBase}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...from(address) },
+        body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'wqs_rt_unknown', client_id: 'mcpc_unknown' }).toString(),
+      });
+      return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+    };
+    try {
+      expect([(await reg('203.0.113.7')).status, (await reg('203.0.113.7')).status]).toEqual([201, 201]);
+      const third = await reg('203.0.113.7');
+      expect(third.status).toBe(429);
+      expect(third.body).toEqual({ error: 'slow_down', error_description: 'Too many requests from this address; retry later' });
+      expect(third.headers.get('retry-after')).toBe('60');
+      expect(third.headers.get('cache-control')).toBe('no-store');
+      // Another address is counted apart; the same /64 of IPv6 is one address.
+      expect((await reg('203.0.113.8')).status).toBe(201);
+      expect([(await reg('2001:db8:1:2::1')).status, (await reg('2001:db8:1:2::ffff')).status, (await reg('2001:db8:1:2:ab::9')).status]).toEqual([201, 201, 429]);
+
+      for (let i = 0; i < 3; i++) expect((await token('198.51.100.4')).status).toBe(401); // an unknown client
+      const over = await token('198.51.100.4');
+      expect(over.status).toBe(429);
+      expect(over.body.error).toBe('slow_down');
+      expect((await token('198.51.100.5')).status).toBe(401);
+    } finally {
+      await own.kill('SIGKILL');
+    }
+  });
+});
+
 describe('registration bound', () => {
   it('refuses registration (503 temporarily_unavailable, Retry-After) while too many registered clients were never used; a client used, or aged past the bound, frees room', async () => {
     // The bound counts every organization's clients in the database: this API's is set just above

@@ -151,7 +151,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(catalogRoutes);
   await app.register(import('./routes/oauth-metadata.ts'));
   // MCP sign-in with OAuth: registration, token and revocation endpoints (form bodies in their own scope).
-  await app.register(import('./routes/oauth.ts'), { unusedClientsMax: deps.config.OAUTH_UNUSED_CLIENTS_MAX, clientIdleHours: deps.config.OAUTH_CLIENT_IDLE_HOURS });
+  await app.register(import('./routes/oauth.ts'), {
+    unusedClientsMax: deps.config.OAUTH_UNUSED_CLIENTS_MAX,
+    clientIdleHours: deps.config.OAUTH_CLIENT_IDLE_HOURS,
+    registrationsPerMinute: deps.config.OAUTH_REGISTRATIONS_PER_MINUTE,
+    tokenRequestsPerMinute: deps.config.OAUTH_TOKEN_REQUESTS_PER_MINUTE,
+  });
   await app.register(import('./routes/mcp.ts'), { allowedOrigins: deps.config.MCP_ALLOWED_ORIGINS, getRunWaitsPerOrg: deps.config.MCP_GET_RUN_WAITS_PER_ORG });
   await app.register(import('./routes/icons.ts'));
   await app.register(import('./routes/openapi.ts'));

@@ -68,6 +68,9 @@ export interface OAuthRouteOptions {
   /** OAUTH_UNUSED_CLIENTS_MAX and OAUTH_CLIENT_IDLE_HOURS (shared/config.ts). */
   unusedClientsMax: number;
   clientIdleHours: number;
+  /** Per client address and minute: registrations, and token or revocation requests (OAUTH_*_PER_MINUTE). */
+  registrationsPerMinute: number;
+  tokenRequestsPerMinute: number;
 }
 
 export default async function oauthRoutes(app: FastifyInstance, opts: OAuthRouteOptions) {
@@ -95,7 +98,7 @@ export default async function oauthRoutes(app: FastifyInstance, opts: OAuthRoute
   app.post(
     REGISTER_PATH,
     {
-      config: limit(30),
+      config: limit(opts.registrationsPerMinute),
       validatorCompiler: documentOnly(['body']),
       schema: {
         operationId: 'oauthRegister',
@@ -130,7 +133,7 @@ export default async function oauthRoutes(app: FastifyInstance, opts: OAuthRoute
   app.post(
     TOKEN_PATH,
     {
-      config: limit(120),
+      config: limit(opts.tokenRequestsPerMinute),
       validatorCompiler: documentOnly(['body']),
       schema: {
         operationId: 'oauthToken',
@@ -171,7 +174,7 @@ export default async function oauthRoutes(app: FastifyInstance, opts: OAuthRoute
   app.post(
     REVOKE_PATH,
     {
-      config: limit(120),
+      config: limit(opts.tokenRequestsPerMinute),
       validatorCompiler: documentOnly(['body']),
       schema: {
         operationId: 'oauthRevoke',
