@@ -102,6 +102,10 @@ beforeAll(async () => {
         }),
       );
     }
+    if (req.url?.startsWith('/reflect?')) {
+      // A site that shows what it was sent (a search page's "results for …"), as JSON.
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ q: new URL(req.url, 'http://x').searchParams.get('q') }));
+    }
     if (req.headers.host !== HOST) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
     const make = pages[req.url ?? ''];
     if (!make) return void res.writeHead(404).end();
@@ -249,7 +253,109 @@ describe("a connection's secret goes only to its site", () => {
         { type: 'request', url: '{{vars.u}}', parse: 'json', save_as: 'b' },
       ],
     ],
+    // Values computed from the key by extraction hold none of its spellings: a piece cut out by
+    // a field's pattern, a character at a time, an answer to a selector. Each is the key's as much
+    // as the key itself: it goes to site A (and the hosts under it) only.
+    [
+      'in two pieces cut out by extraction patterns',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        { type: 'extract', from: { var: 's' }, fields: { head: { type: 'text', pattern: '^(.{6})' }, tail: { type: 'text', pattern: '^.{6}(.*)$' } }, save_as: 'p' },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { h: '{{vars.p.head}}', t: '{{vars.p.tail}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'a bit at a time, as the answer to a selector',
+      [
+        { type: 'set', var: 's', value: '<i data-k="{{secrets.A_KEY}}"></i>' },
+        { type: 'extract', from: { var: 's' }, fields: { k: { type: 'exists', selector: 'i[data-k^="k"]' } }, save_as: 'bits' },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { b: '{{vars.bits.k}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'a character of it read from a JSON value, passed on through another variable',
+      [
+        { type: 'set', var: 'o', value: { k: '{{secrets.A_KEY}}' } },
+        { type: 'extract', from: { var: 'o' }, fields: { c: { type: 'text', pointer: '/k', pattern: '^(.)' } }, save_as: 'p' },
+        { type: 'set', var: 'q', value: { x: ['{{vars.p.c}}'] } },
+        { type: 'request', method: 'POST', url: `http://${SITE_B}/b`, json: { q: '{{vars.q}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      "a piece of site A's echo of it, cut out by a pattern",
+      [
+        { type: 'request', url: `http://${SITE_A}/echo`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'echo' },
+        { type: 'extract', from: { var: 'echo' }, fields: { t: { type: 'text', pointer: '/text', pattern: 'key":"(.{6})' } }, save_as: 'p' },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { t: '{{vars.p.t}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'in a piece that site A showed back',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        { type: 'extract', from: { var: 's' }, fields: { head: { type: 'text', pattern: '^(.{6})' } }, save_as: 'p' },
+        { type: 'request', url: `http://${SITE_A}/reflect?q={{vars.p.head}}`, parse: 'json', save_as: 'r' },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { q: '{{vars.r.q}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'in the pieces a pagination collected',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        {
+          type: 'paginate',
+          steps: [{ type: 'extract', from: { var: 's' }, fields: { items: { type: 'list', selector: 'body', item: { type: 'text', pattern: '^(.{6})' } } }, save_as: 'page' }],
+          collect: 'page.items',
+          save_as: 'all',
+          limit: 1,
+          next: { kind: 'counter' },
+        },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { a: '{{vars.all}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    // A condition or a loop that reads such a value decides what the run sends next: whether a
+    // request to site B happens at all, how many pages a counter counts. One bit each, as many
+    // as the recipe has conditions.
+    [
+      'a bit at a time, as whether the run goes on to site B',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        { type: 'extract', from: { var: 's' }, fields: { k: { type: 'text', pattern: '^(k)' } }, save_as: 'bits' },
+        { type: 'not_found', when: { missing: { var: 'bits', pointer: '/k' } } },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { bit: '1' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'as the number of pages a pagination read',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        {
+          type: 'paginate',
+          steps: [{ type: 'extract', from: { var: 's' }, fields: { items: { type: 'list', selector: 'body', item: { type: 'text', pattern: '^(k)' } } }, save_as: 'found' }],
+          collect: 'found.items',
+          save_as: 'all',
+          limit: 3,
+          next: { kind: 'counter' },
+        },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { pages: '{{vars.page}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
   ];
+  it('a value read from site A by extraction still goes to site A, and clean values to site B', async () => {
+    received.length = 0;
+    const e = await run([
+      { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+      { type: 'extract', from: { var: 's' }, fields: { head: { type: 'text', pattern: '^(.{6})' } }, save_as: 'p' },
+      { type: 'request', url: `http://${SITE_A}/reflect?q={{vars.p.head}}`, parse: 'json', save_as: 'r' },
+      { type: 'set', var: 'clean', value: { n: 1 } },
+      { type: 'extract', from: { var: 'clean' }, fields: { n: { type: 'integer', pointer: '/n' } }, save_as: 'c' },
+      { type: 'not_found', when: { missing: { var: 'c', pointer: '/n' } } },
+      { type: 'request', url: `http://${SITE_B}/b`, query: { n: '{{vars.c.n}}' }, parse: 'json', save_as: 'b' },
+    ]);
+    expect(e).toBeNull();
+    expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+    expect(received[1]!.text).toContain('/b?n=1 ');
+  });
   it("the browser never types a key for site A into site B's page", async () => {
     received.length = 0;
     const e = await runner
