@@ -524,6 +524,33 @@ describe('a body never follows a redirect to another origin', () => {
     expect(await runner.run(post(303, 'http://news.example.test/__probe/headers'), {}, c())).toEqual({ method: 'GET', body: '' });
   });
 
+  it('a header the recipe filled from a secret stays with its origin, even one of those kept across origins (accept-language, user-agent, ...)', async () => {
+    const recipe = (to: string): Recipe => ({
+      engine: 'http',
+      hosts: ['books.example.test', 'news.example.test'],
+      secrets: ['PASSWORD'],
+      steps: [
+        { type: 'set', var: 'v', value: 'x-{{secrets.PASSWORD}}' },
+        {
+          type: 'request',
+          url: `http://books.example.test/__probe/redirect?status=302&to=${encodeURIComponent(to)}`,
+          headers: { 'accept-language': '{{secrets.PASSWORD}}', 'user-agent': 'agent {{vars.v}}', 'content-language': 'en', accept: 'application/json' },
+          parse: 'json',
+          save_as: 'r',
+        },
+      ],
+      output: '{{vars.r.headers}}',
+    });
+    const across = (await runner.run(recipe('http://news.example.test/__probe/headers'), {}, c())) as Record<string, string>;
+    expect(JSON.stringify(across)).not.toContain('hunter2');
+    // what no secret filled still goes along
+    expect(across).toMatchObject({ 'content-language': 'en', accept: 'application/json' });
+    expect(across['accept-language']).toBeUndefined();
+    // on its own origin every header follows
+    const same = (await runner.run(recipe('http://books.example.test/__probe/headers'), {}, c())) as Record<string, string>;
+    expect(same).toMatchObject({ 'accept-language': 'hunter2-for-books', 'user-agent': 'agent x-hunter2-for-books' });
+  });
+
   it('as an action it is action_unconfirmed: the first website had the request', async () => {
     const e = await runError(post(307, 'http://news.example.test/__probe/headers', { action: true }), {}, c());
     expect(e.code).toBe('action_unconfirmed');

@@ -59,6 +59,8 @@ export interface HttpRequestSpec {
   /** Path of the step in the recipe, for error details. */
   step: string;
   usesSecrets: boolean;
+  /** Headers (lower case) the recipe filled from a secret or a value derived from one: never sent to another origin on a redirect, whatever their name. */
+  originOnly?: string[];
 }
 
 export interface HttpResponseData {
@@ -473,6 +475,16 @@ export class Interpreter {
     for (const i of by ?? []) this.state.decidedBy.add(i);
   }
 
+  /** Every spelling of every secret of the run (connected or not), made when first needed. */
+  private secretForms: string[] | null = null;
+
+  /** Whether a text holds one of the run's secrets in any spelling. */
+  private holdsSecret(text: string | undefined): boolean {
+    if (!text || this.secretValues.length === 0) return false;
+    this.secretForms ??= [...new Set(this.secretValues.flatMap(secretSpellings))];
+    return this.secretForms.some((f) => text.includes(f));
+  }
+
   private markDerived(name: string, from: Set<number>): void {
     if (from.size > 0) this.state.derived.set(name, from);
     else this.state.derived.delete(name);
@@ -557,7 +569,12 @@ export class Interpreter {
     for (const [k, v] of Object.entries(step.headers ?? {})) headers[k.toLowerCase()] = renderHeader(v, scope);
     const refs = [step.url, step.query, step.json, step.form, step.headers];
     this.assertSecretsStayHome(url.hostname, () => [...urlSpellings(url), body, ...Object.values(headers)], path, refs);
-    const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets }, this.signal);
+    // A redirect to another origin keeps a few harmless headers (accept, user-agent, ...): not when
+    // the recipe filled one from a secret, which goes to its own origin only.
+    const originOnly = Object.entries(step.headers ?? {})
+      .filter(([k, v]) => secretsUsed(v).size > 0 || this.derivedFrom(v).size > 0 || this.holdsSecret(headers[k.toLowerCase()]))
+      .map(([k]) => k.toLowerCase());
+    const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets, originOnly }, this.signal);
     this.state.lastStatus = res.status;
     this.state.lastUrl = res.url;
     if (step.save_status_as) {
