@@ -87,6 +87,7 @@ beforeAll(async () => {
     for await (const chunk of req) body += chunk;
     received.push({ host: String(req.headers.host), text: `${req.url} ${JSON.stringify(req.headers)} ${body}` });
     if (req.url === '/deep-json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`{"list":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`);
+    if (req.url === '/many') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`[${'0,'.repeat(2_000_000)}0]`);
     if (req.url === '/bad-redirect') return void res.writeHead(302, { location: 'http://[::1' }).end();
     if (req.url === '/form') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><form action="/sent" method="post"><input name="q" id="q"></form>');
     if (req.url === '/echo') {
@@ -443,6 +444,24 @@ describe('a broken answer is the website\'s failure, never ours', () => {
     expect(depth).toBe(20_000);
     // what execute's size check sees: a value JSON cannot even write is too large to carry
     expect(() => JSON.stringify(redacted)).toThrow(RangeError);
+  });
+
+  it("a site's JSON list of two million items is read in a run with a connection (looking for the secret in it never spreads it into arguments)", async () => {
+    const out = await runner.run(
+      {
+        engine: 'http',
+        hosts: [SITE_A],
+        secrets: ['KEY'],
+        steps: [
+          { type: 'request', url: `http://${SITE_A}/many`, headers: { 'x-api-key': '{{secrets.KEY}}' }, parse: 'json', save_as: 'm' },
+          { type: 'extract', from: { var: 'm' }, fields: { n: { type: 'count' } }, save_as: 'c' },
+        ],
+        output: '{{vars.c.n}}',
+      },
+      {},
+      { ...ctx(), secrets: { KEY: 'key_for_site_a_3' }, secretSites: { KEY: SITE_A } },
+    );
+    expect(out).toBe(2_000_001);
   });
 
   it('a redirect to a URL that cannot be parsed is upstream_http_error (invalid_redirect), not internal_error', async () => {

@@ -441,7 +441,7 @@ export class Interpreter {
       const v = stack.pop();
       const texts: string[] = [];
       if (typeof v === 'string') texts.push(v);
-      else if (Array.isArray(v)) stack.push(...v);
+      else if (Array.isArray(v)) for (const x of v) stack.push(x); // never push(...v): a site's array of a million items is past the arguments limit
       else if (v && typeof v === 'object')
         for (const [k, x] of Object.entries(v)) {
           texts.push(k);
