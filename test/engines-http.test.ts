@@ -595,6 +595,27 @@ describe('templates', () => {
     }
   });
 
+  it('an input that no header can carry (a control character, U+2028) is invalid_provider_input naming the header, nothing sent; even in an action', async () => {
+    const state = async () => ((await demo('/__demo/state')) as { requests: Record<string, number> }).requests['books.example.test'] ?? 0;
+    const recipe = (action: boolean): Recipe => ({
+      engine: 'http',
+      hosts: ['books.example.test'],
+      steps: [{ type: 'request', method: 'POST', action, url: 'http://books.example.test/__probe/headers', headers: { 'X-Note': 'note: {{input.note}}' }, json: { a: 1 }, parse: 'json', save_as: 'r' }],
+      output: '{{vars.r.headers}}',
+    });
+    const before = await state();
+    for (const note of ['line\u2028break', 'bell\u0007', 'del\u007f']) {
+      for (const action of [false, true]) {
+        const e = await runError(recipe(action), { note });
+        expect(e.code, `${JSON.stringify(note)} action=${action}`).toBe('invalid_provider_input');
+        expect(e.details).toEqual({ step: '0', header: 'x-note', reason: 'invalid_header_value' });
+      }
+    }
+    expect(await state()).toBe(before);
+    // what a header can carry goes as it is: tabs, Latin-1
+    expect(await runner.run(recipe(false), { note: 'café\tcrème' }, ctx())).toMatchObject({ 'x-note': 'note: café\tcrème' });
+  });
+
   it('keeps types for a lone placeholder and assembles nested output', async () => {
     const recipe: Recipe = {
       engine: 'http',

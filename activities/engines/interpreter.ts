@@ -151,6 +151,9 @@ interface State {
 /** Steps that act on the website again: reaching one settles a pending action as completed. */
 const ACTING_STEPS = new Set<Step['type']>(['request', 'navigate', 'click', 'fill', 'select', 'paginate']);
 
+/** What an HTTP field value may not hold (RFC 9110 §5.5 as undici enforces it: tab, visible ASCII and obs-text 0x80-0xFF only). */
+const INVALID_HEADER_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+
 const DEFAULT_UA = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) WorkflowQueryService/0.1';
 
 /** A URL as sent and decoded (percent-escapes, and also '+' as a space), to find a value however it was spelled. */
@@ -566,7 +569,21 @@ export class Interpreter {
       body = form.toString();
       headers['content-type'] = 'application/x-www-form-urlencoded';
     }
-    for (const [k, v] of Object.entries(step.headers ?? {})) headers[k.toLowerCase()] = renderHeader(v, scope);
+    for (const [k, v] of Object.entries(step.headers ?? {})) {
+      const value = renderHeader(v, scope);
+      // An HTTP field value holds tabs, visible ASCII and Latin-1 only (undici refuses anything else
+      // as it sends): an input with a control character or U+2028 in it cannot be sent as the
+      // recipe says. Refused here, before anything is sent, as the input's fault (never a
+      // retryable network error, nor an action whose outcome is unknown). The value is not named.
+      if (INVALID_HEADER_VALUE.test(value)) {
+        const err = new ServiceError('invalid_provider_input', `The value of the ${k.toLowerCase()} header holds a character an HTTP header cannot carry`, {
+          details: { step: path, header: k.toLowerCase(), reason: 'invalid_header_value' },
+        });
+        notSent.add(err);
+        throw err;
+      }
+      headers[k.toLowerCase()] = value;
+    }
     const refs = [step.url, step.query, step.json, step.form, step.headers];
     this.assertSecretsStayHome(url.hostname, () => [...urlSpellings(url), body, ...Object.values(headers)], path, refs);
     // A redirect to another origin keeps a few harmless headers (accept, user-agent, ...): not when
