@@ -90,6 +90,17 @@ beforeAll(async () => {
     if (req.url === '/many') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`[${'0,'.repeat(2_000_000)}0]`);
     if (req.url === '/bad-redirect') return void res.writeHead(302, { location: 'http://[::1' }).end();
     if (req.url === '/form') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><form action="/sent" method="post"><input name="q" id="q"></form>');
+    if (req.url === '/later-b') {
+      // A page of site A with no field yet that sends the browser on to site B a moment later (a
+      // sign-in page's client-side redirect, say).
+      return void res.writeHead(200, { 'content-type': 'text/html' }).end(`<!doctype html><title>Wait</title><p>One moment</p><script>setTimeout(() => { location.href = 'http://${SITE_B}/typed' }, 300)</script>`);
+    }
+    if (req.url === '/typed') {
+      // Site B's page: what is typed into its field is sent to it at once.
+      return void res
+        .writeHead(200, { 'content-type': 'text/html' })
+        .end(`<!doctype html><title>Typed</title><input id="q"><select id="s"></select><script>q.addEventListener('input', () => fetch('/got?v=' + encodeURIComponent(q.value)))</script>`);
+    }
     if (req.url === '/echo') {
       // A site that echoes the key it was sent, the ways sites do: in a next link, in a form field, in JSON text, base64.
       const key = String(req.headers['x-api-key']);
@@ -384,6 +395,33 @@ describe("a connection's secret goes only to its site", () => {
     expect(e!.code).toBe('workflow_execution_failed');
     expect(e!.details).toMatchObject({ step: '3', host: SITE_B, reason: 'secret_not_for_host' });
     expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+  });
+
+  it("the browser never types a key for site A into a page of site B that site A's page turned into after the check", async () => {
+    received.length = 0;
+    const e = await runner
+      .run(
+        {
+          engine: 'browser',
+          hosts: [SITE_A, SITE_B],
+          secrets: ['A_KEY', 'B_KEY'],
+          steps: [
+            { type: 'navigate', url: `http://${SITE_A}/later-b` },
+            { type: 'fill', selector: '#q', value: '{{secrets.A_KEY}}' },
+          ],
+          output: { ok: true },
+        },
+        {},
+        { ...ctx(), secrets, secretSites },
+      )
+      .then(
+        () => null,
+        (err: ServiceError) => err,
+      );
+    expect(leakedToB()).toEqual([]);
+    expect(e).toBeInstanceOf(ServiceError);
+    expect(e!.code).toBe('workflow_execution_failed');
+    expect(e!.details).toMatchObject({ step: '1', host: SITE_B, reason: 'secret_not_for_host' });
   });
 
   for (const [how, steps] of attempts) {

@@ -86,8 +86,13 @@ export interface Driver {
   snapshot(): Promise<PageSnapshot | null>;
   /** The URL of the page the browser shows now (where a fill or select sends its value). */
   pageUrl?(): string;
-  fill?(selector: string, value: string, step: string): Promise<void>;
-  select?(selector: string, choice: { value?: string; label?: string }, step: string): Promise<void>;
+  /**
+   * `target` is called with the host of the document holding the element, once it is found and
+   * right before the value goes in (the page may have moved on since the step began): throwing
+   * there stops the step before anything is typed or chosen.
+   */
+  fill?(selector: string, value: string, step: string, target?: (host: string) => void): Promise<void>;
+  select?(selector: string, choice: { value?: string; label?: string }, step: string, target?: (host: string) => void): Promise<void>;
   click?(step: ClickStep, path: string): Promise<{ status: number | null; url: string; retryAfter?: string | null } | null>;
   wait?(step: WaitStep, rendered: { url_contains?: string }, path: string): Promise<void>;
   /** Browser: click a pagination control without href and wait. */
@@ -328,14 +333,14 @@ export class Interpreter {
         this.pageMayChange();
         const value = renderString(step.value, this.state.scope);
         this.assertSecretsStayHome(() => this.pageHost(), () => [value], path, step.value);
-        return this.driver.fill!(step.selector, value, path);
+        return this.driver.fill!(step.selector, value, path, (host) => this.assertSecretsStayHome(host, () => [value], path, step.value));
       }
       case 'select': {
         this.needBrowser(step.type);
         this.pageMayChange();
         const choice = { value: step.value !== undefined ? renderString(step.value, this.state.scope) : undefined, label: step.label !== undefined ? renderString(step.label, this.state.scope) : undefined };
         this.assertSecretsStayHome(() => this.pageHost(), () => [choice.value, choice.label], path, [step.value, step.label]);
-        return this.driver.select!(step.selector, choice, path);
+        return this.driver.select!(step.selector, choice, path, (host) => this.assertSecretsStayHome(host, () => [choice.value, choice.label], path, [step.value, step.label]));
       }
       case 'click': {
         this.needBrowser(step.type);
