@@ -403,8 +403,10 @@ export class Interpreter {
     for (const [i, { forms, sites }] of this.secretHomes.entries()) {
       // The site itself or a host under it (a key for example.com used on api.example.com).
       if ([...sites].some((site) => to === site || to.endsWith(`.${site}`))) continue;
-      if (!derived.has(i) && !texts.some((t) => t && forms.some((f) => t.includes(f)))) continue;
-      const err = new ServiceError('workflow_execution_failed', `Refused to send a connected account's or access key's secret to ${to || 'a page that is not loaded'}: it is sent only to ${[...sites].join(', ')}`, {
+      const carried = texts.some((t) => t && forms.some((f) => t.includes(f)));
+      if (!carried && !derived.has(i)) continue;
+      const what = carried ? "a connected account's or access key's secret" : "what the run read from, or decided on, a connected account's or access key's secret";
+      const err = new ServiceError('workflow_execution_failed', `Refused to send ${what} to ${to || 'a page that is not loaded'}: it is sent only to ${[...sites].join(', ')}`, {
         details: { step: path, host: to, reason: 'secret_not_for_host' },
       });
       notSent.add(err);
