@@ -87,8 +87,20 @@ beforeAll(async () => {
     for await (const chunk of req) body += chunk;
     received.push({ host: String(req.headers.host), text: `${req.url} ${JSON.stringify(req.headers)} ${body}` });
     if (req.url === '/deep-json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`{"list":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`);
+    if (req.url === '/many') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`[${'0,'.repeat(2_000_000)}0]`);
     if (req.url === '/bad-redirect') return void res.writeHead(302, { location: 'http://[::1' }).end();
     if (req.url === '/form') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><form action="/sent" method="post"><input name="q" id="q"></form>');
+    if (req.url === '/later-b') {
+      // A page of site A with no field yet that sends the browser on to site B a moment later (a
+      // sign-in page's client-side redirect, say).
+      return void res.writeHead(200, { 'content-type': 'text/html' }).end(`<!doctype html><title>Wait</title><p>One moment</p><script>setTimeout(() => { location.href = 'http://${SITE_B}/typed' }, 300)</script>`);
+    }
+    if (req.url === '/typed') {
+      // Site B's page: what is typed into its field is sent to it at once.
+      return void res
+        .writeHead(200, { 'content-type': 'text/html' })
+        .end(`<!doctype html><title>Typed</title><input id="q"><select id="s"></select><script>q.addEventListener('input', () => fetch('/got?v=' + encodeURIComponent(q.value)))</script>`);
+    }
     if (req.url === '/echo') {
       // A site that echoes the key it was sent, the ways sites do: in a next link, in a form field, in JSON text, base64.
       const key = String(req.headers['x-api-key']);
@@ -101,6 +113,10 @@ beforeAll(async () => {
           token: Buffer.from(key).toString('base64'),
         }),
       );
+    }
+    if (req.url?.startsWith('/reflect?')) {
+      // A site that shows what it was sent (a search page's "results for …"), as JSON.
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ q: new URL(req.url, 'http://x').searchParams.get('q') }));
     }
     if (req.headers.host !== HOST) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
     const make = pages[req.url ?? ''];
@@ -249,7 +265,109 @@ describe("a connection's secret goes only to its site", () => {
         { type: 'request', url: '{{vars.u}}', parse: 'json', save_as: 'b' },
       ],
     ],
+    // Values computed from the key by extraction hold none of its spellings: a piece cut out by
+    // a field's pattern, a character at a time, an answer to a selector. Each is the key's as much
+    // as the key itself: it goes to site A (and the hosts under it) only.
+    [
+      'in two pieces cut out by extraction patterns',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        { type: 'extract', from: { var: 's' }, fields: { head: { type: 'text', pattern: '^(.{6})' }, tail: { type: 'text', pattern: '^.{6}(.*)$' } }, save_as: 'p' },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { h: '{{vars.p.head}}', t: '{{vars.p.tail}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'a bit at a time, as the answer to a selector',
+      [
+        { type: 'set', var: 's', value: '<i data-k="{{secrets.A_KEY}}"></i>' },
+        { type: 'extract', from: { var: 's' }, fields: { k: { type: 'exists', selector: 'i[data-k^="k"]' } }, save_as: 'bits' },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { b: '{{vars.bits.k}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'a character of it read from a JSON value, passed on through another variable',
+      [
+        { type: 'set', var: 'o', value: { k: '{{secrets.A_KEY}}' } },
+        { type: 'extract', from: { var: 'o' }, fields: { c: { type: 'text', pointer: '/k', pattern: '^(.)' } }, save_as: 'p' },
+        { type: 'set', var: 'q', value: { x: ['{{vars.p.c}}'] } },
+        { type: 'request', method: 'POST', url: `http://${SITE_B}/b`, json: { q: '{{vars.q}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      "a piece of site A's echo of it, cut out by a pattern",
+      [
+        { type: 'request', url: `http://${SITE_A}/echo`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'echo' },
+        { type: 'extract', from: { var: 'echo' }, fields: { t: { type: 'text', pointer: '/text', pattern: 'key":"(.{6})' } }, save_as: 'p' },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { t: '{{vars.p.t}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'in a piece that site A showed back',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        { type: 'extract', from: { var: 's' }, fields: { head: { type: 'text', pattern: '^(.{6})' } }, save_as: 'p' },
+        { type: 'request', url: `http://${SITE_A}/reflect?q={{vars.p.head}}`, parse: 'json', save_as: 'r' },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { q: '{{vars.r.q}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'in the pieces a pagination collected',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        {
+          type: 'paginate',
+          steps: [{ type: 'extract', from: { var: 's' }, fields: { items: { type: 'list', selector: 'body', item: { type: 'text', pattern: '^(.{6})' } } }, save_as: 'page' }],
+          collect: 'page.items',
+          save_as: 'all',
+          limit: 1,
+          next: { kind: 'counter' },
+        },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { a: '{{vars.all}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    // A condition or a loop that reads such a value decides what the run sends next: whether a
+    // request to site B happens at all, how many pages a counter counts. One bit each, as many
+    // as the recipe has conditions.
+    [
+      'a bit at a time, as whether the run goes on to site B',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        { type: 'extract', from: { var: 's' }, fields: { k: { type: 'text', pattern: '^(k)' } }, save_as: 'bits' },
+        { type: 'not_found', when: { missing: { var: 'bits', pointer: '/k' } } },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { bit: '1' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'as the number of pages a pagination read',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        {
+          type: 'paginate',
+          steps: [{ type: 'extract', from: { var: 's' }, fields: { items: { type: 'list', selector: 'body', item: { type: 'text', pattern: '^(k)' } } }, save_as: 'found' }],
+          collect: 'found.items',
+          save_as: 'all',
+          limit: 3,
+          next: { kind: 'counter' },
+        },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { pages: '{{vars.page}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
   ];
+  it('a value read from site A by extraction still goes to site A, and clean values to site B', async () => {
+    received.length = 0;
+    const e = await run([
+      { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+      { type: 'extract', from: { var: 's' }, fields: { head: { type: 'text', pattern: '^(.{6})' } }, save_as: 'p' },
+      { type: 'request', url: `http://${SITE_A}/reflect?q={{vars.p.head}}`, parse: 'json', save_as: 'r' },
+      { type: 'set', var: 'clean', value: { n: 1 } },
+      { type: 'extract', from: { var: 'clean' }, fields: { n: { type: 'integer', pointer: '/n' } }, save_as: 'c' },
+      { type: 'not_found', when: { missing: { var: 'c', pointer: '/n' } } },
+      { type: 'request', url: `http://${SITE_B}/b`, query: { n: '{{vars.c.n}}' }, parse: 'json', save_as: 'b' },
+    ]);
+    expect(e).toBeNull();
+    expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+    expect(received[1]!.text).toContain('/b?n=1 ');
+  });
   it("the browser never types a key for site A into site B's page", async () => {
     received.length = 0;
     const e = await runner
@@ -277,6 +395,33 @@ describe("a connection's secret goes only to its site", () => {
     expect(e!.code).toBe('workflow_execution_failed');
     expect(e!.details).toMatchObject({ step: '3', host: SITE_B, reason: 'secret_not_for_host' });
     expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+  });
+
+  it("the browser never types a key for site A into a page of site B that site A's page turned into after the check", async () => {
+    received.length = 0;
+    const e = await runner
+      .run(
+        {
+          engine: 'browser',
+          hosts: [SITE_A, SITE_B],
+          secrets: ['A_KEY', 'B_KEY'],
+          steps: [
+            { type: 'navigate', url: `http://${SITE_A}/later-b` },
+            { type: 'fill', selector: '#q', value: '{{secrets.A_KEY}}' },
+          ],
+          output: { ok: true },
+        },
+        {},
+        { ...ctx(), secrets, secretSites },
+      )
+      .then(
+        () => null,
+        (err: ServiceError) => err,
+      );
+    expect(leakedToB()).toEqual([]);
+    expect(e).toBeInstanceOf(ServiceError);
+    expect(e!.code).toBe('workflow_execution_failed');
+    expect(e!.details).toMatchObject({ step: '1', host: SITE_B, reason: 'secret_not_for_host' });
   });
 
   for (const [how, steps] of attempts) {
@@ -337,6 +482,24 @@ describe('a broken answer is the website\'s failure, never ours', () => {
     expect(depth).toBe(20_000);
     // what execute's size check sees: a value JSON cannot even write is too large to carry
     expect(() => JSON.stringify(redacted)).toThrow(RangeError);
+  });
+
+  it("a site's JSON list of two million items is read in a run with a connection (looking for the secret in it never spreads it into arguments)", async () => {
+    const out = await runner.run(
+      {
+        engine: 'http',
+        hosts: [SITE_A],
+        secrets: ['KEY'],
+        steps: [
+          { type: 'request', url: `http://${SITE_A}/many`, headers: { 'x-api-key': '{{secrets.KEY}}' }, parse: 'json', save_as: 'm' },
+          { type: 'extract', from: { var: 'm' }, fields: { n: { type: 'count' } }, save_as: 'c' },
+        ],
+        output: '{{vars.c.n}}',
+      },
+      {},
+      { ...ctx(), secrets: { KEY: 'key_for_site_a_3' }, secretSites: { KEY: SITE_A } },
+    );
+    expect(out).toBe(2_000_001);
   });
 
   it('a redirect to a URL that cannot be parsed is upstream_http_error (invalid_redirect), not internal_error', async () => {

@@ -524,6 +524,33 @@ describe('a body never follows a redirect to another origin', () => {
     expect(await runner.run(post(303, 'http://news.example.test/__probe/headers'), {}, c())).toEqual({ method: 'GET', body: '' });
   });
 
+  it('a header the recipe filled from a secret stays with its origin, even one of those kept across origins (accept-language, user-agent, ...)', async () => {
+    const recipe = (to: string): Recipe => ({
+      engine: 'http',
+      hosts: ['books.example.test', 'news.example.test'],
+      secrets: ['PASSWORD'],
+      steps: [
+        { type: 'set', var: 'v', value: 'x-{{secrets.PASSWORD}}' },
+        {
+          type: 'request',
+          url: `http://books.example.test/__probe/redirect?status=302&to=${encodeURIComponent(to)}`,
+          headers: { 'accept-language': '{{secrets.PASSWORD}}', 'user-agent': 'agent {{vars.v}}', 'content-language': 'en', accept: 'application/json' },
+          parse: 'json',
+          save_as: 'r',
+        },
+      ],
+      output: '{{vars.r.headers}}',
+    });
+    const across = (await runner.run(recipe('http://news.example.test/__probe/headers'), {}, c())) as Record<string, string>;
+    expect(JSON.stringify(across)).not.toContain('hunter2');
+    // what no secret filled still goes along
+    expect(across).toMatchObject({ 'content-language': 'en', accept: 'application/json' });
+    expect(across['accept-language']).toBeUndefined();
+    // on its own origin every header follows
+    const same = (await runner.run(recipe('http://books.example.test/__probe/headers'), {}, c())) as Record<string, string>;
+    expect(same).toMatchObject({ 'accept-language': 'hunter2-for-books', 'user-agent': 'agent x-hunter2-for-books' });
+  });
+
   it('as an action it is action_unconfirmed: the first website had the request', async () => {
     const e = await runError(post(307, 'http://news.example.test/__probe/headers', { action: true }), {}, c());
     expect(e.code).toBe('action_unconfirmed');
@@ -566,6 +593,27 @@ describe('templates', () => {
       expect(e.code).toBe('invalid_provider_input');
       expect(e.details).toEqual({ step: '0', reason: 'dot_segment' });
     }
+  });
+
+  it('an input that no header can carry (a control character, U+2028) is invalid_provider_input naming the header, nothing sent; even in an action', async () => {
+    const state = async () => ((await demo('/__demo/state')) as { requests: Record<string, number> }).requests['books.example.test'] ?? 0;
+    const recipe = (action: boolean): Recipe => ({
+      engine: 'http',
+      hosts: ['books.example.test'],
+      steps: [{ type: 'request', method: 'POST', action, url: 'http://books.example.test/__probe/headers', headers: { 'X-Note': 'note: {{input.note}}' }, json: { a: 1 }, parse: 'json', save_as: 'r' }],
+      output: '{{vars.r.headers}}',
+    });
+    const before = await state();
+    for (const note of ['line\u2028break', 'bell\u0007', 'del\u007f']) {
+      for (const action of [false, true]) {
+        const e = await runError(recipe(action), { note });
+        expect(e.code, `${JSON.stringify(note)} action=${action}`).toBe('invalid_provider_input');
+        expect(e.details).toEqual({ step: '0', header: 'x-note', reason: 'invalid_header_value' });
+      }
+    }
+    expect(await state()).toBe(before);
+    // what a header can carry goes as it is: tabs, Latin-1
+    expect(await runner.run(recipe(false), { note: 'café\tcrème' }, ctx())).toMatchObject({ 'x-note': 'note: café\tcrème' });
   });
 
   it('keeps types for a lone placeholder and assembles nested output', async () => {

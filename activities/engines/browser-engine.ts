@@ -10,7 +10,7 @@
 // sites there (the URL and Host header stay real-looking). A private destination anywhere in the
 // run fails it; an undeclared public host fails it when the page itself goes there.
 
-import { chromium, errors as pwErrors, type Browser, type BrowserContext, type Page, type Response } from 'playwright-core';
+import { chromium, errors as pwErrors, type Browser, type BrowserContext, type ElementHandle, type Page, type Response } from 'playwright-core';
 import type { Cookie } from 'tough-cookie';
 import type { Agent } from 'undici';
 import { defaultChromiumPath } from '../../shared/config.ts';
@@ -495,12 +495,50 @@ export class BrowserDriver implements Driver {
     return this.page.url();
   }
 
-  async fill(selector: string, value: string, step: string): Promise<void> {
-    await this.pw(step, `filling ${selector}`, () => this.page.locator(selector).first().fill(value));
+  async fill(selector: string, value: string, step: string, target?: (host: string) => void): Promise<void> {
+    await this.pw(step, `filling ${selector}`, () => this.onElement(selector, target, (el) => el.fill(value)));
   }
 
-  async select(selector: string, choice: { value?: string; label?: string }, step: string): Promise<void> {
-    await this.pw(step, `choosing in ${selector}`, () => this.page.locator(selector).first().selectOption(choice.value !== undefined ? { value: choice.value } : { label: choice.label! }));
+  async select(selector: string, choice: { value?: string; label?: string }, step: string, target?: (host: string) => void): Promise<void> {
+    await this.pw(step, `choosing in ${selector}`, () =>
+      this.onElement(selector, target, (el) => el.selectOption(choice.value !== undefined ? { value: choice.value } : { label: choice.label! })),
+    );
+  }
+
+  /**
+   * Acts on the element `selector` finds, once `target` has accepted the host of its document. The
+   * interpreter checks the page's host when the step begins, but a locator waits for its element
+   * (up to the action timeout) and the page may meanwhile go to another host (a client-side
+   * redirect, a meta refresh), or the element may be in a frame of another host: a value meant
+   * for one site would be typed into another's page. An element handle belongs to one document:
+   * if that document goes away between the check and the action, the action fails instead of
+   * typing into the next one. An element that a page re-renders meanwhile is found again.
+   */
+  private async onElement(selector: string, target: ((host: string) => void) | undefined, act: (el: ElementHandle) => Promise<unknown>): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const el = await this.page.locator(selector).first().elementHandle();
+      try {
+        if (target) {
+          // A frame without a URL of its own (about:blank, about:srcdoc) holds its parent's document's origin.
+          let frame = await el.ownerFrame();
+          while (frame && !/^https?:/i.test(frame.url()) && frame.parentFrame()) frame = frame.parentFrame();
+          const url = frame?.url() ?? '';
+          let host = '';
+          try {
+            host = new URL(url).hostname.toLowerCase();
+          } catch {
+            // about:blank, a frame without a document: no site's host
+          }
+          target(host);
+        }
+        await act(el);
+        return;
+      } catch (e) {
+        if (attempt >= 3 || e instanceof ServiceError || !/not attached to the DOM/i.test(String((e as Error)?.message))) throw e;
+      } finally {
+        void el.dispose().catch(() => undefined);
+      }
+    }
   }
 
   async click(step: ClickStep, path: string) {

@@ -14,7 +14,7 @@ import type { Driver, HttpRequestSpec, HttpResponseData, PageSnapshot, UrlCheck 
 
 export const MAX_BODY_BYTES = 5 * 1024 * 1024;
 export const MAX_REDIRECTS = 5;
-/** The only recipe headers a redirect to another origin keeps: none of them can carry a secret. */
+/** The only recipe headers a redirect to another origin keeps, unless the recipe filled one from a secret (`HttpRequestSpec.originOnly`). */
 const SAFE_ACROSS_ORIGINS = new Set(['accept', 'accept-language', 'content-language', 'content-type', 'user-agent']);
 
 export interface HttpDispatcherOptions {
@@ -321,7 +321,7 @@ export class HttpDriver implements Driver {
             throw new ServiceError('workflow_execution_failed', `The website ${host} redirected a request with a body to another origin (${next.host}): the body is not sent there`, {
               details: { step: spec.step, host, reason: 'cross_origin_body_redirect' },
             });
-          for (const name of Object.keys(headers)) if (!SAFE_ACROSS_ORIGINS.has(name.toLowerCase())) delete headers[name];
+          for (const name of Object.keys(headers)) if (!SAFE_ACROSS_ORIGINS.has(name.toLowerCase()) || spec.originOnly?.includes(name.toLowerCase())) delete headers[name];
         }
         url = next;
         continue;

@@ -16,6 +16,7 @@ import type {
   WaitStep,
 } from '../../shared/recipes/schema.ts';
 import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, type TemplateScope } from '../../shared/recipes/template.ts';
+import { PLACEHOLDER_RE, parseReference } from '../../shared/recipes/schema.ts';
 import { DEFINITE_REFUSALS, isAbortError, notSent, redactError, secretSpellings, statusError, timeoutError } from './errors.ts';
 import { isProtectableSecret } from '../../shared/secrets.ts';
 import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, type CheerioDoc, type ExtractOptions } from './extract.ts';
@@ -58,6 +59,8 @@ export interface HttpRequestSpec {
   /** Path of the step in the recipe, for error details. */
   step: string;
   usesSecrets: boolean;
+  /** Headers (lower case) the recipe filled from a secret or a value derived from one: never sent to another origin on a redirect, whatever their name. */
+  originOnly?: string[];
 }
 
 export interface HttpResponseData {
@@ -83,8 +86,13 @@ export interface Driver {
   snapshot(): Promise<PageSnapshot | null>;
   /** The URL of the page the browser shows now (where a fill or select sends its value). */
   pageUrl?(): string;
-  fill?(selector: string, value: string, step: string): Promise<void>;
-  select?(selector: string, choice: { value?: string; label?: string }, step: string): Promise<void>;
+  /**
+   * `target` is called with the host of the document holding the element, once it is found and
+   * right before the value goes in (the page may have moved on since the step began): throwing
+   * there stops the step before anything is typed or chosen.
+   */
+  fill?(selector: string, value: string, step: string, target?: (host: string) => void): Promise<void>;
+  select?(selector: string, choice: { value?: string; label?: string }, step: string, target?: (host: string) => void): Promise<void>;
   click?(step: ClickStep, path: string): Promise<{ status: number | null; url: string; retryAfter?: string | null } | null>;
   wait?(step: WaitStep, rendered: { url_contains?: string }, path: string): Promise<void>;
   /** Browser: click a pagination control without href and wait. */
@@ -131,10 +139,25 @@ interface State {
   pendingAction: boolean;
   /** Whether a step has sent a secret (a later 401/403 then means the credentials were refused). */
   secretsSent: boolean;
+  /**
+   * Variables holding values computed from a connection's secret (indices into secretHomes): see
+   * `Interpreter.derivedFrom`. A variable not listed holds nothing derived.
+   */
+  derived: Map<string, Set<number>>;
+  /** Secrets whose derived values the run has sent to a website: what it loads afterwards may show them back. */
+  derivedSent: Set<number>;
+  /**
+   * Secrets a decision of the run has depended on (a condition, whether a pagination goes on, a
+   * limit): everything the run sends from then on may tell them, so it goes to their sites only.
+   */
+  decidedBy: Set<number>;
 }
 
 /** Steps that act on the website again: reaching one settles a pending action as completed. */
 const ACTING_STEPS = new Set<Step['type']>(['request', 'navigate', 'click', 'fill', 'select', 'paginate']);
+
+/** What an HTTP field value may not hold (RFC 9110 §5.5 as undici enforces it: tab, visible ASCII and obs-text 0x80-0xFF only). */
+const INVALID_HEADER_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
 const DEFAULT_UA = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) WorkflowQueryService/0.1';
 
@@ -191,6 +214,9 @@ export class Interpreter {
       currentStep: undefined,
       secretsSent: false,
       pendingAction: false,
+      derived: new Map(),
+      derivedSent: new Set(),
+      decidedBy: new Set(),
     };
   }
 
@@ -294,7 +320,7 @@ export class Interpreter {
         return this.request(step, path);
       case 'navigate': {
         const url = this.resolveUrl(step.url, path);
-        this.assertSecretsStayHome(url.hostname, () => urlSpellings(url), path);
+        this.assertSecretsStayHome(url.hostname, () => urlSpellings(url), path, step.url);
         const res = await this.driver.navigate(url, { waitUntil: step.wait_until, step: path, signal: this.signal });
         this.afterPageChange(res);
         const snap = await this.pageSnapshot();
@@ -306,15 +332,15 @@ export class Interpreter {
         this.needBrowser(step.type);
         this.pageMayChange();
         const value = renderString(step.value, this.state.scope);
-        this.assertSecretsStayHome(() => this.pageHost(), () => [value], path);
-        return this.driver.fill!(step.selector, value, path);
+        this.assertSecretsStayHome(() => this.pageHost(), () => [value], path, step.value);
+        return this.driver.fill!(step.selector, value, path, (host) => this.assertSecretsStayHome(host, () => [value], path, step.value));
       }
       case 'select': {
         this.needBrowser(step.type);
         this.pageMayChange();
         const choice = { value: step.value !== undefined ? renderString(step.value, this.state.scope) : undefined, label: step.label !== undefined ? renderString(step.label, this.state.scope) : undefined };
-        this.assertSecretsStayHome(() => this.pageHost(), () => [choice.value, choice.label], path);
-        return this.driver.select!(step.selector, choice, path);
+        this.assertSecretsStayHome(() => this.pageHost(), () => [choice.value, choice.label], path, [step.value, step.label]);
+        return this.driver.select!(step.selector, choice, path, (host) => this.assertSecretsStayHome(host, () => [choice.value, choice.label], path, [step.value, step.label]));
       }
       case 'click': {
         this.needBrowser(step.type);
@@ -329,11 +355,14 @@ export class Interpreter {
       case 'wait':
         this.needBrowser(step.type);
         this.pageMayChange();
+        // Whether the address comes to hold a derived value (else the run fails) decides whether the run goes on.
+        if (step.url_contains !== undefined) this.decided([...this.derivedFrom(step.url_contains), ...this.state.derivedSent]);
         return this.driver.wait!(step, { url_contains: step.url_contains !== undefined ? renderString(step.url_contains, this.state.scope) : undefined }, path);
       case 'extract':
         return this.extract(step);
       case 'set':
         this.state.scope.vars[step.var] = renderValue(step.value, this.state.scope);
+        this.markDerived(step.var, this.derivedFrom(step.value));
         return;
       case 'paginate':
         return this.paginate(step, path);
@@ -364,21 +393,111 @@ export class Interpreter {
    * when any of the `outgoing` texts going to `host` carries, in any spelling, a secret of a connection for
    * another site, whether the step names the secret or a variable holding it.
    */
-  private assertSecretsStayHome(host: string | (() => string), outgoing: () => Array<string | undefined>, path: string): void {
+  private assertSecretsStayHome(host: string | (() => string), outgoing: () => Array<string | undefined>, path: string, templates: unknown): void {
     // Most runs use no connection: then nothing is decoded or gathered on the request path.
     if (this.secretHomes.length === 0) return;
     const to = (typeof host === 'string' ? host : host()).toLowerCase();
     const texts = outgoing();
-    for (const { forms, sites } of this.secretHomes) {
+    const derived = this.derivedFrom(templates);
+    for (const i of this.state.decidedBy) derived.add(i);
+    for (const [i, { forms, sites }] of this.secretHomes.entries()) {
       // The site itself or a host under it (a key for example.com used on api.example.com).
       if ([...sites].some((site) => to === site || to.endsWith(`.${site}`))) continue;
-      if (!texts.some((t) => t && forms.some((f) => t.includes(f)))) continue;
-      const err = new ServiceError('workflow_execution_failed', `Refused to send a connected account's or access key's secret to ${to || 'a page that is not loaded'}: it is sent only to ${[...sites].join(', ')}`, {
+      const carried = texts.some((t) => t && forms.some((f) => t.includes(f)));
+      if (!carried && !derived.has(i)) continue;
+      const what = carried ? "a connected account's or access key's secret" : "what the run read from, or decided on, a connected account's or access key's secret";
+      const err = new ServiceError('workflow_execution_failed', `Refused to send ${what} to ${to || 'a page that is not loaded'}: it is sent only to ${[...sites].join(', ')}`, {
         details: { step: path, host: to, reason: 'secret_not_for_host' },
       });
       notSent.add(err);
       throw err;
     }
+    for (const i of derived) this.state.derivedSent.add(i);
+  }
+
+  /**
+   * Values computed from a secret. Extraction can turn a secret into text holding none of its
+   * spellings (a field's pattern cutting out a piece or one character, a selector answering
+   * whether it begins with "a", whitespace collapsed), which the spelling check above would let
+   * through to any host. So a variable an extract step fills from a source holding a connection's
+   * secret (in any spelling), or from a variable already derived from one, is derived from that
+   * secret, and so is every variable built from it (set, pagination, a cursor) and every answer
+   * read after the run sent such a value to a website (which may show it back). A step whose
+   * templates name a derived variable may send to the secret's site only. Only runs with
+   * connections track anything.
+   */
+  private derivedFrom(templates: unknown): Set<number> {
+    const out = new Set<number>();
+    if (this.secretHomes.length === 0 || this.state.derived.size === 0) return out;
+    const visit = (v: unknown): void => {
+      if (typeof v === 'string') {
+        for (const m of v.matchAll(PLACEHOLDER_RE)) {
+          const ref = parseReference(m[1] ?? '');
+          if (ref?.namespace !== 'vars') continue;
+          for (const i of this.state.derived.get(String(ref.path[0])) ?? []) out.add(i);
+        }
+      } else if (Array.isArray(v)) v.forEach(visit);
+      else if (v && typeof v === 'object') Object.values(v).forEach(visit);
+    };
+    visit(templates);
+    return out;
+  }
+
+  /** The secrets (indices into secretHomes) a text or JSON value holds in any spelling. Iterative: a site's JSON may nest deep. */
+  private secretsIn(value: unknown, out = new Set<number>()): Set<number> {
+    if (this.secretHomes.length === 0) return out;
+    const stack: unknown[] = [value];
+    while (stack.length > 0 && out.size < this.secretHomes.length) {
+      const v = stack.pop();
+      const texts: string[] = [];
+      if (typeof v === 'string') texts.push(v);
+      else if (Array.isArray(v)) for (const x of v) stack.push(x); // never push(...v): a site's array of a million items is past the arguments limit
+      else if (v && typeof v === 'object')
+        for (const [k, x] of Object.entries(v)) {
+          texts.push(k);
+          stack.push(x);
+        }
+      for (const t of texts) this.secretHomes.forEach(({ forms }, i) => forms.some((f) => t.includes(f)) && out.add(i));
+    }
+    return out;
+  }
+
+  /**
+   * The secrets what a condition reads may depend on: its variable, its template, or what a website
+   * answered (the page, its address, the status), which may show back what the run sent it.
+   */
+  private async conditionSources(c: Condition): Promise<Set<number>> {
+    const out = new Set<number>();
+    const vars = this.state.scope.vars;
+    if (!('empty' in c) && !('missing' in c)) for (const i of this.state.derivedSent) out.add(i);
+    if ('selector_present' in c || 'selector_absent' in c || 'text_contains' in c) this.secretsIn((await this.currentDoc()).html, out);
+    if ('text_contains' in c || 'url_contains' in c) for (const i of this.derivedFrom(c)) out.add(i);
+    if ('url_contains' in c) this.secretsIn(this.state.htmlDoc?.url ?? (await this.pageSnapshot())?.url ?? this.state.lastUrl ?? '', out);
+    const name = 'empty' in c ? c.empty : 'missing' in c ? c.missing.var : undefined;
+    if (name !== undefined) {
+      for (const i of this.state.derived.get(name) ?? []) out.add(i);
+      this.secretsIn(vars[name], out);
+    }
+    return out;
+  }
+
+  private decided(by: Iterable<number> | undefined): void {
+    for (const i of by ?? []) this.state.decidedBy.add(i);
+  }
+
+  /** Every spelling of every secret of the run (connected or not), made when first needed. */
+  private secretForms: string[] | null = null;
+
+  /** Whether a text holds one of the run's secrets in any spelling. */
+  private holdsSecret(text: string | undefined): boolean {
+    if (!text || this.secretValues.length === 0) return false;
+    this.secretForms ??= [...new Set(this.secretValues.flatMap(secretSpellings))];
+    return this.secretForms.some((f) => text.includes(f));
+  }
+
+  private markDerived(name: string, from: Set<number>): void {
+    if (from.size > 0) this.state.derived.set(name, from);
+    else this.state.derived.delete(name);
   }
 
   private needBrowser(type: string): void {
@@ -457,12 +576,35 @@ export class Interpreter {
       body = form.toString();
       headers['content-type'] = 'application/x-www-form-urlencoded';
     }
-    for (const [k, v] of Object.entries(step.headers ?? {})) headers[k.toLowerCase()] = renderHeader(v, scope);
-    this.assertSecretsStayHome(url.hostname, () => [...urlSpellings(url), body, ...Object.values(headers)], path);
-    const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets }, this.signal);
+    for (const [k, v] of Object.entries(step.headers ?? {})) {
+      const value = renderHeader(v, scope);
+      // An HTTP field value holds tabs, visible ASCII and Latin-1 only (undici refuses anything else
+      // as it sends): an input with a control character or U+2028 in it cannot be sent as the
+      // recipe says. Refused here, before anything is sent, as the input's fault (never a
+      // retryable network error, nor an action whose outcome is unknown). The value is not named.
+      if (INVALID_HEADER_VALUE.test(value)) {
+        const err = new ServiceError('invalid_provider_input', `The value of the ${k.toLowerCase()} header holds a character an HTTP header cannot carry`, {
+          details: { step: path, header: k.toLowerCase(), reason: 'invalid_header_value' },
+        });
+        notSent.add(err);
+        throw err;
+      }
+      headers[k.toLowerCase()] = value;
+    }
+    const refs = [step.url, step.query, step.json, step.form, step.headers];
+    this.assertSecretsStayHome(url.hostname, () => [...urlSpellings(url), body, ...Object.values(headers)], path, refs);
+    // A redirect to another origin keeps a few harmless headers (accept, user-agent, ...): not when
+    // the recipe filled one from a secret, which goes to its own origin only.
+    const originOnly = Object.entries(step.headers ?? {})
+      .filter(([k, v]) => secretsUsed(v).size > 0 || this.derivedFrom(v).size > 0 || this.holdsSecret(headers[k.toLowerCase()]))
+      .map(([k]) => k.toLowerCase());
+    const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets, originOnly }, this.signal);
     this.state.lastStatus = res.status;
     this.state.lastUrl = res.url;
-    if (step.save_status_as) scope.vars[step.save_status_as] = res.status;
+    if (step.save_status_as) {
+      scope.vars[step.save_status_as] = res.status;
+      this.markDerived(step.save_status_as, new Set(this.state.derivedSent));
+    }
     this.checkStatus(res.status, new URL(res.url), step, path, usesSecrets, headerValue(res.headers['retry-after']));
     const kind = step.parse ?? (/json/i.test(res.contentType) ? 'json' : /html|xml/i.test(res.contentType) ? 'html' : 'text');
     let value: unknown = res.body;
@@ -482,7 +624,11 @@ export class Interpreter {
       this.state.lastUrl = res.url;
       detectChallenge(res.body, url.hostname, path);
     }
-    if (step.save_as) scope.vars[step.save_as] = value;
+    if (step.save_as) {
+      scope.vars[step.save_as] = value;
+      // What a website answers after being sent derived values may show them back.
+      this.markDerived(step.save_as, new Set(this.state.derivedSent));
+    }
   }
 
   /** The driver's page, read once per state of it (see State.page); null when none is loaded. */
@@ -542,6 +688,12 @@ export class Interpreter {
 
   private async extract(step: ExtractStep): Promise<void> {
     const from = step.from ?? 'page';
+    // Whatever this step reads is derived from the secrets its source holds (see derivedFrom).
+    const source = from === 'page' ? null : this.state.scope.vars[from.var];
+    const derived = from === 'page' ? new Set(this.state.derivedSent) : new Set(this.state.derived.get(from.var));
+    if (this.secretHomes.length > 0) this.secretsIn(from === 'page' ? (await this.currentDoc()).html : source, derived);
+    for (const i of this.derivedFrom(step.fields)) derived.add(i); // a list's limit given as a template
+    this.markDerived(step.save_as, derived);
     const opts = this.extractOptions();
     if (from === 'page' || typeof this.state.scope.vars[from.var] === 'string') {
       const doc = from === 'page' ? await this.currentDoc() : null;
@@ -570,6 +722,7 @@ export class Interpreter {
 
   private async paginate(step: PaginateStep, path: string): Promise<void> {
     const limit = this.resolveLimit(step.limit, step.default_limit);
+    this.decided(this.derivedFrom(step.limit));
     const maxPages = step.max_pages ?? 10;
     const vars = this.state.scope.vars;
     const acc: unknown[] = [];
@@ -577,10 +730,16 @@ export class Interpreter {
     const pageVar = next.kind === 'link' ? undefined : (next.page_var ?? 'page');
     if (next.kind === 'counter') vars[pageVar!] = next.start ?? 1;
     if (next.kind === 'cursor') vars[pageVar!] = null;
+    if (pageVar) this.markDerived(pageVar, new Set());
+    // What the pages collected, and the cursors read, are derived from whatever they came from.
+    const derived = new Set<number>();
     for (let page = 0; page < maxPages && acc.length < limit; page++) {
       vars[step.collect.split('.')[0]!] = undefined;
       await this.runSteps(step.steps, `${path}.steps`);
       const [head, ...rest] = step.collect.split('.');
+      // Whether it goes on depends on the list (its length, whether it grew).
+      for (const i of this.state.derived.get(head!) ?? []) derived.add(i);
+      this.decided(derived);
       let got: unknown = vars[head!];
       for (const k of rest) got = got && typeof got === 'object' && !Array.isArray(got) ? (got as Record<string, unknown>)[k] : undefined;
       const list = Array.isArray(got) ? got : [];
@@ -596,11 +755,15 @@ export class Interpreter {
         vars[pageVar!] = (vars[pageVar!] as number) + 1;
       } else if (next.kind === 'cursor') {
         const c = jsonPointer(vars[next.var], next.pointer);
+        this.decided(this.state.derived.get(next.var));
         if (c === undefined || c === null || c === '' || c === false) break;
         vars[pageVar!] = c;
+        this.markDerived(pageVar!, new Set(this.state.derived.get(next.var)));
       } else {
         const doc = await this.currentDoc();
         const $ = await this.parsed(doc);
+        // Which link there is (if any) is read from the page: a decision like a condition's.
+        if (this.secretHomes.length > 0) this.decided(this.secretsIn(doc.html, new Set(this.state.derivedSent)));
         const link = $(next.selector).first();
         if (link.length === 0) break;
         const href = link.attr('href');
@@ -612,6 +775,7 @@ export class Interpreter {
             break;
           }
           this.checkUrl(url, path);
+          this.assertSecretsStayHome(url.hostname, () => urlSpellings(url), path, undefined);
           if (this.state.htmlDoc && this.driver.engine === 'http') {
             // the page came from a request step: load the next one the same way
             const res = await this.driver.request(
@@ -634,9 +798,11 @@ export class Interpreter {
       }
     }
     vars[step.save_as] = acc.slice(0, limit);
+    this.markDerived(step.save_as, derived);
   }
 
   private async holds(c: Condition): Promise<boolean> {
+    if (this.secretHomes.length > 0) this.decided(await this.conditionSources(c));
     const vars = this.state.scope.vars;
     if ('selector_present' in c || 'selector_absent' in c) {
       const doc = await this.currentDoc();
