@@ -6,7 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { db, demo, newOrg, query, until } from './helpers/stack.ts';
+import { db, demo, newOrg, query, sleep, until } from './helpers/stack.ts';
 import { ownPairPool } from './helpers/own-pair.ts';
 
 const pool = ownPairPool('org-limits');
@@ -176,8 +176,12 @@ describe('per-organization limits', () => {
     // Two organizations' uploads, 4 MB declared each, begun and left open: 8 MB of the 10 MiB held.
     // Held once 2.5 MB more is refused; a probe let in before that is stored, and one that raced
     // them may have taken the room of one (answered early): then both are dropped and begun again.
+    let attempt = 0;
     const [heldA, heldB] = await until(async () => {
       const held = [openUpload(url, a!.api_key, 4_000_000), openUpload(url, b!.api_key, 4_000_000)];
+      // Give them time to be let in before the probe races them (longer at each try: a busy
+      // machine took longer than the probe's own upload, every time, for 30 s).
+      await sleep(Math.min(2_000, 250 * ++attempt));
       const lost = () => held.some((h) => h.answeredEarly() !== undefined);
       const refused = await until(async () => lost() || (await upload(url, probe!.api_key, Buffer.alloc(2_500_000, 0x70))).status === 503, 10_000, 100);
       if (refused && !lost()) return held;
