@@ -9,6 +9,7 @@ import { ServiceError } from '../../../shared/errors.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import { OrgRate, type BucketLimits } from '../services/org-rate.ts';
 import { CredentialGuard, type GuardLimits } from '../services/credential-guard.ts';
+import { headerCopies } from '../services/header-copies.ts';
 
 export interface AuthContext {
   orgId: string;
@@ -47,10 +48,7 @@ export function challenge(error?: 'invalid_token', description?: string, extra: 
  * would win here. RFC 9110 allows the field once; which one counts must not depend on the reader.
  */
 export function authorizationOf(request: FastifyRequest, extraChallenge: Record<string, string> = {}): string | undefined {
-  const raw = request.raw.rawHeaders;
-  let seen = 0;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'authorization') seen++;
-  if (seen > 1) {
+  if (headerCopies(request.raw, 'authorization') > 1) {
     throw new ServiceError('invalid_api_key', 'Send one Authorization header, not several', {
       headers: { 'www-authenticate': challenge('invalid_token', 'more than one Authorization header', extraChallenge) },
     });

@@ -54,11 +54,6 @@ export class StalledConnections {
     }
   }
 
-  /** Connections open now, and those of them with bytes waiting to be written. */
-  get counts() {
-    return { open: this.sockets.size, waiting: this.waiting.size };
-  }
-
   stop() {
     clearInterval(this.timer);
   }

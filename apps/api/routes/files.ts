@@ -13,6 +13,7 @@ import type { Config } from '../../../shared/config.ts';
 import { OrgSlots } from '../services/org-slots.ts';
 import { ByteBudget } from '../services/byte-budget.ts';
 import { contentTypeRefusal } from '../plugins/errors.ts';
+import { headerCopies } from '../services/header-copies.ts';
 
 export const MAX_FILE_NAME_CHARS = 160;
 
@@ -48,12 +49,9 @@ export function parseFileName(raw: string | undefined): { ok: true; name: string
  */
 function fileNameOf(request: FastifyRequest): string {
   const refuse = (message: string) => new ServiceError('invalid_input', `X-File-Name ${message}`, { param: 'X-File-Name', details: { issues: [{ path: 'X-File-Name', message }] } });
-  const raw = request.raw.rawHeaders;
-  let copies = 0;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'x-file-name') copies++;
-  if (copies > 1) throw refuse('must be sent once');
+  if (headerCopies(request.raw, 'x-file-name') > 1) throw refuse('must be sent once');
   const header = request.headers['x-file-name'];
-  const r = parseFileName(Array.isArray(header) ? header.join(', ') : header);
+  const r = parseFileName(typeof header === 'string' ? header : undefined);
   if (!r.ok) throw refuse(r.message);
   return r.name;
 }
