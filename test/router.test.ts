@@ -158,6 +158,22 @@ describe('fill', () => {
     },
   };
 
+  it('a field named like a property every object has (toString, __proto__) is missing until filled, never taken as filled', async () => {
+    // JSON.parse keeps "__proto__" as an own key, as a published schema read from the catalog does.
+    const target: FillTarget = {
+      ...forecast,
+      input_schema: JSON.parse(
+        '{"type":"object","required":["city","toString","__proto__"],"properties":{"city":{"type":"string","description":"City name"},"toString":{"type":"string","description":"A label"},"__proto__":{"type":"string","description":"A code"}}}',
+      ) as FillTarget['input_schema'],
+    };
+    const r = await router.fill(target, 'forecast for Paris', [], { now: NOW });
+    expect(r.missing).toEqual([
+      { field: '/toString', description: 'A label' },
+      { field: '/__proto__', description: 'A code' },
+    ]);
+    expect(JSON.stringify(r.input)).toBe('{"city":"Paris"}');
+  });
+
   it('never writes a default in, and reports a missing required field with its description', async () => {
     expect(await router.fill(forecast, 'forecast for Paris', [], { now: NOW })).toEqual({ input: { city: 'Paris' }, missing: [] });
     expect(await router.fill(forecast, 'forecast please', [], { now: NOW })).toEqual({ input: {}, missing: [{ field: '/city', description: 'City name, e.g. London' }] });

@@ -13,6 +13,15 @@ type Prop = Record<string, unknown>;
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
+/**
+ * Sets an own property, whatever the field's name: a schema may name a field `__proto__` (whose
+ * plain assignment would set the object's prototype, or be ignored) or `toString` (which `in`
+ * sees on every object), and a filled input must hold exactly the fields filled.
+ */
+export function setOwn(target: Record<string, unknown>, name: string, value: unknown): void {
+  Object.defineProperty(target, name, { value, enumerable: true, writable: true, configurable: true });
+}
+
 /** Words that end a place or name span ("in Paris tomorrow", "for Dune please"). */
 const SPAN_END = new Set([
   ...STOP_WORDS, 'today', 'tomorrow', 'yesterday', 'tonight', 'next', 'last', 'this', 'on', 'in', 'at', 'for', 'and', 'over',
@@ -350,18 +359,18 @@ export function fillDetailed(
   const typedTokens = new Set<number>();
   const placeTokens = new Set<number>();
   for (const [name, prop] of entries) {
-    const unfilledInts = integerFields.filter(([n]) => n !== name && !(n in input)).length;
+    const unfilledInts = integerFields.filter(([n]) => n !== name && !Object.hasOwn(input, n)).length;
     const before = new Set(ctx.used);
     const value = fillOne(ctx, name, prop, required.has(name), unfilledInts === 0, attachments);
     // An operation whose words cost more comparisons than a fill may spend is filled no further:
     // what is left unfilled is missing (a free refusal), never a guess from half the comparisons.
     if (budget.exhausted) break;
-    if (value !== undefined && value !== '') input[name] = value;
+    if (value !== undefined && value !== '') setOwn(input, name, value);
     const level = priority(name, prop);
     for (const i of ctx.used) if (!before.has(i)) (level <= 2 ? typedTokens : level === 3 ? placeTokens : new Set<number>()).add(i);
   }
   const missing: MissingField[] = [...required]
-    .filter((name) => !(name in input))
+    .filter((name) => !Object.hasOwn(input, name))
     .map((name) => {
       const prop = props[name];
       const description = isObj(prop) && typeof prop.description === 'string' ? prop.description : name.replace(/_/g, ' ');

@@ -5,6 +5,7 @@
 // missing. Enum, date, pattern, number and boolean fields the offline filler filled keep its value.
 import type { JsonSchema } from '../catalog/types.ts';
 import type { FillResult, MissingField } from './types.ts';
+import { setOwn } from './fill.ts';
 
 type Prop = Record<string, unknown>;
 const isObj = (v: unknown): v is Prop => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -53,23 +54,23 @@ export function groundFill(schema: JsonSchema, llmInput: Record<string, unknown>
     const theirs = llmInput[name];
     const ours = offline.input[name];
     if (theirs === undefined || theirs === null || theirs === '') {
-      if (ours !== undefined) input[name] = ours;
+      if (ours !== undefined) setOwn(input, name, ours);
       continue;
     }
-    if (ours !== undefined && (same(theirs, ours) || checkable(p))) input[name] = ours;
-    else if (grounded(theirs, text, numbers)) input[name] = theirs;
+    if (ours !== undefined && (same(theirs, ours) || checkable(p))) setOwn(input, name, ours);
+    else if (grounded(theirs, text, numbers)) setOwn(input, name, theirs);
     else {
       dropped.push(name);
-      if (ours !== undefined) input[name] = ours;
+      if (ours !== undefined) setOwn(input, name, ours);
     }
   }
   // Names the schema does not have are not the model's to add.
-  for (const name of Object.keys(llmInput)) if (!(name in props)) dropped.push(name);
+  for (const name of Object.keys(llmInput)) if (!Object.hasOwn(props, name)) dropped.push(name);
   // Whatever the offline filler took from attachments or elsewhere beyond the schema's properties stays.
-  for (const [name, v] of Object.entries(offline.input)) if (!(name in input) && !(name in props)) input[name] = v;
+  for (const [name, v] of Object.entries(offline.input)) if (!Object.hasOwn(input, name) && !Object.hasOwn(props, name)) setOwn(input, name, v);
   const required = Array.isArray(schema.required) ? schema.required.filter((x): x is string => typeof x === 'string') : [];
   const missing: MissingField[] = required
-    .filter((name) => !(name in input))
+    .filter((name) => !Object.hasOwn(input, name))
     .map((name) => {
       const known = offline.missing.find((m) => m.field === `/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`);
       const p = props[name];
