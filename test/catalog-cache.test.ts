@@ -109,6 +109,39 @@ describe('kept search pages', () => {
     expect(handles(await search('zebra'))).not.toContain('@zebra-private');
   });
 
+  it("one organization's private build neither waits on another's nor drops the kept pages", async () => {
+    await publishApi(other, syntheticApi('@quokka-ledger', { name: 'Quokka Ledger' }), { ownerOrgId: f.orgA.org_id });
+    await search('zebra');
+    const before = await generation();
+    // Organization A's build of its private workflow holds its writes until its commit...
+    const c = await other.connect();
+    const b = createPool(f.pg.databaseUrl, 1, { statementTimeoutMs: 3_000 });
+    try {
+      await c.query('BEGIN');
+      await c.query(`UPDATE operations SET description = 'Ledger lines, revised.', cost_credits = cost_credits + 1
+                      WHERE api_id = (SELECT id FROM apis WHERE handle = '@quokka-ledger')`);
+      // ...while organization B publishes its own: it must not wait for A (it waited on the one
+      // row every change bumped, and failed here on the statement timeout).
+      await publishApi(b, syntheticApi('@wombat-orders', { name: 'Wombat Orders', sites: [{ name: 'wombat', host: 'wombatsecret.example.test' }] }), {
+        ownerOrgId: f.orgB.org_id,
+      });
+      await c.query('COMMIT');
+    } finally {
+      c.release();
+      await b.end();
+    }
+    // Nothing public changed: the kept page is still served, from one statement.
+    expect(await generation()).toBe(before);
+    expect((await statementsDuring(() => search('zebra'))).pages).toBe(0);
+    // A private workflow's words stay out of the vocabulary every search reads; a public one's enter it.
+    const vocabulary = async (word: string) => (await f.db.query('SELECT 1 FROM catalog_keywords WHERE word = $1', [word])).rowCount;
+    expect(await vocabulary('wombatsecret')).toBe(0);
+    expect(await vocabulary('quokka')).toBe(0);
+    await publishApi(other, syntheticApi('@numbat-ledger', { name: 'Numbat Ledger' }));
+    expect(await vocabulary('numbat')).toBe(1);
+    expect(await generation()).toBeGreaterThan(before);
+  });
+
   it('a change rolled back leaves the kept page as it was', async () => {
     await search('zebra');
     const before = await generation();

@@ -1,5 +1,6 @@
 // Search pages kept per pool, each with the catalog cache generation read in the same statement
-// that computed it (migrations/1700000001500_catalog_cache_generation.sql). A kept page is served
+// that computed it (migrations/1700000001500_catalog_rank_cache.sql; only a change to a public
+// workflow bumps it since 1700000002400_catalog_private_apart.sql). A kept page is served
 // again only after one cheap statement reads the same generation — nothing a page shows or ranks
 // by has committed a change since — and, in that same statement, the completed-run counts, which
 // move with every run and are never kept. One organization's data never enters: the catalog
