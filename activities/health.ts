@@ -86,7 +86,10 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
            LEFT JOIN operation_versions v ON v.operation_id = o.id AND v.version = o.default_version
           WHERE a.status = 'active' AND a.availability = 'available'
             AND ($1::text[] IS NULL OR a.handle = ANY($1::text[]))
-          ORDER BY a.handle, o.id`,
+          -- Least recently checked first: a run that cannot reach every operation before its time
+          -- limit (one organization's many slow examples) leaves the rest first in line next time,
+          -- instead of the same handles early in the alphabet being checked every run and the others never.
+          ORDER BY o.health_checked_at ASC NULLS FIRST, a.handle, o.id`,
         [apis && apis.length > 0 ? apis : null],
       );
       return r.rows.map(
