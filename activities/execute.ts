@@ -1,18 +1,15 @@
 // The execute activity: runs an operation version's declarative recipe on its website.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ValidateFunction } from 'ajv/dist/2020.js';
 import type { Db } from '../shared/db/pool.ts';
-import { loadOperationVersion } from '../shared/db/catalog.ts';
 import { ERRORS, ServiceError, type ErrorCode } from '../shared/errors.ts';
-import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { loadSecrets, type AccessItem, type Keyring } from '../shared/db/connections.ts';
 import { MIN_SECRET_LENGTH, isProtectableSecret } from '../shared/secrets.ts';
 import type { RecipeRunner } from './engines/index.ts';
 import { isFinalRefusal, redact } from './engines/errors.ts';
 import type { ExecuteActivities } from './types.ts';
 import { loadConfig } from '../shared/config.ts';
-import { compileOrgSchema } from '../shared/org-schemas.ts';
+import { UnusableVersion, createVersionLoader } from './version-cache.ts';
 import { ACTION_NOT_STARTED_MESSAGE } from '../shared/workflow-contract.ts';
 
 /** `final`: a retry would fail the same way (our own fault, not the site's), whatever the catalog says to clients. */
@@ -87,34 +84,33 @@ export function createExecuteActivities(deps: {
   keyring: () => Promise<Keyring>;
   /** Largest output JSON in bytes; read once from EXECUTE_MAX_OUTPUT_BYTES when not given. */
   maxOutputBytes?: number;
+  /** Bounds of the kept versions (version-cache.ts's defaults when not given). */
+  versionCache?: { maxEntries?: number; maxBytes?: number };
 }): ExecuteActivities {
   const maxOutputBytes = deps.maxOutputBytes ?? loadConfig().EXECUTE_MAX_OUTPUT_BYTES;
   // Connection secrets are decrypted with the configured key (CONNECTIONS_ENCRYPTION_KEY or the dev key in DATA_DIR).
   const keyring = deps.keyring;
-  // Output schemas are organizations' (built workflows): compiled without registering their `$id`
-  // in a process every organization shares (shared/org-schemas.ts).
-  const validators = new Map<string, ValidateFunction>();
-  type Loaded = NonNullable<Awaited<ReturnType<typeof loadOperationVersion>>> & { parsed: Recipe };
-  const versionCache = new Map<string, Loaded>();
+  // Versions (recipe parsed, output schema compiled) are kept in a bounded LRU: version-cache.ts.
+  const versions = createVersionLoader(deps.db, deps.versionCache);
 
-  // Versions are immutable, so a loaded (and parsed) one can be kept for the worker's life.
   async function load(operationId: number, version: number) {
-    const key = `${operationId}@${version}`;
-    let v = versionCache.get(key);
-    if (!v) {
-      const row = await loadOperationVersion(deps.db, operationId, version);
-      if (!row) throw toApplicationFailure('internal_error', `operation version ${key} is missing`, undefined, true);
-      v = { ...row, parsed: parseRecipe(row.recipe) };
-      versionCache.set(key, v);
+    try {
+      return await versions.load(operationId, version);
+    } catch (err) {
+      if (err instanceof UnusableVersion) {
+        // The detail (a recipe's or schema's defects) is the author's, not the caller's: logged only.
+        Context.current().log.error('operation version cannot be run', { operationId, version, error: err.message, detail: err.detail });
+        throw toApplicationFailure('internal_error', err.message, undefined, true);
+      }
+      throw err;
     }
-    return { key, v };
   }
 
   return {
     async executeOperation({ operationId, version, input, requestId, orgId, deadlineAt, startBy }) {
       const ctx = Context.current();
-      const { key, v } = await load(operationId, version);
-      const recipe = v.parsed;
+      const v = await load(operationId, version);
+      const recipe = v.recipe;
       // The calling organization's connections only (never a public workflow's creator's); read on
       // every run, never cached, so a connection revoked or expired since the API's check is seen.
       let secrets: Record<string, string> = {};
@@ -176,11 +172,7 @@ export function createExecuteActivities(deps: {
           ...gate,
         });
         if (pastDeadline?.aborted) throw new Error('answered after the deadline'); // reported as execution_timeout below
-        let validate = validators.get(key);
-        if (!validate) {
-          validate = compileOrgSchema(v.output_schema);
-          validators.set(key, validate);
-        }
+        const validate = v.validate;
         if (!validate(output)) {
           // The site answered but the recipe produced something off-contract: our fault, never a silent success.
           ctx.log.error('output does not match output_schema', { operationId, version, errors: validate.errors });

@@ -12,6 +12,7 @@ import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import type { RecipeRunner } from './engines/index.ts';
 import { HEALTH_PARTY } from './engines/interpreter.ts';
 import type { HealthActivities, HealthTarget } from './types.ts';
+import { Lru, VERSION_CACHE_BYTES, VERSION_CACHE_ENTRIES } from './version-cache.ts';
 
 const DETAIL_MAX = 500;
 
@@ -54,25 +55,26 @@ interface VersionRow {
 }
 
 export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): HealthActivities {
-  // Versions are immutable: a loaded one is kept for the worker's life (the guard columns are re-read).
-  const versions = new Map<string, { recipe: Recipe; examples: VerifiedExample[] }>();
+  // Versions are immutable: a loaded one is kept (the guard columns are re-read), in an LRU bounded
+  // like the execute step's (version-cache.ts), as every default version published passes here.
+  const versions = new Lru<string, { recipe: Recipe; examples: VerifiedExample[]; bytes: number }>(VERSION_CACHE_ENTRIES, VERSION_CACHE_BYTES, (e) => e.bytes);
 
   async function load(operationId: number, version: number): Promise<VersionRow | undefined> {
     const key = `${operationId}@${version}`;
+    let kept = versions.get(key);
     const r = await deps.db.query(
-      `SELECT o.performs_actions, o.access, ${versions.has(key) ? 'NULL AS recipe, NULL AS examples' : 'v.recipe, v.examples'}
+      `SELECT o.performs_actions, o.access, ${kept ? 'NULL AS recipe, NULL AS examples' : 'v.recipe, v.examples'}
          FROM operations o JOIN operation_versions v ON v.operation_id = o.id
         WHERE o.id = $1 AND v.version = $2`,
       [operationId, version],
     );
     const row = r.rows[0];
     if (!row) return undefined;
-    let cached = versions.get(key);
-    if (!cached) {
-      cached = { recipe: parseRecipe(row.recipe), examples: row.examples ?? [] };
-      versions.set(key, cached);
+    if (!kept) {
+      kept = { recipe: parseRecipe(row.recipe), examples: row.examples ?? [], bytes: Buffer.byteLength(JSON.stringify([row.recipe, row.examples])) };
+      versions.set(key, kept);
     }
-    return { ...cached, performs_actions: row.performs_actions, access: row.access ?? [] };
+    return { recipe: kept.recipe, examples: kept.examples, performs_actions: row.performs_actions, access: row.access ?? [] };
   }
 
   return {
@@ -84,7 +86,10 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
            LEFT JOIN operation_versions v ON v.operation_id = o.id AND v.version = o.default_version
           WHERE a.status = 'active' AND a.availability = 'available'
             AND ($1::text[] IS NULL OR a.handle = ANY($1::text[]))
-          ORDER BY a.handle, o.id`,
+          -- Least recently checked first: a run that cannot reach every operation before its time
+          -- limit (one organization's many slow examples) leaves the rest first in line next time,
+          -- instead of the same handles early in the alphabet being checked every run and the others never.
+          ORDER BY o.health_checked_at ASC NULLS FIRST, a.handle, o.id`,
         [apis && apis.length > 0 ? apis : null],
       );
       return r.rows.map(

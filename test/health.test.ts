@@ -198,3 +198,25 @@ describe('health helpers', () => {
     expect(firstDifference({ a: 1 }, { a: 1, c: 2 })).toBe('/c');
   });
 });
+
+describe('health targets', () => {
+  it('lists the least recently checked operations first, whatever their handle', async () => {
+    const ops = `SELECT o.id FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = $1`;
+    const saved = await db().query(`SELECT o.id, o.health_checked_at FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle IN ('@books', '@weather')`);
+    try {
+      // @books sorts first by handle, but was checked just now; @weather a day ago.
+      await db().query(`UPDATE operations SET health_checked_at = now() WHERE id IN (${ops})`, ['@books']);
+      await db().query(`UPDATE operations SET health_checked_at = now() - interval '1 day' WHERE id IN (${ops})`, ['@weather']);
+      const { createHealthActivities } = await import('../activities/health.ts');
+      const acts = createHealthActivities({ db: db(), runner: { run: async () => null, close: async () => {} } });
+      const apis = (await acts.listHealthTargets({ apis: ['@books', '@weather'] })).map((t) => t.api);
+      expect(apis.length).toBeGreaterThan(2);
+      const firstBooks = apis.indexOf('@books');
+      expect(firstBooks).toBeGreaterThan(0);
+      expect(apis.slice(0, firstBooks).every((a) => a === '@weather')).toBe(true);
+      expect(apis.slice(firstBooks).every((a) => a === '@books')).toBe(true);
+    } finally {
+      for (const row of saved.rows) await db().query('UPDATE operations SET health_checked_at = $2 WHERE id = $1', [row.id, row.health_checked_at]);
+    }
+  });
+});
