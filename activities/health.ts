@@ -12,7 +12,8 @@ import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import type { RecipeRunner } from './engines/index.ts';
 import { HEALTH_PARTY } from './engines/interpreter.ts';
 import type { HealthActivities, HealthTarget } from './types.ts';
-import { Lru, VERSION_CACHE_BYTES, VERSION_CACHE_ENTRIES } from './version-cache.ts';
+import { Lru } from '../shared/lru.ts';
+import { VERSION_CACHE_BYTES, VERSION_CACHE_ENTRIES } from './version-cache.ts';
 
 const DETAIL_MAX = 500;
 

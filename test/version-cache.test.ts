@@ -1,7 +1,8 @@
 // The worker's kept operation versions (activities/version-cache.ts): bounded by entries and by
 // bytes, least recently used first out, and never one version's definition for another's.
 import { afterAll, describe, expect, it } from 'vitest';
-import { Lru, UnusableVersion, createVersionLoader } from '../activities/version-cache.ts';
+import { UnusableVersion, createVersionLoader } from '../activities/version-cache.ts';
+import { Lru } from '../shared/lru.ts';
 import { parseRecipe } from '../shared/recipes/schema.ts';
 import { closeDb, db } from './helpers/stack.ts';
 

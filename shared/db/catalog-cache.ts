@@ -6,6 +6,7 @@
 // move with every run and are never kept. One organization's data never enters: the catalog
 // search reads listed (public, active) workflows only, and nothing here depends on the caller.
 import type { Db } from './pool.ts';
+import { Lru } from '../lru.ts';
 
 /**
  * Pages kept per pool (least recently used dropped first): a bound on memory. A page of 60 items
@@ -19,32 +20,10 @@ export interface KeptPage<T> {
   value: T;
 }
 
-/** A small LRU map: a Map keeps insertion order, so a hit moves its key to the end. */
-export class PageCache<T> {
-  private readonly pages = new Map<string, KeptPage<T>>();
-  constructor(private readonly size = PAGE_CACHE_SIZE) {}
-
-  get(key: string): KeptPage<T> | undefined {
-    const page = this.pages.get(key);
-    if (page) {
-      this.pages.delete(key);
-      this.pages.set(key, page);
-    }
-    return page;
-  }
-
-  set(key: string, page: KeptPage<T>): void {
-    this.pages.delete(key);
-    this.pages.set(key, page);
-    while (this.pages.size > this.size) this.pages.delete(this.pages.keys().next().value!);
-  }
-
-  delete(key: string): void {
-    this.pages.delete(key);
-  }
-
-  get count(): number {
-    return this.pages.size;
+/** Kept pages, least recently used dropped first. */
+export class PageCache<T> extends Lru<string, KeptPage<T>> {
+  constructor(size = PAGE_CACHE_SIZE) {
+    super(size);
   }
 }
 
