@@ -7,7 +7,7 @@
 // - accounts made per client address are budgeted (CONSOLE_SIGNUP_MAX_PER_IP, 2 here): the next is
 //   the 429 page with Retry-After, refused sign-ups do not use the budget up, a concurrent burst
 //   makes no more than it, and the budget outlives sign-in's shorter window.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { deleteEndedWindows } from '../shared/accounts/throttle.ts';
 import { db } from './helpers/stack.ts';
@@ -178,6 +178,41 @@ describe('accounts made per client address', () => {
     };
     expect(await at('1 hour')).toEqual([`signups:t-${id}`]);
     expect(await at('25 hours')).toEqual([]);
+  });
+});
+
+describe('names stored without these rules, as pages show them', () => {
+  it('writes direction and invisible characters of an OAuth client\'s name and an older organization name as visible escapes', async () => {
+    const base = await start();
+    // Anyone may register a client, with any name; the consent page names it twice, around its own words.
+    const reg = await fetch(`${base}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ client_name: 'Helper\u202Egnp.exe\u200B', redirect_uris: ['http://127.0.0.1:40125/cb'] }),
+    });
+    expect(reg.status).toBe(201);
+    const clientId = ((await reg.json()) as { client_id: string }).client_id;
+    const owner = await orgWithUser('owner');
+    // An organization name stored before the rules (as an operator's `org create` still may).
+    await db().query('UPDATE organizations SET name = $2 WHERE id = $1', [owner.org.org_id, 'Old\u2066Co\u0007']);
+    const c = new ConsoleClient(base);
+    expect((await c.signIn(owner.email, PASSWORD)).status).toBe(303);
+    const verifier = randomBytes(32).toString('base64url');
+    const params = {
+      response_type: 'code',
+      client_id: clientId,
+      redirect_uri: 'http://127.0.0.1:40125/cb',
+      code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+      code_challenge_method: 'S256',
+      state: 'st',
+      resource: `${base}/mcp`,
+    };
+    const page = await c.get(`/console/oauth/authorize?${new URLSearchParams(params)}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('<h1>Connect Helper\\u202Egnp.exe\\u200B</h1>');
+    expect(page.text).toContain('<strong>Helper\\u202Egnp.exe\\u200B</strong> wants to use');
+    expect(page.text).toContain('Old\\u2066Co\\u0007');
+    expect(page.text).not.toMatch(/[\u202E\u200B\u2066\u0007]/);
   });
 });
 

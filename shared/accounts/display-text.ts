@@ -43,3 +43,14 @@ export function addressTextProblem(value: string): string | null {
   if (INVISIBLE.test(value) || /\p{Cf}/u.test(value)) return INVISIBLE_MESSAGE;
   return null;
 }
+
+const SHOWN_ESCAPED = /[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069\u00AD\u061C\u115F\u1160\u180E\u200B\u200E\u200F\u2060-\u2064\u3164\uFEFF\uFFA0]/gu;
+
+/**
+ * Text others chose, as a page shows it: every character the rules above refuse written as a
+ * visible `\uXXXX`, so it cannot reorder or hide the page's own words around it. For values no rule
+ * checked when they were stored: an OAuth client's self-registered name (anyone may register one),
+ * and names stored before these rules.
+ */
+export const shownText = (value: string): string =>
+  value.replace(SHOWN_ESCAPED, (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`);
