@@ -379,6 +379,11 @@ const ConfigSchema = z.object({
   CONSOLE_SIGNIN_WINDOW_SECONDS: int(900),
   CONSOLE_SIGNIN_MAX_PER_IP: int(50),
   CONSOLE_SIGNIN_MAX_PER_EMAIL: int(10),
+  /** Accounts made by console sign-up (each a new organization granted CONSOLE_SIGNUP_CREDITS) per
+   *  client address within CONSOLE_SIGNUP_WINDOW_SECONDS; beyond, sign-up answers 429 with
+   *  Retry-After. Refused sign-ups are not counted here (they count against CONSOLE_SIGNIN_MAX_PER_IP). */
+  CONSOLE_SIGNUP_MAX_PER_IP: int(5),
+  CONSOLE_SIGNUP_WINDOW_SECONDS: int(86_400),
   /** The router's optional LLM path (issue 10, shared/router/llm.ts): an OpenAI-compatible endpoint's
    *  base URL, e.g. `https://api.openai.com/v1` (POST `<base>/chat/completions`). Unset = offline only. */
   OPENAI_BASE_URL: z.string().url().optional(),

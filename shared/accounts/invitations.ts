@@ -22,7 +22,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { sha256 } from '../ids.ts';
 import { tx, type Db, type DbClient } from '../db/pool.ts';
-import { AccountError, EMAIL_RE, checkActor, normalizeEmail, type Role } from './users.ts';
+import { AccountError, checkActor, emailProblem, normalizeEmail, type Role } from './users.ts';
 
 export const newInvitationId = () => `inv_${randomBytes(12).toString('hex')}`;
 export const INVITATION_ID_RE = /^inv_[0-9a-f]{24}$/;
@@ -64,7 +64,8 @@ export interface InvitationLink {
 export async function inviteMember(db: Db, a: { actor: Role; actorUserId: string; orgId: string; email: string; role: Role }): Promise<InvitationLink> {
   checkActor(a.actor, null, a.role);
   const email = normalizeEmail(a.email);
-  if (!EMAIL_RE.test(email)) throw new AccountError('invalid_email', 'email must look like name@example.com');
+  const bad = emailProblem(email);
+  if (bad) throw new AccountError('invalid_email', `email ${bad}`);
   const member = await db.query('SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.org_id = $1 AND u.email = $2', [a.orgId, email]);
   if (member.rowCount) throw new AccountError('already_member', 'that person is already a member (see the list above)');
   // Sending again replaces the pending invitation's role, link and expiry: that is changing it, so

@@ -6,7 +6,8 @@ import { sha256 } from '../ids.ts';
 import { tx, type Db } from '../db/pool.ts';
 import { grantCredits } from '../db/credits.ts';
 import { newOrgId } from '../ids.ts';
-import { insertUser, type Role } from './users.ts';
+import { AccountError, insertUser, type Role } from './users.ts';
+import { displayTextProblem } from './display-text.ts';
 
 export interface SessionTimes {
   /** A session unused this long ends. */
@@ -81,8 +82,12 @@ export async function deleteExpiredSessions(db: Db, t: SessionTimes): Promise<vo
 /**
  * Sign-up: a new user, Owner of a new organization with `credits` granted, in one transaction. The
  * user's address is unverified: nothing proves it is theirs (invitations to it need their link).
+ * A name with a control, direction or invisible character is `invalid_name` (display-text.ts).
  */
 export async function signUp(db: Db, a: { email: string; password: string; orgName: string; credits: number }) {
+  // The name is shown to the people it invites (their switcher, the invitation's page, OAuth consent).
+  const bad = displayTextProblem(a.orgName);
+  if (bad) throw new AccountError('invalid_name', `organization name ${bad}`);
   return tx(db, async (c) => {
     const user = await insertUser(c, a.email, a.password, false);
     const orgId = newOrgId();

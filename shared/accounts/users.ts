@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { tx, type Db, type DbClient } from '../db/pool.ts';
 import { hashPassword, passwordProblem } from './passwords.ts';
+import { addressTextProblem } from './display-text.ts';
 
 export const ROLES = ['owner', 'admin', 'member'] as const;
 export type Role = (typeof ROLES)[number];
@@ -22,9 +23,20 @@ export const newUserId = () => `usr_${randomBytes(12).toString('hex')}`;
 export const EMAIL_RE = /^[^\s@]{1,64}@[^\s@]{1,189}$/;
 export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 
+/**
+ * Why a (normalized) address cannot be a user's or an invitation's, or null. Besides the loose
+ * shape, no control, direction or invisible character (display-text.ts): the address is what
+ * Members and the keys page show of a person, and "ceo@acme.test" with a zero-width space or an
+ * override in it would read as someone else's.
+ */
+export function emailProblem(email: string): string | null {
+  if (!EMAIL_RE.test(email)) return 'must look like name@example.com';
+  return addressTextProblem(email);
+}
+
 export class AccountError extends Error {
   constructor(
-    readonly code: 'invalid_email' | 'weak_password' | 'email_taken' | 'not_found' | 'last_owner' | 'already_member' | 'forbidden',
+    readonly code: 'invalid_email' | 'invalid_name' | 'weak_password' | 'email_taken' | 'not_found' | 'last_owner' | 'already_member' | 'forbidden',
     message: string,
   ) {
     super(message);
@@ -55,7 +67,8 @@ export async function findUserByEmail(db: Db | DbClient, email: string): Promise
  */
 export async function insertUser(c: Db | DbClient, email: string, password: string, emailVerified = false): Promise<{ user_id: string; email: string }> {
   const e = normalizeEmail(email);
-  if (!EMAIL_RE.test(e)) throw new AccountError('invalid_email', 'email must look like name@example.com');
+  const bad = emailProblem(e);
+  if (bad) throw new AccountError('invalid_email', `email ${bad}`);
   const problem = passwordProblem(password);
   if (problem) throw new AccountError('weak_password', `password ${problem}`);
   const id = newUserId();

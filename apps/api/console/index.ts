@@ -17,6 +17,7 @@ import { isDatabaseUnavailable } from '../../../shared/db/unavailable.ts';
 import { isSessionFormToken, looksLikeSessionFormToken, registerConsoleSession, sessionFormToken } from '../plugins/console-session.ts';
 import { ConsolePageError, barePage, consoleCsp, layoutData, when, ROLE_LABELS, type ConsoleContext } from './context.ts';
 import { PAGES } from './pages/index.ts';
+import { shownText } from '../../../shared/accounts/display-text.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -47,7 +48,8 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
     engine: { eta: new Eta({ autoEscape: true, autoTrim: [false, 'nl'] }) },
     root: path.join(here, 'views'),
     layout: 'layout.eta',
-    defaultContext: { when, ROLE_LABELS },
+    // `shown`: names others chose (organizations, OAuth clients) with direction and invisible characters made visible.
+    defaultContext: { when, ROLE_LABELS, shown: shownText },
   });
 
   // Every state-changing form carries a token. Signed in, only a token of this session counts: a

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { findUserByEmail, firstMembership, AccountError } from '../../../../shared/accounts/users.ts';
 import { verifyPassword } from '../../../../shared/accounts/passwords.ts';
-import { deleteEndedWindows, releaseAttempt, reserveAttempt, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
+import { deleteEndedWindows, releaseAttempt, reserveAttempt, reserveSignUp, settleSignUp, type SignUpLimits, type ThrottleLimits } from '../../../../shared/accounts/throttle.ts';
 import { deleteExpiredSessions, signUp, switchOrg } from '../../../../shared/accounts/sessions.ts';
 import { ConsolePageError, needSession, type ConsoleContext } from '../context.ts';
 import { isAuthorizeReturn } from './oauth.ts';
@@ -17,18 +17,38 @@ const SwitchForm = z.object({ _csrf: z.string(), org_id: z.string().max(100) });
 
 const WRONG = 'Wrong email or password.';
 
+/** The sign-up form's field a refusal is about (marked aria-invalid, described by the alert). */
+const SIGN_UP_FIELDS: Partial<Record<AccountError['code'], 'organization' | 'email' | 'password'>> = {
+  invalid_name: 'organization',
+  invalid_email: 'email',
+  email_taken: 'email',
+  weak_password: 'password',
+};
+
+/** A wait as a person reads it: minutes up to two hours, then hours. */
+const waitText = (seconds: number) => {
+  const minutes = Math.ceil(seconds / 60);
+  return minutes <= 120 ? `${minutes} minute(s)` : `${Math.ceil(minutes / 60)} hour(s)`;
+};
+
 export default async function authPages(app: FastifyInstance, ctx: ConsoleContext) {
   const limits: ThrottleLimits = {
     windowMs: ctx.config.CONSOLE_SIGNIN_WINDOW_SECONDS * 1000,
     perIp: ctx.config.CONSOLE_SIGNIN_MAX_PER_IP,
     perEmail: ctx.config.CONSOLE_SIGNIN_MAX_PER_EMAIL,
   };
+  const accounts: SignUpLimits = { windowMs: ctx.config.CONSOLE_SIGNUP_WINDOW_SECONDS * 1000, perIp: ctx.config.CONSOLE_SIGNUP_MAX_PER_IP };
   const signup = ctx.config.consoleSignup;
 
-  const tooMany = (wait: number, what: 'sign-in' | 'sign-up') =>
-    new ConsolePageError(429, 'Too many attempts', `Too many ${what} attempts. Wait ${Math.ceil(wait / 60)} minute(s) and try again.`, {
-      'retry-after': String(wait),
-    });
+  const tooMany = (wait: number, what: 'sign-in' | 'sign-up' | 'accounts') =>
+    new ConsolePageError(
+      429,
+      'Too many attempts',
+      what === 'accounts'
+        ? `Too many accounts were created from your network. Wait ${waitText(wait)} and try again, or ask an Owner of an existing organization to invite you.`
+        : `Too many ${what} attempts. Wait ${waitText(wait)} and try again.`,
+      { 'retry-after': String(wait) },
+    );
 
   // `next`: only an OAuth authorization request (pages/oauth.ts), an invitation's link
   // (pages/invitations.ts) or an add-connection link (an access error's add_url), all paths on this
@@ -63,7 +83,7 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
     // Housekeeping of two small tables, on a few sign-ins rather than a scheduler of its own.
     if (Math.random() < 0.05) {
       await deleteExpiredSessions(app.db, ctx.sessions.times);
-      await deleteEndedWindows(app.db, limits);
+      await deleteEndedWindows(app.db, limits, accounts);
     }
     return reply.redirect(next ?? '/console', 303);
   });
@@ -84,31 +104,37 @@ export default async function authPages(app: FastifyInstance, ctx: ConsoleContex
 
   app.get('/console/sign-up', { schema: { hide: true } }, async (request, reply) => {
     if (!signup) throw new ConsolePageError(404, 'Sign-up is closed', 'Ask an operator or an Owner of your organization for an account.');
-    return ctx.render(request, reply, 'sign-up.eta', { title: 'Create an account', email: '', organization: '', error: null });
+    return ctx.render(request, reply, 'sign-up.eta', { title: 'Create an account', email: '', organization: '', error: null, invalid: null });
   });
 
   app.post('/console/sign-up', { schema: { hide: true } }, async (request, reply) => {
     if (!signup) throw new ConsolePageError(404, 'Sign-up is closed', 'Ask an operator or an Owner of your organization for an account.');
     const form = SignUpForm.safeParse(request.body);
     const fields = { title: 'Create an account', email: form.data?.email ?? '', organization: form.data?.organization ?? '' };
-    if (!form.success) return ctx.render(request, reply, 'sign-up.eta', { ...fields, error: 'Fill in every field.' }, 400);
+    if (!form.success) return ctx.render(request, reply, 'sign-up.eta', { ...fields, error: 'Fill in every field.', invalid: null }, 400);
     // Sign-up tells whether an address has an account (it must: the person needs to know why), so
     // its refusals count against the caller's address like failed sign-ins: no bulk probing of
     // addresses through the form that sign-in's throttle would otherwise have stopped.
     // Counted before the answer, like a sign-in (given back when the account is made), so a
     // concurrent burst of probes gets no more answers than the limit.
-    const wait = await reserveAttempt(app.db, clientAddress(request), null, limits);
-    if (wait > 0) throw tooMany(wait, 'sign-up');
+    // An account made counts too, in a budget of its own (CONSOLE_SIGNUP_MAX_PER_IP a day): each is
+    // a new organization with CONSOLE_SIGNUP_CREDITS, which one address could otherwise collect
+    // without end. Both are counted before the answer; the one that did not happen is given back.
+    const ip = clientAddress(request);
+    const held = await reserveSignUp(app.db, ip, limits, accounts);
+    if (held.wait > 0) throw tooMany(held.wait, held.accounts ? 'accounts' : 'sign-up');
+    let made: Awaited<ReturnType<typeof signUp>>;
     try {
-      const made = await signUp(app.db, { ...form.data, orgName: form.data.organization, credits: ctx.config.CONSOLE_SIGNUP_CREDITS });
-      await releaseAttempt(app.db, clientAddress(request), null);
-      await ctx.sessions.start(request, reply, made.user_id, made.org_id);
-      return reply.redirect('/console', 303);
+      made = await signUp(app.db, { ...form.data, orgName: form.data.organization, credits: ctx.config.CONSOLE_SIGNUP_CREDITS });
     } catch (err) {
+      await settleSignUp(app.db, ip, false);
       if (!(err instanceof AccountError)) throw err;
       // An address in use gets the same answer as any refusal would elsewhere: say what to do.
       const error = err.code === 'email_taken' ? 'That email cannot be used. Sign in instead, or use another address.' : `The ${err.message}.`;
-      return ctx.render(request, reply, 'sign-up.eta', { ...fields, error }, 400);
+      return ctx.render(request, reply, 'sign-up.eta', { ...fields, error, invalid: SIGN_UP_FIELDS[err.code] ?? null }, 400);
     }
+    await settleSignUp(app.db, ip, true);
+    await ctx.sessions.start(request, reply, made.user_id, made.org_id);
+    return reply.redirect('/console', 303);
   });
 }
