@@ -355,6 +355,9 @@ describe('file name and type rules (pure)', () => {
     }
     expect(parseFileName(encodeURIComponent('👨\u200D👩\u200D👧.png'))).toEqual({ ok: true, name: '👨\u200D👩\u200D👧.png' });
     expect(parseFileName(encodeURIComponent('می\u200Cخواهم.txt'))).toEqual({ ok: true, name: 'می\u200Cخواهم.txt' });
+    // Next to ASCII a joiner only makes a lookalike, as does a soft hyphen.
+    expect(parseFileName(encodeURIComponent('invoice\u200D.pdf')).ok).toBe(false);
+    expect(parseFileName(encodeURIComponent('in\u00ADvoice.pdf')).ok).toBe(false);
   });
 
   it('sniffContentType', async () => {

@@ -15,7 +15,7 @@
 // and emoji sequences, so they are accepted between two non-ASCII characters and refused elsewhere
 // (next to a Latin letter, a digit, a space or an edge they only make a lookalike).
 //
-// The same classes as an upload's file name (apps/api/routes/files.ts `parseFileName`), so one
+// An upload's file name follows the same rule (apps/api/routes/files.ts `parseFileName`), so one
 // rule holds for every name the service shows.
 
 const CONTROL = /[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u;

@@ -14,6 +14,7 @@ import { OrgSlots } from '../services/org-slots.ts';
 import { ByteBudget } from '../services/byte-budget.ts';
 import { contentTypeRefusal } from '../plugins/errors.ts';
 import { headerCopies } from '../services/header-copies.ts';
+import { displayTextProblem } from '../../../shared/accounts/display-text.ts';
 
 export const MAX_FILE_NAME_CHARS = 160;
 
@@ -28,15 +29,11 @@ export function parseFileName(raw: string | undefined): { ok: true; name: string
   }
   if (name.trim() === '') return { ok: false, message: 'must not be empty' };
   if ([...name].length > MAX_FILE_NAME_CHARS) return { ok: false, message: `must be at most ${MAX_FILE_NAME_CHARS} characters once decoded` };
-  // Cc covers NUL, the other C0 controls, DEL and C1; U+2028/2029 end lines; bidirectional
-  // overrides and isolates can make a name display as something else ("txt.exe" as "exe.txt").
-  if (/[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u.test(name)) return { ok: false, message: 'must not contain control characters' };
-  // Invisible characters make two names that read the same differ ("invoice.pdf" and
-  // "invoice\u200B.pdf"): the zero-width space and no-break space (BOM), the word joiner and the
-  // invisible operators, the Hangul fillers, and the direction marks (LRM, RLM, ALM), which also
-  // move neighbouring characters on display. The zero-width joiner and non-joiner stay: emoji
-  // sequences and Persian or Indic words need them.
-  if (/[\u061C\u115F\u1160\u180E\u200B\u200E\u200F\u2060-\u2064\u3164\uFEFF\uFFA0]/u.test(name)) return { ok: false, message: 'must not contain invisible characters (zero-width spaces, direction marks, fillers)' };
+  // Control characters, direction overrides and invisible characters: the rule every name the
+  // service shows follows (shared/accounts/display-text.ts), the joiners emoji and Persian or Indic
+  // words need included.
+  const problem = displayTextProblem(name);
+  if (problem) return { ok: false, message: problem };
   if (/[/\\]/.test(name)) return { ok: false, message: 'must be a file name, without path separators (/ or \\)' };
   if (name === '.' || name === '..') return { ok: false, message: 'must not be . or ..' };
   return { ok: true, name };
