@@ -96,6 +96,9 @@ describe('registration', () => {
       [{ redirect_uris: ['https://app.example/cb'], token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
       [{ redirect_uris: ['https://app.example/cb'], scope: 'admin' }, 'invalid_client_metadata'],
       [{ redirect_uris: ['https://app.example/cb'], client_name: 'x'.repeat(300) }, 'invalid_client_metadata'],
+      // A name the consent page shows: a direction override would reorder the page's own words after it.
+      [{ redirect_uris: ['https://app.example/cb'], client_name: 'Claude\u202E gnirts' }, 'invalid_client_metadata'],
+      [{ redirect_uris: ['https://app.example/cb'], client_name: 'Cla\u200Bude' }, 'invalid_client_metadata'],
     ] as const) {
       const res = await call('POST', '/oauth/register', { body });
       expect(res.status, JSON.stringify(body).slice(0, 80)).toBe(400);

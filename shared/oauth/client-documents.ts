@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { createHttpDispatcher } from '../../activities/engines/http-engine.ts';
 import { DestinationRefusedError, assertPublicHost, mappedTarget, type HostMap } from '../../activities/engines/net-guard.ts';
 import type { Db } from '../db/pool.ts';
-import { MAX_REDIRECT_URIS, MAX_URI_LENGTH, findClient, redirectUriProblem, type ClientRow } from './clients.ts';
+import { MAX_REDIRECT_URIS, MAX_URI_LENGTH, displayText, findClient, redirectUriProblem, type ClientRow } from './clients.ts';
 
 export const DOCUMENT_MAX_BYTES = 16 * 1024;
 export const DOCUMENT_TIMEOUT_MS = 5_000;
@@ -29,7 +29,7 @@ export function isClientIdUrl(id: string): boolean {
 
 const ClientDocument = z.looseObject({
   client_id: z.string(),
-  client_name: z.string().trim().min(1).max(200).optional(),
+  client_name: z.string().trim().min(1).max(200).superRefine(displayText).optional(),
   redirect_uris: z
     .array(z.string().max(MAX_URI_LENGTH))
     .min(1)

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import type { Db } from '../db/pool.ts';
 import { newClientId } from './secrets.ts';
+import { displayTextProblem } from '../accounts/display-text.ts';
 
 export const MAX_REDIRECT_URIS = 10;
 export const MAX_URI_LENGTH = 2000;
@@ -56,6 +57,12 @@ export function redirectUriMatches(registered: readonly string[], presented: str
 const NO_NUL = /^[^\u0000]*$/;
 const text = (max: number) => z.string().max(max).regex(NO_NUL, 'must not contain NUL characters');
 
+/** A refinement: a name the console shows, refused as display-text.ts says. */
+export function displayText(v: string, ctx: z.RefinementCtx): void {
+  const problem = displayTextProblem(v);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+}
+
 const RedirectUri = text(MAX_URI_LENGTH).superRefine((v, ctx) => {
   const problem = redirectUriProblem(v);
   if (problem) ctx.addIssue({ code: 'custom', message: problem });
@@ -64,7 +71,8 @@ const RedirectUri = text(MAX_URI_LENGTH).superRefine((v, ctx) => {
 /** The registration body (RFC 7591 §2): bounded, public clients only, authorization code only. */
 export const ClientRegistration = z.looseObject({
   redirect_uris: z.array(RedirectUri).min(1).max(MAX_REDIRECT_URIS),
-  client_name: text(200).trim().min(1).optional(),
+  // Shown on the consent page and in the console: a name people read (no overrides, no invisibles).
+  client_name: text(200).trim().min(1).superRefine(displayText).optional(),
   token_endpoint_auth_method: z.literal('none', 'only public clients (none) are supported').optional(),
   grant_types: z
     .array(z.enum(['authorization_code', 'refresh_token'], 'only authorization_code and refresh_token'))
