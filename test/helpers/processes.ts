@@ -95,6 +95,9 @@ export function serviceEnv(o: ServicePairOptions): Record<string, string> {
     // throttle test would make a later file's sign-in a 429. The per-address throttle is tested by a
     // file that sets it itself; the per-email one keeps its default (each test has its own).
     CONSOLE_SIGNIN_MAX_PER_IP: '1000000',
+    // Successful console sign-ups per address and day (5 by default): tests sign up from 127.0.0.1
+    // in several files; test/console-signup.test.ts sets the limit it tests.
+    CONSOLE_SIGNUP_MAX_PER_IP: '1000000',
     // And OAuth registrations and token requests per address and minute (30 and 120 by default): the
     // OAuth files register and sign in many clients from 127.0.0.1, and two of them within one minute
     // went past 30. The limit itself is tested by a file that sets it.
