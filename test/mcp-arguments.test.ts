@@ -1,12 +1,14 @@
 // Tool arguments are hostile: whatever breaks a tool's input schema is the service's invalid_input
 // envelope (code, param, details.issues), bounded however many issues the arguments carry, and an
 // argument the tool does not take is refused rather than silently ignored. Over real HTTP with the
-// SDK's own client.
+// SDK's own client. And the tools' descriptions say what a call costs.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { balanceOf, closeDb, db, newOrg, stack } from './helpers/stack.ts';
+import { publishApi } from '../shared/db/catalog.ts';
+import { weatherApi } from '../shared/catalog/demo/weather.ts';
 
 const clients: Client[] = [];
 async function connect(apiKey: string, path = '/mcp'): Promise<Client> {
@@ -89,5 +91,26 @@ describe('tool arguments that break the input schema', () => {
     const free = await callTool(client, 'svc_search_workflows', { [long]: 1, query: 5 });
     expect(free.text.length).toBeLessThan(20_000);
     expect(JSON.parse(free.text).error.code).toBe('invalid_input');
+  });
+});
+
+describe('what the run tools say a run costs', () => {
+  it("is the operation's cost_credits, which svc_search_workflows shows and the run charges, not a flat 1 credit", async () => {
+    const org = await newOrg(10);
+    const name = `pricey-${Math.random().toString(36).slice(2, 8)}`;
+    const current = weatherApi.operations.find((o) => o.name === 'current_weather')!;
+    await publishApi(db(), { ...weatherApi, handle: `@${name}`, name: 'Pricey Weather', operations: [{ ...current, cost_credits: 3 }] }, { ownerOrgId: org.org_id });
+    const client = await connect(org.api_key);
+    const { tools } = await client.listTools();
+    for (const tool of ['svc_run_workflow', 'svc_run_action']) {
+      const description = tools.find((t) => t.name === tool)!.description!;
+      expect(description, tool).not.toMatch(/\b1 credit\b/);
+      expect(description, tool).toMatch(/cost_credits/);
+    }
+    const found = await callTool(client, 'svc_search_workflows', { api: `@${name}` });
+    expect(found.sc.workflows[0].operations[0]).toMatchObject({ operation: 'current_weather', cost_credits: 3 });
+    const run = await callTool(client, 'svc_run_workflow', { ...london, api: `@${name}` });
+    expect(run.sc, run.text).toMatchObject({ status: 'succeeded', receipt: { billing: { status: 'settled', charged_credits: 3 } } });
+    expect((await balanceOf(org.org_id)).charged).toBe(3);
   });
 });

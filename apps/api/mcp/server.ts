@@ -31,6 +31,13 @@ export interface ServerVariant {
 /** What the SDK checks of every tool's arguments: an object; the tools check the rest themselves (see guard). */
 const SDK_ARGUMENTS = z.looseObject({});
 
+/**
+ * What a run costs, as the query service charges it: the operation's own price (an organization's
+ * own workflows set theirs, 0 to 1000), which it used to call a flat "1 credit".
+ */
+const COST =
+  "Each completed run costs the operation's cost_credits (svc_search_workflows and svc_get_workflow show it; the receipt says what was charged).";
+
 const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
 
 export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpServer {
@@ -130,7 +137,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
       title: 'Run a workflow',
       description:
         'Run a read-only operation of a workflow (one that does not change anything on a website) and answer its typed output with a receipt. ' +
-        'Waits up to wait_seconds (default 50); a slower run answers status "running" with a request_id for svc_get_run. Costs 1 credit per completed run.',
+        'Waits up to wait_seconds (default 50); a slower run answers status "running" with a request_id for svc_get_run. ' + COST,
       inputSchema: RunInput,
       outputSchema: RunOutput,
       annotations: { title: 'Run a workflow', readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
@@ -144,7 +151,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
         title: 'Run an action',
         description:
           'Run an operation that changes something on a website (send, book, order, cancel). Use it only when the user asked for that action; check the result ' +
-          'or svc_get_run before repeating one, since an action may have completed even if its answer was lost. Costs 1 credit per completed run.',
+          'or svc_get_run before repeating one, since an action may have completed even if its answer was lost. ' + COST,
         inputSchema: RunInput,
         outputSchema: RunOutput,
         annotations: { title: 'Run an action', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
