@@ -202,6 +202,25 @@ describe('admin arguments are checked before anything is written', () => {
     expect(JSON.parse(r.stderr.trim()).error).toMatch(/^Invalid configuration:\n {2}MCP_GET_RUN_WAITS_PER_ORG: /);
   });
 
+  it('a refused argument is said even when the database cannot be reached (checked first, exit 2)', async () => {
+    const down = { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' };
+    for (const [args, said] of [
+      [['key', 'revoke'], 'key revoke takes one of --id <key_id> or --key <api_key>|-'],
+      [['connection', 'add', '--org', 'org_x', '--kind', 'password', '--name', 'n', '--site', 's', '--secret', '{}'], '--kind must be account or access_key'],
+      [['user', 'create', '--email', 'a@example.com', '--password', 'x', '--org', 'org_x', '--role', 'root'], '--role must be owner, admin or member'],
+      [['credits', 'grant', '--org', 'org_x', '--credits', '1e3'], '--credits must be a whole number'],
+    ] as const) {
+      const r = await admin([...args], undefined, down);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toContain(said);
+      expect(r.stderr).not.toMatch(/ECONNREFUSED/);
+    }
+    // Past the arguments, the database that cannot be reached is one JSON error, exit 1.
+    const r = await admin(['org', 'show', '--org', 'org_x'], undefined, down);
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stderr.trim()).error).toMatch(/ECONNREFUSED/);
+  });
+
   it('a word after the command is refused, not ignored', async () => {
     const org = await newOrg(1);
     const r = await admin(['credits', 'grant', 'now', '--org', org.org_id, '--credits', '5']);

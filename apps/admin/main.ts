@@ -12,6 +12,7 @@ import { terminalJson, terminalText } from '../../shared/format/terminal.ts';
 import { migrate } from '../../shared/db/migrate.ts';
 import { createKey, createOrg, grant, listKeys, revokeKey, revokeKeyById } from '../../shared/db/orgs.ts';
 import { ACCOUNT_USAGE, runAccountCommand } from './account-commands.ts';
+import { isRole } from '../../shared/accounts/users.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
 import { WORKFLOW_USAGE, workflowCommand } from './workflow-commands.ts';
 import { addConnection, deleteConnection, expireConnection, listConnections, loadKeyring, rekeyConnections, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
@@ -160,6 +161,15 @@ switch (`${noun} ${verb}`) {
     need('org');
     checked.credits = credits(1);
     break;
+  case 'key revoke':
+    if ((values.id === undefined) === (values.key === undefined)) fail('key revoke takes one of --id <key_id> or --key <api_key>|-');
+    break;
+  case 'connection add':
+    if (values.kind !== 'account' && values.kind !== 'access_key') fail('--kind must be account or access_key');
+    break;
+  case 'user create':
+    if (!isRole(need('role'))) fail('--role must be owner, admin or member');
+    break;
 }
 
 /** A failure on stderr as one JSON object: a refusal as the spec's error envelope, anything else its message only (no stack trace). */
@@ -195,7 +205,6 @@ try {
       out = { keys: await listKeys(db, need('org')) };
       break;
     case 'key revoke': {
-      if ((values.id === undefined) === (values.key === undefined)) fail('key revoke takes one of --id <key_id> or --key <api_key>|-');
       if (values.id !== undefined) {
         out = await revokeKeyById(db, need('id'));
         break;
@@ -209,7 +218,6 @@ try {
       break;
     case 'connection add': {
       const kind = need('kind');
-      if (kind !== 'account' && kind !== 'access_key') fail('--kind must be account or access_key');
       const raw = need('secret') === '-' ? await readStdin() : need('secret');
       let secret: unknown;
       try {
