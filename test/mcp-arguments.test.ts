@@ -1,7 +1,8 @@
 // Tool arguments are hostile: whatever breaks a tool's input schema is the service's invalid_input
 // envelope (code, param, details.issues), bounded however many issues the arguments carry, and an
 // argument the tool does not take is refused rather than silently ignored. Over real HTTP with the
-// SDK's own client. And the tools' descriptions say what a call costs.
+// SDK's own client. And the tools' descriptions say what a call costs; an empty JSON-RPC batch is
+// an Invalid Request.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -112,5 +113,18 @@ describe('what the run tools say a run costs', () => {
     const run = await callTool(client, 'svc_run_workflow', { ...london, api: `@${name}` });
     expect(run.sc, run.text).toMatchObject({ status: 'succeeded', receipt: { billing: { status: 'settled', charged_credits: 3 } } });
     expect((await balanceOf(org.org_id)).charged).toBe(3);
+  });
+});
+
+describe('JSON-RPC batches', () => {
+  it('an empty batch is one Invalid Request error (-32600, id null), not 202 Accepted', async () => {
+    const org = await newOrg(1);
+    const res = await fetch(`${stack().baseUrl}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${org.api_key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '[]',
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ jsonrpc: '2.0', error: { code: -32600, message: 'Invalid Request: an empty batch' }, id: null });
   });
 });
