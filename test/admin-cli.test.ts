@@ -14,10 +14,10 @@ import { call, closeDb, db, newOrg, stack } from './helpers/stack.ts';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 afterAll(closeDb);
 
-async function admin(args: string[], stdin?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function admin(args: string[], stdin?: string, env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'apps/admin/main.ts', ...args], {
     cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: stack().databaseUrl, LOG_LEVEL: 'warn' },
+    env: { ...process.env, DATABASE_URL: stack().databaseUrl, LOG_LEVEL: 'warn', ...env },
     stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
   if (stdin !== undefined) proc.stdin!.end(stdin);
@@ -117,3 +117,115 @@ describe('admin key commands', () => {
   });
 });
 
+
+describe('admin arguments are checked before anything is written', () => {
+  const NO_STACK = /\n\s+at |node:internal|\.ts:\d+/;
+  const grants = async (orgId: string) =>
+    (await db().query(`SELECT count(*)::int AS n, coalesce(sum(amount), 0)::bigint AS total FROM credit_ledger WHERE org_id = $1 AND kind = 'grant'`, [orgId])).rows[0] as { n: number; total: number };
+  const balance = async (orgId: string) =>
+    (await db().query('SELECT granted, available, reserved, charged FROM credit_balances WHERE org_id = $1', [orgId])).rows[0] as Record<string, number>;
+
+  it('credits grant refuses amounts that are not a positive decimal integer within the bound; the ledger is untouched', async () => {
+    const org = await newOrg(3);
+    const before = { balance: await balance(org.org_id), grants: await grants(org.org_id) };
+    // Hexadecimal, exponent, padded and fractional forms Number() would take; zero; negative;
+    // beyond the bound, beyond 2^53 (silently rounded before) and beyond bigint (a database error before).
+    for (const amount of ['0x10', '1e3', ' 7', '1.0', '1.5', '-5', '0', '', 'abc', '1000000001', '9007199254740993', '99999999999999999999']) {
+      // --credits=-5: parseArgs refuses a separate argument starting with a dash as ambiguous (exit 2 too).
+      const r = await admin(['credits', 'grant', '--org', org.org_id, `--credits=${amount}`]);
+      expect(r.code, `${amount}: ${r.stdout}${r.stderr}`).toBe(2);
+      expect(r.stderr, amount).toMatch(amount === '' ? /--credits is required/ : /--credits must be a whole number of credits from 1 to 1000000000/);
+      expect(r.stderr, amount).not.toMatch(NO_STACK);
+      expect(r.stdout).toBe('');
+    }
+    expect(await balance(org.org_id)).toEqual(before.balance);
+    expect(await grants(org.org_id)).toEqual(before.grants);
+
+    const ok = await admin(['credits', 'grant', '--org', org.org_id, '--credits', '1000000000']);
+    expect(ok.code, ok.stderr).toBe(0);
+    const b = await balance(org.org_id);
+    expect(b).toEqual({ ...before.balance, granted: before.balance.granted! + 1e9, available: before.balance.available! + 1e9 });
+    expect(b.granted).toBe(b.available! + b.reserved! + b.charged!);
+    expect(JSON.parse(ok.stdout)).toMatchObject({ org_id: org.org_id, granted_now: 1e9, balance: b });
+
+    const unknown = await admin(['credits', 'grant', '--org', 'org_000000000000000000000000', '--credits', '5']);
+    expect(unknown.code).toBe(1);
+    expect(JSON.parse(unknown.stderr.trim()).error).toBe('organization org_000000000000000000000000 not found');
+  });
+
+  it('org create: credits as for grants (0 allowed), a name of 1 to 100 characters as the console takes; nothing created when refused', async () => {
+    const tag = `cli-${Date.now()}`;
+    for (const [args, said] of [
+      [['--name', `${tag} a`, '--credits', '0x10'], /--credits must be a whole number of credits from 0 to 1000000000/],
+      [['--name', `${tag} b`, '--credits=-1'], /--credits must be a whole number/],
+      [['--name', '   ', '--credits', '1'], /--name must be 1 to 100 characters/],
+      [['--name', `${tag} ${'x'.repeat(100)}`, '--credits', '1'], /--name must be 1 to 100 characters/],
+    ] as const) {
+      const r = await admin(['org', 'create', ...args]);
+      expect(r.code, r.stdout + r.stderr).toBe(2);
+      expect(r.stderr).toMatch(said);
+      expect(r.stderr).not.toMatch(NO_STACK);
+    }
+    expect((await db().query('SELECT count(*)::int AS n FROM organizations WHERE name LIKE $1', [`${tag}%`])).rows[0].n).toBe(0);
+    const made = await admin(['org', 'create', '--name', `  ${tag} ok  `, '--credits', '0']);
+    expect(made.code, made.stderr).toBe(0);
+    const org = JSON.parse(made.stdout);
+    expect(org).toMatchObject({ name: `${tag} ok`, credits: 0 });
+    expect(await balance(org.org_id)).toEqual({ granted: 0, available: 0, reserved: 0, charged: 0 });
+  });
+
+  it('key create --expires-at takes an ISO 8601 date in the future, not whatever Date() parses', async () => {
+    const org = await newOrg(1);
+    const keys = async () => (await db().query('SELECT count(*)::int AS n FROM api_keys WHERE org_id = $1', [org.org_id])).rows[0].n as number;
+    const before = await keys();
+    for (const [value, said] of [
+      ['1', /ISO 8601/],
+      ['12', /ISO 8601/],
+      ['tomorrow', /ISO 8601/],
+      ['2099-02-30', /ISO 8601/],
+      ['2020-01-01T00:00:00Z', /in the future/],
+    ] as const) {
+      const r = await admin(['key', 'create', '--org', org.org_id, '--expires-at', value]);
+      expect(r.code, `${value}: ${r.stdout}${r.stderr}`).toBe(2);
+      expect(r.stderr, value).toMatch(said);
+    }
+    expect(await keys()).toBe(before);
+    const ok = await admin(['key', 'create', '--org', org.org_id, '--expires-at', '2099-01-31T12:00:00+02:00']);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(JSON.parse(ok.stdout).expires_at).toBe('2099-01-31T10:00:00.000Z');
+  });
+
+  it('a configuration that does not load is one JSON error and exit 1, not a stack trace', async () => {
+    const r = await admin(['org', 'show', '--org', 'org_x'], undefined, { MCP_GET_RUN_WAITS_PER_ORG: 'many' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).not.toMatch(NO_STACK);
+    expect(JSON.parse(r.stderr.trim()).error).toMatch(/^Invalid configuration:\n {2}MCP_GET_RUN_WAITS_PER_ORG: /);
+  });
+
+  it('a refused argument is said even when the database cannot be reached (checked first, exit 2)', async () => {
+    const down = { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' };
+    for (const [args, said] of [
+      [['key', 'revoke'], 'key revoke takes one of --id <key_id> or --key <api_key>|-'],
+      [['connection', 'add', '--org', 'org_x', '--kind', 'password', '--name', 'n', '--site', 's', '--secret', '{}'], '--kind must be account or access_key'],
+      [['user', 'create', '--email', 'a@example.com', '--password', 'x', '--org', 'org_x', '--role', 'root'], '--role must be owner, admin or member'],
+      [['credits', 'grant', '--org', 'org_x', '--credits', '1e3'], '--credits must be a whole number'],
+    ] as const) {
+      const r = await admin([...args], undefined, down);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toContain(said);
+      expect(r.stderr).not.toMatch(/ECONNREFUSED/);
+    }
+    // Past the arguments, the database that cannot be reached is one JSON error, exit 1.
+    const r = await admin(['org', 'show', '--org', 'org_x'], undefined, down);
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stderr.trim()).error).toMatch(/ECONNREFUSED/);
+  });
+
+  it('a word after the command is refused, not ignored', async () => {
+    const org = await newOrg(1);
+    const r = await admin(['credits', 'grant', 'now', '--org', org.org_id, '--credits', '5']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('unexpected argument "now"');
+    expect((await balance(org.org_id)).granted).toBe(1);
+  });
+});

@@ -160,11 +160,10 @@ describe('MCP tools', () => {
     const client = await connect((await newOrg(5)).api_key);
     const missing = await callTool(client, 'svc_get_workflow', {});
     expect(missing.isError).toBe(true);
-    expect(missing.text).toMatch(/Input validation error/);
-    expect(missing.text).toMatch(/api/);
+    expect(JSON.parse(missing.text).error).toMatchObject({ code: 'invalid_input', param: 'api', message: expect.stringMatching(/^Invalid arguments: api: /) });
     expect(missing.text).not.toMatch(/Retry shortly/);
     const wrongType = await callTool(client, 'svc_get_workflow', { api: 5 });
-    expect(wrongType.text).toMatch(/Input validation error/);
+    expect(JSON.parse(wrongType.text).error).toMatchObject({ code: 'invalid_input', param: 'api' });
     // A tool the server does not offer is a protocol error (MCP: "Unknown tools"), not a tool result.
     await expect(client.callTool({ name: 'svc_no_such_tool', arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('Unknown tool: svc_no_such_tool') });
   });

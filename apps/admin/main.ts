@@ -12,6 +12,7 @@ import { terminalJson, terminalText } from '../../shared/format/terminal.ts';
 import { migrate } from '../../shared/db/migrate.ts';
 import { createKey, createOrg, grant, listKeys, revokeKey, revokeKeyById } from '../../shared/db/orgs.ts';
 import { ACCOUNT_USAGE, runAccountCommand } from './account-commands.ts';
+import { isRole } from '../../shared/accounts/users.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
 import { WORKFLOW_USAGE, workflowCommand } from './workflow-commands.ts';
 import { addConnection, deleteConnection, expireConnection, listConnections, loadKeyring, rekeyConnections, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
@@ -24,7 +25,7 @@ const USAGE = `usage:
   npm run admin -- key revoke --id <key_id>
   npm run admin -- key revoke --key -                   (reads the key from stdin, keeping it out of shell
       history and the process list; --key <api_key> works too)
-  npm run admin -- credits grant --org <org_id> --credits <n>
+  npm run admin -- credits grant --org <org_id> --credits <n>   (1 to 1000000000; org create takes 0 to 1000000000)
   npm run admin -- connection add --org <org_id> --kind account|access_key --name <name> --site <host> --secret '<json>'
       (--secret - reads the JSON from stdin, keeping it out of shell history; the output never shows it)
   npm run admin -- connection revoke --id <conn_id>      (disconnected: queries get auth_revoked)
@@ -88,10 +89,45 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-function credits(): number {
-  const n = Number(need('credits'));
-  if (!Number.isInteger(n) || n < 0) fail('--credits must be a non-negative integer');
+/** Most credits one command grants: far above any real grant, and balances stay exact integers (below 2^53) in JavaScript. */
+const MAX_CREDITS = 1_000_000_000;
+
+/**
+ * `--credits`, in decimal digits only: Number() also took `0x10`, `1e3`, ` 7` and `1.0`, and
+ * rounded past 2^53 (9007199254740993 granted 9007199254740992); past bigint the database refused
+ * with its own text. A grant adds at least 1 (a grant of 0 was a ledger row that moved nothing).
+ */
+function credits(min: 0 | 1): number {
+  const raw = need('credits');
+  const n = /^[0-9]{1,10}$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= min && n <= MAX_CREDITS)) fail(`--credits must be a whole number of credits from ${min} to ${MAX_CREDITS}, in decimal digits`);
   return n;
+}
+
+/** An organization's name, as the console's sign-up takes it: trimmed, 1 to 100 characters. */
+function orgName(): string {
+  const name = (values.name ?? '').trim();
+  if (name.length < 1 || name.length > 100) fail('--name must be 1 to 100 characters');
+  return name;
+}
+
+/**
+ * `--expires-at`: an ISO 8601 date (UTC midnight) or date and time with a zone, in the future.
+ * `new Date()` took `1` as 2001-01-01 and `2099-02-30` as March 2nd: a key that was expired when
+ * made, or a day nobody wrote.
+ */
+function expiresAt(): Date | null {
+  const raw = values['expires-at'];
+  if (raw === undefined) return null;
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/.exec(raw);
+  const date = new Date(raw);
+  const [y, mo, d, h = '0', mi = '0', sec = '0'] = (m ?? []).slice(1);
+  const calendar = m && new Date(Date.UTC(+y!, +mo! - 1, +d!)).getUTCDate() === +d! && +mo! >= 1 && +mo! <= 12 && +h <= 23 && +mi <= 59 && +sec <= 59;
+  if (!calendar || Number.isNaN(date.getTime())) {
+    fail('--expires-at must be an ISO 8601 date (2030-01-31) or date and time with a zone (2030-01-31T12:00:00Z)');
+  }
+  if (date.getTime() <= Date.now()) fail('--expires-at must be in the future (a key that has expired cannot be used)');
+  return date;
 }
 
 /** While `npm start` runs on this DATA_DIR, use its PostgreSQL instead of starting the embedded one. */
@@ -108,32 +144,67 @@ async function runningServiceDatabase(dataDir: string): Promise<string | undefin
   return undefined;
 }
 
-const config = loadConfig();
-const shared = config.DATABASE_URL ?? (await runningServiceDatabase(config.dataDir));
-const pg = shared ? null : await startEmbeddedPostgres({ dataDir: config.dataDir });
-const databaseUrl = shared ?? pg!.databaseUrl;
+// Every argument is checked before a database is opened (a refusal exits at once, 2, nothing written).
+const [noun, verb, ...extra] = positionals;
+if (extra.length > 0) fail(`unexpected argument "${extra[0]}"`);
+const checked: { name?: string; credits?: number; expiresAt?: Date | null } = {};
+switch (`${noun} ${verb}`) {
+  case 'org create':
+    checked.name = orgName();
+    checked.credits = credits(0);
+    break;
+  case 'key create':
+    need('org');
+    checked.expiresAt = expiresAt();
+    break;
+  case 'credits grant':
+    need('org');
+    checked.credits = credits(1);
+    break;
+  case 'key revoke':
+    if ((values.id === undefined) === (values.key === undefined)) fail('key revoke takes one of --id <key_id> or --key <api_key>|-');
+    break;
+  case 'connection add':
+    if (values.kind !== 'account' && values.kind !== 'access_key') fail('--kind must be account or access_key');
+    break;
+  case 'user create':
+    if (!isRole(need('role'))) fail('--role must be owner, admin or member');
+    break;
+}
+
+/** A failure on stderr as one JSON object: a refusal as the spec's error envelope, anything else its message only (no stack trace). */
+function report(err: unknown): void {
+  if (err instanceof ServiceError) console.error(terminalJson(errorEnvelope(err.code, { message: err.message, param: err.param, details: err.details })));
+  else console.error(terminalJson({ error: err instanceof Error ? err.message : String(err) }));
+}
+
+// A configuration that does not load or a database that does not start is said as any other
+// failure (exit 1), not as an uncaught exception's stack trace.
+const { config, pg, databaseUrl } = await (async () => {
+  const config = loadConfig();
+  const shared = config.DATABASE_URL ?? (await runningServiceDatabase(config.dataDir));
+  const pg = shared ? null : await startEmbeddedPostgres({ dataDir: config.dataDir });
+  return { config, pg, databaseUrl: shared ?? pg!.databaseUrl };
+})().catch((err: unknown) => {
+  report(err);
+  process.exit(1);
+});
 const db = createPool(databaseUrl, 2);
 let code = 0;
 try {
   await migrate(databaseUrl);
-  const [noun, verb] = positionals;
   let out: unknown;
   switch (`${noun} ${verb}`) {
     case 'org create':
-      out = await createOrg(db, need('name'), credits());
+      out = await createOrg(db, checked.name!, checked.credits!);
       break;
-    case 'key create': {
-      const exp = values['expires-at'];
-      const date = exp ? new Date(exp) : null;
-      if (date && Number.isNaN(date.getTime())) fail('--expires-at must be an ISO date');
-      out = await createKey(db, need('org'), date);
+    case 'key create':
+      out = await createKey(db, need('org'), checked.expiresAt ?? null);
       break;
-    }
     case 'key list':
       out = { keys: await listKeys(db, need('org')) };
       break;
     case 'key revoke': {
-      if ((values.id === undefined) === (values.key === undefined)) fail('key revoke takes one of --id <key_id> or --key <api_key>|-');
       if (values.id !== undefined) {
         out = await revokeKeyById(db, need('id'));
         break;
@@ -143,11 +214,10 @@ try {
       break;
     }
     case 'credits grant':
-      out = await grant(db, need('org'), credits());
+      out = await grant(db, need('org'), checked.credits!);
       break;
     case 'connection add': {
       const kind = need('kind');
-      if (kind !== 'account' && kind !== 'access_key') fail('--kind must be account or access_key');
       const raw = need('secret') === '-' ? await readStdin() : need('secret');
       let secret: unknown;
       try {
@@ -191,8 +261,7 @@ try {
   console.log(terminalJson(out));
 } catch (err) {
   // A refused argument (a connection's field, say): the spec's error envelope, code, param and details.issues.
-  if (err instanceof ServiceError) console.error(terminalJson(errorEnvelope(err.code, { message: err.message, param: err.param, details: err.details })));
-  else console.error(terminalJson({ error: err instanceof Error ? err.message : String(err) }));
+  report(err);
   code = 1;
 } finally {
   await db.end();

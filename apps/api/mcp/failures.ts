@@ -1,8 +1,10 @@
 // What an MCP client hears when a tool fails for a reason of ours: a database that cannot be
 // read is a retryable 503 code with a hint; anything unexpected is a generic internal_error. The
 // error's own text (a PostgreSQL message, "Maximum call stack size exceeded") stays in the log.
-import { ServiceError } from '../../../shared/errors.ts';
+import type { z } from 'zod';
+import { ServiceError, type ValidationIssue } from '../../../shared/errors.ts';
 import { isDatabaseUnavailable } from '../../../shared/db/unavailable.ts';
+import { zodIssues } from '../../../shared/schemas/common.ts';
 
 export const GENERIC_MESSAGE = 'An unexpected error occurred. Retry shortly; before repeating an action, check its result with svc_get_run.';
 
@@ -49,4 +51,32 @@ function tooBig(path: string, message: string): ServiceError {
     ...(param ? { param } : {}),
     details: { issues: [{ path: param, message }] },
   });
+}
+
+/** Issues listed in a refusal of arguments (the rest are counted in `details.more_issues`), and the longest path or message shown. */
+export const MAX_LISTED_ISSUES = 20;
+const MAX_ISSUE_TEXT = 200;
+const clip = (s: string) => (s.length > MAX_ISSUE_TEXT ? `${s.slice(0, MAX_ISSUE_TEXT)}…` : s);
+
+/**
+ * A tool's arguments checked against its input schema (strict: an argument the tool does not take
+ * is refused, never ignored). Failing, the service's invalid_input: `param` is the first issue's
+ * path, `details.issues` the first MAX_LISTED_ISSUES issues with paths and texts clipped (a key
+ * name or an array of bad values can be as large as the body), `details.more_issues` the rest.
+ */
+export function parseArguments<T>(schema: z.ZodType<T>, args: unknown): { ok: true; data: T } | { ok: false; error: ServiceError } {
+  const parsed = schema.safeParse(args ?? {});
+  if (parsed.success) return { ok: true, data: parsed.data };
+  const all = zodIssues(parsed.error);
+  const issues: ValidationIssue[] = all.slice(0, MAX_LISTED_ISSUES).map((i) => ({ ...i, path: clip(i.path), message: clip(i.message) }));
+  const more = all.length - issues.length;
+  const said = issues.slice(0, 3).map((i) => `${i.path || '(arguments)'}: ${i.message}`);
+  if (all.length > said.length) said.push(`${all.length} issues in all`);
+  return {
+    ok: false,
+    error: new ServiceError('invalid_input', `Invalid arguments: ${said.join('; ')}`, {
+      ...(issues[0]?.path ? { param: issues[0].path } : {}),
+      details: { issues, ...(more > 0 ? { more_issues: more } : {}) },
+    }),
+  };
 }

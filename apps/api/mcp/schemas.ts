@@ -154,8 +154,12 @@ export const RunOutput = {
 export const RunOutputSchema = z.object(RunOutput);
 export type RunResult = z.infer<typeof RunOutputSchema>;
 
-/** JSON Schema for tools/list (draft-07: what MCP clients validate with). */
+/**
+ * JSON Schema for tools/list (draft-07: what MCP clients validate with). Inputs are strict
+ * (`additionalProperties: false`), as the tools check them: an argument a tool does not take is refused.
+ */
 export function jsonSchemaOf(shape: z.ZodRawShape, io: 'input' | 'output'): Record<string, unknown> {
-  const { $schema: _s, ...schema } = z.toJSONSchema(z.object(shape), { target: 'draft-7', io, unrepresentable: 'any' }) as Record<string, unknown>;
+  const object = io === 'input' ? z.strictObject(shape) : z.object(shape);
+  const { $schema: _s, ...schema } = z.toJSONSchema(object, { target: 'draft-7', io, unrepresentable: 'any' }) as Record<string, unknown>;
   return schema;
 }

@@ -9,7 +9,7 @@ import { selectableFields } from '../../../shared/format/shape.ts';
 import type { Tool } from '../../../shared/schemas/tools.ts';
 import { SERVICE_VERSION } from '../app.ts';
 import { boundSearch, boundWorkflow } from './bound.ts';
-import { GENERIC_MESSAGE, checkArguments, toolFailure } from './failures.ts';
+import { GENERIC_MESSAGE, checkArguments, parseArguments, toolFailure } from './failures.ts';
 import { getRun, runOperation, type McpContext, type OnStage, type RunArgs, type ToolAnswer } from './runs.ts';
 import {
   GetRunInput,
@@ -27,6 +27,16 @@ export interface ServerVariant {
   /** `/mcp/workflows/{name}`: the workflow's tools (from the organization's tool list), else undefined. */
   workflowTools?: Tool[];
 }
+
+/** What the SDK checks of every tool's arguments: an object; the tools check the rest themselves (see guard). */
+const SDK_ARGUMENTS = z.looseObject({});
+
+/**
+ * What a run costs, as the query service charges it: the operation's own price (an organization's
+ * own workflows set theirs, 0 to 1000), which it used to call a flat "1 credit".
+ */
+const COST =
+  "Each completed run costs the operation's cost_credits (svc_search_workflows and svc_get_workflow show it; the receipt says what was charged).";
 
 const READ: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
 
@@ -47,18 +57,32 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
   Object.defineProperty(server, 'createToolError', {
     value: (message: string): CallToolResult => sdkToolError(isCallerMistake(message) ? message : GENERIC_MESSAGE),
   });
-  /** Every handler: arguments checked for depth and size first, and no exception escapes as text. */
+  /**
+   * Every handler: arguments checked for depth and size first, then against the tool's input schema
+   * (`shape`, strict; none for a workflow tool, whose input the query service checks), and no
+   * exception escapes as text. The SDK is given an open object (SDK_ARGUMENTS) so that a refusal is
+   * the service's invalid_input envelope with param and details.issues, bounded, not the SDK's
+   * text listing every issue.
+   */
   const guard =
-    <A,>(kind: 'run' | 'free', handler: (args: A, extra: unknown) => Promise<CallToolResult>) =>
-    async (args: A, extra: unknown): Promise<CallToolResult> => {
-      const bad = checkArguments(args);
-      if (bad) return kind === 'run' ? answer(runError(bad, ctx.baseUrl)) : answer(toolError(bad, ctx.baseUrl));
-      try {
-        return await handler(args, extra);
-      } catch (e) {
-        const err = toolFailure(e, kind === 'run' ? 'engine_unavailable' : 'catalog_unavailable');
-        return kind === 'run' ? answer(runError(err, ctx.baseUrl)) : answer(toolError(err, ctx.baseUrl));
-      }
+    <A,>(kind: 'run' | 'free', shape: z.ZodRawShape | null, handler: (args: A, extra: unknown) => Promise<CallToolResult>) => {
+      const schema = shape ? z.strictObject(shape) : null;
+      return async (raw: Record<string, unknown>, extra: unknown): Promise<CallToolResult> => {
+        const fail = (err: ServiceError) => (kind === 'run' ? answer(runError(err, ctx.baseUrl)) : answer(toolError(err, ctx.baseUrl)));
+        const bad = checkArguments(raw);
+        if (bad) return fail(bad);
+        let args = raw as A;
+        if (schema) {
+          const parsed = parseArguments(schema, raw);
+          if (!parsed.ok) return fail(parsed.error);
+          args = parsed.data as A;
+        }
+        try {
+          return await handler(args, extra);
+        } catch (e) {
+          return fail(toolFailure(e, kind === 'run' ? 'engine_unavailable' : 'catalog_unavailable'));
+        }
+      };
     };
   // What tools/list shows: the SDK derives JSON Schema from zod, the workflow tools carry the operation's own schemas.
   const listed: McpTool[] = [];
@@ -77,11 +101,11 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
             title: tool.title,
             description: tool.description,
             // The operation's schema (shown in tools/list) is enforced by the query service with its own validator.
-            inputSchema: z.looseObject({}),
+            inputSchema: SDK_ARGUMENTS,
             outputSchema: RunOutput,
             annotations: tool.annotations as ToolAnnotations,
           },
-          guard('run', async (args: Record<string, unknown>, extra) =>
+          guard('run', null, async (args: Record<string, unknown>, extra) =>
             // The tool is one operation: its visibility keeps a private operation of the same name from answering for a public one.
             answer(await runOperation(ctx, { api: tool.api, operation: tool.operation, visibility: tool.visibility, input: args }, 'any', stageReporter(extra), signalOf(extra), 'input')),
           ),
@@ -97,7 +121,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
       outputSchema: SearchOutput,
       annotations: { ...READ, title: 'Search workflows' },
     };
-    add(toolDefinition('svc_search_workflows', search), () => server.registerTool('svc_search_workflows', search, guard('free', async (args: SearchArgs) => answer(await searchWorkflows(ctx, args)))));
+    add(toolDefinition('svc_search_workflows', search), () => server.registerTool('svc_search_workflows', { ...search, inputSchema: SDK_ARGUMENTS }, guard('free', search.inputSchema, async (args: SearchArgs) => answer(await searchWorkflows(ctx, args)))));
 
     const get = {
       title: 'Get a workflow',
@@ -107,19 +131,19 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
       outputSchema: GetWorkflowOutput,
       annotations: { ...READ, title: 'Get a workflow' },
     };
-    add(toolDefinition('svc_get_workflow', get), () => server.registerTool('svc_get_workflow', get, guard('free', async (args: GetWorkflowArgs) => answer(await getWorkflow(ctx, args)))));
+    add(toolDefinition('svc_get_workflow', get), () => server.registerTool('svc_get_workflow', { ...get, inputSchema: SDK_ARGUMENTS }, guard('free', get.inputSchema, async (args: GetWorkflowArgs) => answer(await getWorkflow(ctx, args)))));
 
     const runRead = {
       title: 'Run a workflow',
       description:
         'Run a read-only operation of a workflow (one that does not change anything on a website) and answer its typed output with a receipt. ' +
-        'Waits up to wait_seconds (default 50); a slower run answers status "running" with a request_id for svc_get_run. Costs 1 credit per completed run.',
+        'Waits up to wait_seconds (default 50); a slower run answers status "running" with a request_id for svc_get_run. ' + COST,
       inputSchema: RunInput,
       outputSchema: RunOutput,
       annotations: { title: 'Run a workflow', readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     };
     add(toolDefinition('svc_run_workflow', runRead), () =>
-      server.registerTool('svc_run_workflow', runRead, guard('run', async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'read', stageReporter(extra), signalOf(extra))))),
+      server.registerTool('svc_run_workflow', { ...runRead, inputSchema: SDK_ARGUMENTS }, guard('run', runRead.inputSchema, async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'read', stageReporter(extra), signalOf(extra))))),
     );
 
     if (!ctx.readOnly) {
@@ -127,13 +151,13 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
         title: 'Run an action',
         description:
           'Run an operation that changes something on a website (send, book, order, cancel). Use it only when the user asked for that action; check the result ' +
-          'or svc_get_run before repeating one, since an action may have completed even if its answer was lost. Costs 1 credit per completed run.',
+          'or svc_get_run before repeating one, since an action may have completed even if its answer was lost. ' + COST,
         inputSchema: RunInput,
         outputSchema: RunOutput,
         annotations: { title: 'Run an action', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
       };
       add(toolDefinition('svc_run_action', runAction), () =>
-        server.registerTool('svc_run_action', runAction, guard('run', async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'action', stageReporter(extra), signalOf(extra))))),
+        server.registerTool('svc_run_action', { ...runAction, inputSchema: SDK_ARGUMENTS }, guard('run', runAction.inputSchema, async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'action', stageReporter(extra), signalOf(extra))))),
       );
     }
   }
@@ -147,7 +171,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
     annotations: { ...READ, title: 'Get a run' },
   };
   add(toolDefinition('svc_get_run', getRunTool), () =>
-    server.registerTool('svc_get_run', getRunTool, guard('run', async (args: GetRunArgs, extra) => answer(await getRun(ctx, args, stageReporter(extra), signalOf(extra))))),
+    server.registerTool('svc_get_run', { ...getRunTool, inputSchema: SDK_ARGUMENTS }, guard('run', getRunTool.inputSchema, async (args: GetRunArgs, extra) => answer(await getRun(ctx, args, stageReporter(extra), signalOf(extra))))),
   );
 
   // Every tool in one answer: no cursor is ever given, so any cursor sent is invalid (-32602).

@@ -76,6 +76,11 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
   }
 
   async function handle(request: McpRequest, reply: FastifyReply) {
+    // JSON-RPC 2.0 §6: an empty array is not a batch but an Invalid Request, answered as one error
+    // (the SDK accepted it with 202, as if it held only notifications).
+    if (Array.isArray(request.body) && request.body.length === 0) {
+      return reply.code(400).type('application/json').send({ jsonrpc: '2.0', error: { code: -32600, message: 'Invalid Request: an empty batch' }, id: null });
+    }
     const auth = request.auth!;
     const readOnly = request.query.read_only ?? false;
     const base = app.baseUrl();
