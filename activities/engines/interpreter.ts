@@ -17,7 +17,8 @@ import type {
 } from '../../shared/recipes/schema.ts';
 import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, type TemplateScope } from '../../shared/recipes/template.ts';
 import { PLACEHOLDER_RE, parseReference } from '../../shared/recipes/schema.ts';
-import { DEFINITE_REFUSALS, isAbortError, notSent, redactError, secretSpellings, statusError, timeoutError } from './errors.ts';
+import { DEFINITE_REFUSALS, SecretMatcher, isAbortError, notSent, redactError, statusError, timeoutError } from './errors.ts';
+import { domainToASCII } from 'node:url';
 import { isProtectableSecret } from '../../shared/secrets.ts';
 import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, type CheerioDoc, type ExtractOptions } from './extract.ts';
 
@@ -181,8 +182,8 @@ function atStep(e: ServiceError, step: string | undefined): ServiceError {
 export class Interpreter {
   private readonly checkUrl: UrlCheck;
   private readonly secretValues: string[];
-  /** Each secret value that must stay on its connection's site(s), in every spelling it can be sent in. */
-  private readonly secretHomes: Array<{ forms: string[]; sites: Set<string> }>;
+  /** Each secret value that must stay on its connection's site(s), found in every spelling it can be sent in. */
+  private readonly secretHomes: Array<{ forms: SecretMatcher; sites: Set<string> }>;
   private readonly state: State;
 
   constructor(
@@ -201,9 +202,9 @@ export class Interpreter {
       if (!isProtectableSecret(value)) continue;
       let sites = homes.get(value);
       if (!sites) homes.set(value, (sites = new Set()));
-      sites.add(site.toLowerCase());
+      sites.add(siteHost(site));
     }
-    this.secretHomes = [...homes].map(([value, sites]) => ({ forms: secretSpellings(value), sites }));
+    this.secretHomes = [...homes].map(([value, sites]) => ({ forms: new SecretMatcher([value]), sites }));
     this.state = {
       scope: { input, vars: Object.create(null) as Record<string, unknown>, secrets, run: { request_ref: ctx.requestRef } },
       lastStatus: null,
@@ -396,14 +397,15 @@ export class Interpreter {
   private assertSecretsStayHome(host: string | (() => string), outgoing: () => Array<string | undefined>, path: string, templates: unknown): void {
     // Most runs use no connection: then nothing is decoded or gathered on the request path.
     if (this.secretHomes.length === 0) return;
-    const to = (typeof host === 'string' ? host : host()).toLowerCase();
-    const texts = outgoing();
+    const to = siteHost(typeof host === 'string' ? host : host());
+    const texts = outgoing().filter((t): t is string => !!t);
+    const lower = texts.map((t) => t.toLowerCase());
     const derived = this.derivedFrom(templates);
     for (const i of this.state.decidedBy) derived.add(i);
     for (const [i, { forms, sites }] of this.secretHomes.entries()) {
       // The site itself or a host under it (a key for example.com used on api.example.com).
-      if ([...sites].some((site) => to === site || to.endsWith(`.${site}`))) continue;
-      const carried = texts.some((t) => t && forms.some((f) => t.includes(f)));
+      if (underSite(to, sites)) continue;
+      const carried = texts.some((t, j) => forms.holds(t, lower[j]));
       if (!carried && !derived.has(i)) continue;
       const what = carried ? "a connected account's or access key's secret" : "what the run read from, or decided on, a connected account's or access key's secret";
       const err = new ServiceError('workflow_execution_failed', `Refused to send ${what} to ${to || 'a page that is not loaded'}: it is sent only to ${[...sites].join(', ')}`, {
@@ -457,7 +459,10 @@ export class Interpreter {
           texts.push(k);
           stack.push(x);
         }
-      for (const t of texts) this.secretHomes.forEach(({ forms }, i) => forms.some((f) => t.includes(f)) && out.add(i));
+      for (const t of texts) {
+        const lower = t.toLowerCase();
+        this.secretHomes.forEach(({ forms }, i) => forms.holds(t, lower) && out.add(i));
+      }
     }
     return out;
   }
@@ -486,13 +491,13 @@ export class Interpreter {
   }
 
   /** Every spelling of every secret of the run (connected or not), made when first needed. */
-  private secretForms: string[] | null = null;
+  private secretForms: SecretMatcher | null = null;
 
   /** Whether a text holds one of the run's secrets in any spelling. */
   private holdsSecret(text: string | undefined): boolean {
     if (!text || this.secretValues.length === 0) return false;
-    this.secretForms ??= [...new Set(this.secretValues.flatMap(secretSpellings))];
-    return this.secretForms.some((f) => text.includes(f));
+    this.secretForms ??= new SecretMatcher(this.secretValues);
+    return this.secretForms.holds(text);
   }
 
   private markDerived(name: string, from: Set<number>): void {
@@ -834,6 +839,19 @@ export class Interpreter {
     return false;
   }
 }
+
+/**
+ * A host as the secret-host check compares it: lower case, without the trailing dot of a fully
+ * qualified name, and an internationalized name in its ASCII (punycode) form, as URLs hold it. A
+ * site and a page's host that name the same host in DNS compare equal, whatever their spelling.
+ */
+export function siteHost(host: string): string {
+  const h = host.trim().toLowerCase().replace(/\.$/, '');
+  return (h && domainToASCII(h)) || h;
+}
+
+/** Whether `host` (as siteHost gives it) is one of `sites` or a host under one. */
+const underSite = (host: string, sites: Set<string>): boolean => [...sites].some((site) => host === site || host.endsWith(`.${site}`));
 
 export function headerValue(v: string | string[] | undefined): string | null {
   if (v === undefined) return null;
