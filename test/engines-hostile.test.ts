@@ -121,6 +121,12 @@ beforeAll(async () => {
         JSON.stringify({ upper: `KEY: ${key.toUpperCase()}`, basic: `Basic ${Buffer.from(`caller:${key}`).toString('base64')}` }),
       );
     }
+    if (req.url?.startsWith('/show?')) {
+      // A page of site A that shows what it was sent in an attribute (an account page showing its key).
+      const k = new URL(req.url, 'http://x').searchParams.get('k') ?? '';
+      const attr = k.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+      return void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(`<!doctype html><title>Account</title><p><a id="go" href="#" data-k="${attr}">Your key</a></p>`);
+    }
     if (req.url?.startsWith('/reflect?')) {
       // A site that shows what it was sent (a search page's "results for …"), as JSON.
       return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ q: new URL(req.url, 'http://x').searchParams.get('q') }));
@@ -462,6 +468,43 @@ describe("a connection's secret goes only to its site", () => {
     expect(e).toBeInstanceOf(ServiceError);
     expect(e!.code).toBe('workflow_execution_failed');
     expect(e!.details).toMatchObject({ step: '1', host: SITE_B, reason: 'secret_not_for_host' });
+  });
+
+  // A browser step's literal selector questions the page: on a page of site A showing the key, whether
+  // `[data-k^="k"]` is there (else the step fails when its time is up) tells its first character, and
+  // the run going on to site B tells that to site B. A bit per run, like a condition's.
+  const browserRun = (steps: Recipe['steps']) =>
+    runner.run({ engine: 'browser', hosts: [SITE_A, SITE_B], secrets: ['A_KEY', 'B_KEY'], steps, output: { ok: true } }, {}, { ...ctx(), secrets, secretSites }).then(
+      () => null,
+      (e: ServiceError) => e,
+    );
+  const shown = `http://${SITE_A}/show?k={{secrets.A_KEY}}`;
+  const questions: Array<[string, Recipe['steps'][number]]> = [
+    ['a wait for a selector', { type: 'wait', selector: 'a[data-k^="k"]', state: 'attached', timeout_ms: 2_000 }],
+    ['a click', { type: 'click', selector: 'a[data-k^="k"]' }],
+  ];
+  for (const [how, question] of questions) {
+    it(`${how} on a page of site A showing its key is a decision on it: the run then never reaches site B`, async () => {
+      received.length = 0;
+      const e = await browserRun([{ type: 'navigate', url: shown }, question, { type: 'navigate', url: `http://${SITE_B}/b` }]);
+      expect(e).toBeInstanceOf(ServiceError);
+      expect(e!.code).toBe('workflow_execution_failed');
+      expect(e!.details).toMatchObject({ step: '2', host: SITE_B, reason: 'secret_not_for_host' });
+      expect(isFinalRefusal(e!)).toBe(true);
+      expect(received.map((r) => r.host)).toEqual([SITE_A]);
+    });
+  }
+
+  it('the same steps on a page of site A that shows no key go on to site B', async () => {
+    received.length = 0;
+    const e = await browserRun([
+      { type: 'navigate', url: `http://${SITE_A}/show?k=nothing-secret` },
+      { type: 'wait', selector: 'a[data-k^="n"]', state: 'attached', timeout_ms: 2_000 },
+      { type: 'click', selector: 'a[data-k^="n"]' },
+      { type: 'navigate', url: `http://${SITE_B}/b` },
+    ]);
+    expect(e).toBeNull();
+    expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
   });
 
   for (const [how, steps] of attempts) {

@@ -185,6 +185,8 @@ export class Interpreter {
   /** Each secret value that must stay on its connection's site(s), found in every spelling it can be sent in. */
   private readonly secretHomes: Array<{ forms: SecretMatcher; sites: Set<string> }>;
   private readonly state: State;
+  /** Whether the recipe declares a host outside some secret's site (else nothing it sends can carry a secret elsewhere). */
+  private readonly mayLeaveSites: boolean;
 
   constructor(
     private readonly recipe: Recipe,
@@ -205,6 +207,7 @@ export class Interpreter {
       sites.add(siteHost(site));
     }
     this.secretHomes = [...homes].map(([value, sites]) => ({ forms: new SecretMatcher([value]), sites }));
+    this.mayLeaveSites = this.secretHomes.some(({ sites }) => recipe.hosts.some((h) => !underSite(siteHost(h), sites)));
     this.state = {
       scope: { input, vars: Object.create(null) as Record<string, unknown>, secrets, run: { request_ref: ctx.requestRef } },
       lastStatus: null,
@@ -331,6 +334,7 @@ export class Interpreter {
       }
       case 'fill': {
         this.needBrowser(step.type);
+        await this.elementDecides();
         this.pageMayChange();
         const value = renderString(step.value, this.state.scope);
         this.assertSecretsStayHome(() => this.pageHost(), () => [value], path, step.value);
@@ -338,6 +342,7 @@ export class Interpreter {
       }
       case 'select': {
         this.needBrowser(step.type);
+        await this.elementDecides();
         this.pageMayChange();
         const choice = { value: step.value !== undefined ? renderString(step.value, this.state.scope) : undefined, label: step.label !== undefined ? renderString(step.label, this.state.scope) : undefined };
         this.assertSecretsStayHome(() => this.pageHost(), () => [choice.value, choice.label], path, [step.value, step.label]);
@@ -345,20 +350,24 @@ export class Interpreter {
       }
       case 'click': {
         this.needBrowser(step.type);
+        await this.elementDecides();
         this.pageMayChange();
         const res = await this.driver.click!(step, path);
         if (res) {
           this.afterPageChange(res);
           this.checkStatus(res.status, new URL(res.url), step, path, this.state.secretsSent, res.retryAfter);
-        }
+        } else await this.elementDecides();
         return;
       }
       case 'wait':
         this.needBrowser(step.type);
+        if (step.selector) await this.elementDecides();
         this.pageMayChange();
         // Whether the address comes to hold a derived value (else the run fails) decides whether the run goes on.
         if (step.url_contains !== undefined) this.decided([...this.derivedFrom(step.url_contains), ...this.state.derivedSent]);
-        return this.driver.wait!(step, { url_contains: step.url_contains !== undefined ? renderString(step.url_contains, this.state.scope) : undefined }, path);
+        await this.driver.wait!(step, { url_contains: step.url_contains !== undefined ? renderString(step.url_contains, this.state.scope) : undefined }, path);
+        if (step.selector) await this.elementDecides();
+        return;
       case 'extract':
         return this.extract(step);
       case 'set':
@@ -484,6 +493,24 @@ export class Interpreter {
       this.secretsIn(vars[name], out);
     }
     return out;
+  }
+
+  /**
+   * A browser step's selector questions the page: the step finds its element, or it fails the run
+   * when its time is up. With a literal selector such as `[data-key^="sk_a"]` on a page showing a
+   * secret, whether the run goes on (to another host, say) tells a character of it, a bit per
+   * run, as a condition would. So a `click`, `fill`, `select` or a `wait` for a selector on a page
+   * that shows a connection's secret in any spelling, or after the run sent a value derived from one
+   * (the page may show it back), is a decision on that secret: the page is read before the step, and
+   * after a `wait` or a click that stayed on its page (the element waited for may have come with the
+   * secret). Only runs that may reach a host outside a secret's site read anything.
+   */
+  private async elementDecides(): Promise<void> {
+    if (!this.mayLeaveSites) return;
+    const by = new Set(this.state.derivedSent);
+    const snap = await this.pageSnapshot();
+    if (snap) this.secretsIn(snap.html, by);
+    this.decided(by);
   }
 
   private decided(by: Iterable<number> | undefined): void {
@@ -799,6 +826,7 @@ export class Interpreter {
         } else if (this.driver.clickNext) {
           this.pageMayChange();
           await this.driver.clickNext(next.selector, next.wait_for, path);
+          if (next.wait_for) await this.elementDecides();
         } else break;
       }
     }
