@@ -114,6 +114,19 @@ beforeAll(async () => {
         }),
       );
     }
+    if (req.url === '/echo-loud') {
+      // A site that echoes the key in another case, or inside a credential it encodes (HTTP Basic's base64 of "user:key").
+      const key = String(req.headers['x-api-key']);
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({ upper: `KEY: ${key.toUpperCase()}`, basic: `Basic ${Buffer.from(`caller:${key}`).toString('base64')}` }),
+      );
+    }
+    if (req.url?.startsWith('/show?')) {
+      // A page of site A that shows what it was sent in an attribute (an account page showing its key).
+      const k = new URL(req.url, 'http://x').searchParams.get('k') ?? '';
+      const attr = k.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+      return void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(`<!doctype html><title>Account</title><p><a id="go" href="#" data-k="${attr}">Your key</a></p>`);
+    }
     if (req.url?.startsWith('/reflect?')) {
       // A site that shows what it was sent (a search page's "results for …"), as JSON.
       return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ q: new URL(req.url, 'http://x').searchParams.get('q') }));
@@ -205,7 +218,9 @@ describe("a connection's secret goes only to its site", () => {
       () => null,
       (e: ServiceError) => e,
     );
-  const leakedToB = () => received.filter((r) => r.host === SITE_B && secretSpellings(A_KEY).some((f) => r.text.includes(f)));
+  // Whatever the case of its letters (a site may echo it upper-cased); base64 spellings as they are.
+  const leakedToB = () =>
+    received.filter((r) => r.host === SITE_B && secretSpellings(A_KEY).some((f) => r.text.toLowerCase().includes(f.toLowerCase())));
 
   it('each key reaches its own site', async () => {
     received.length = 0;
@@ -227,6 +242,22 @@ describe("a connection's secret goes only to its site", () => {
     expect(await run2(`api.${SITE_A}`)).toBeNull();
     expect((await run2(`${SITE_A}.${SITE_B}`))?.details).toMatchObject({ reason: 'secret_not_for_host' });
     expect(received.map((r) => r.host)).toEqual([`api.${SITE_A}`]);
+  });
+
+  it("a connection's site names its host however it is spelled (upper case, a fully qualified name's trailing dot)", async () => {
+    received.length = 0;
+    const e = await runner
+      .run(
+        { engine: 'http', hosts: [SITE_A], secrets: ['A_KEY'], steps: [{ type: 'request', url: `http://${SITE_A}/a`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'a' }], output: { ok: true } },
+        {},
+        { ...ctx(), secrets, secretSites: { A_KEY: `${SITE_A.toUpperCase()}.` } },
+      )
+      .then(
+        () => null,
+        (err: ServiceError) => err,
+      );
+    expect(e).toBeNull();
+    expect(received.map((r) => r.host)).toEqual([SITE_A]);
   });
 
   const attempts: Array<[string, Recipe['steps']]> = [
@@ -256,6 +287,21 @@ describe("a connection's secret goes only to its site", () => {
       [
         { type: 'request', url: `http://${SITE_A}/echo`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'echo' },
         { type: 'request', url: `http://${SITE_B}/b`, query: { f: '{{vars.echo.form}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      // Site A shows it back in capitals: the same key to anyone who lower-cases it again.
+      'after site A echoed it back upper-cased',
+      [
+        { type: 'request', url: `http://${SITE_A}/echo-loud`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'echo' },
+        { type: 'request', url: `http://${SITE_B}/b`, query: { u: '{{vars.echo.upper}}' }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      'after site A echoed it back inside a base64 credential',
+      [
+        { type: 'request', url: `http://${SITE_A}/echo-loud`, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'echo' },
+        { type: 'request', url: `http://${SITE_B}/b`, headers: { 'x-note': '{{vars.echo.basic}}' }, parse: 'json', save_as: 'b' },
       ],
     ],
     [
@@ -424,6 +470,43 @@ describe("a connection's secret goes only to its site", () => {
     expect(e!.details).toMatchObject({ step: '1', host: SITE_B, reason: 'secret_not_for_host' });
   });
 
+  // A browser step's literal selector questions the page: on a page of site A showing the key, whether
+  // `[data-k^="k"]` is there (else the step fails when its time is up) tells its first character, and
+  // the run going on to site B tells that to site B. A bit per run, like a condition's.
+  const browserRun = (steps: Recipe['steps']) =>
+    runner.run({ engine: 'browser', hosts: [SITE_A, SITE_B], secrets: ['A_KEY', 'B_KEY'], steps, output: { ok: true } }, {}, { ...ctx(), secrets, secretSites }).then(
+      () => null,
+      (e: ServiceError) => e,
+    );
+  const shown = `http://${SITE_A}/show?k={{secrets.A_KEY}}`;
+  const questions: Array<[string, Recipe['steps'][number]]> = [
+    ['a wait for a selector', { type: 'wait', selector: 'a[data-k^="k"]', state: 'attached', timeout_ms: 2_000 }],
+    ['a click', { type: 'click', selector: 'a[data-k^="k"]' }],
+  ];
+  for (const [how, question] of questions) {
+    it(`${how} on a page of site A showing its key is a decision on it: the run then never reaches site B`, async () => {
+      received.length = 0;
+      const e = await browserRun([{ type: 'navigate', url: shown }, question, { type: 'navigate', url: `http://${SITE_B}/b` }]);
+      expect(e).toBeInstanceOf(ServiceError);
+      expect(e!.code).toBe('workflow_execution_failed');
+      expect(e!.details).toMatchObject({ step: '2', host: SITE_B, reason: 'secret_not_for_host' });
+      expect(isFinalRefusal(e!)).toBe(true);
+      expect(received.map((r) => r.host)).toEqual([SITE_A]);
+    });
+  }
+
+  it('the same steps on a page of site A that shows no key go on to site B', async () => {
+    received.length = 0;
+    const e = await browserRun([
+      { type: 'navigate', url: `http://${SITE_A}/show?k=nothing-secret` },
+      { type: 'wait', selector: 'a[data-k^="n"]', state: 'attached', timeout_ms: 2_000 },
+      { type: 'click', selector: 'a[data-k^="n"]' },
+      { type: 'navigate', url: `http://${SITE_B}/b` },
+    ]);
+    expect(e).toBeNull();
+    expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+  });
+
   for (const [how, steps] of attempts) {
     it(`a key for site A is never sent to site B ${how}: refused before sending, final`, async () => {
       received.length = 0;
@@ -440,6 +523,27 @@ describe("a connection's secret goes only to its site", () => {
 });
 
 describe('a secret a website echoes back never reaches the caller', () => {
+  it('is redacted from the output when the site upper-cased it or put it inside a base64 credential', async () => {
+    const KEY = 'p@ss-word-for-a';
+    const out = await runner.run(
+      {
+        engine: 'http',
+        hosts: [SITE_A],
+        secrets: ['KEY'],
+        steps: [{ type: 'request', url: `http://${SITE_A}/echo-loud`, headers: { 'x-api-key': '{{secrets.KEY}}' }, parse: 'json', save_as: 'a' }],
+        output: { upper: '{{vars.a.upper}}', basic: '{{vars.a.basic}}' },
+      },
+      {},
+      { ...ctx(), secrets: { KEY }, secretSites: { KEY: SITE_A } },
+    );
+    const r = redact(out, [KEY]) as { upper: string; basic: string };
+    expect(r.upper).toBe('KEY: [redacted]');
+    // "caller:" is 7 bytes: the key starts one byte into a base64 group, and still its part of the base64 is found.
+    const b64 = Buffer.from(`caller:${KEY}`).toString('base64');
+    expect(r.basic).toMatch(/^Basic [A-Za-z0-9+/]*\[redacted\][A-Za-z0-9+/=]*$/);
+    expect(r.basic).not.toContain(b64.slice(12, -4));
+  });
+
   it('is redacted from the output however the site spelled it (query string, HTML, JSON text, base64)', async () => {
     const KEY = `p@ss'word!(1) "<x>"`;
     const out = await runner.run(

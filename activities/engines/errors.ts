@@ -112,38 +112,122 @@ export function timeoutError(step: string | undefined): ServiceError {
 
 
 /**
- * The spellings in which a website may echo a secret back: as is, percent-encoded (as by
- * encodeURIComponent, or as a form or query string: URLSearchParams also escapes !'()~ and writes a
- * space as '+'; either case of hex digits), inside a JSON string, HTML-escaped, and base64.
+ * The spellings of a secret that are text (the value, percent-encoded as by encodeURIComponent or as
+ * a form or query string: URLSearchParams also escapes !'()~ and writes a space as '+', inside a
+ * JSON string, HTML-escaped). A site may write any of them in another case (an upper-cased echo, hex
+ * digits of either case), so they are looked for whatever the case of their letters (`SecretMatcher`).
  */
-export function secretSpellings(sec: string): string[] {
-  const forms = new Set<string>();
-  for (const f of [sec, encodeURIComponent(sec), encodeURIComponent(sec).replace(/%20/g, '+'), new URLSearchParams({ v: sec }).toString().slice(2)]) {
-    forms.add(f);
-    forms.add(f.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()));
-  }
+function textSpellings(sec: string): string[] {
+  const forms = new Set<string>([sec, encodeURIComponent(sec), encodeURIComponent(sec).replace(/%20/g, '+'), new URLSearchParams({ v: sec }).toString().slice(2)]);
   forms.add(JSON.stringify(sec).slice(1, -1));
   forms.add(escapeHtml(sec));
   forms.add(escapeHtml(sec).replace(/&#39;/g, '&#x27;'));
-  const b64 = Buffer.from(sec, 'utf8').toString('base64');
-  forms.add(b64);
-  forms.add(b64.replace(/=+$/, ''));
-  forms.add(Buffer.from(sec, 'utf8').toString('base64url'));
-  // Every spelling of a secret of MIN_SECRET_LENGTH or more is at least that long (each is the value or longer).
-  return [...forms].filter((f) => f.length >= MIN_SECRET_LENGTH);
+  return [...forms];
 }
 
-/** Replaces every secret value, in every spelling of secretSpellings, in strings of a value. */
+/**
+ * A base64 part shorter than this is not looked for on its own (inside a longer base64 text): 6
+ * base64 characters are 36 bits, rare enough by chance in what a run sends and returns. Every
+ * secret of 5 characters (bytes) or more has one at each alignment.
+ */
+const MIN_BASE64_PART = 6;
+
+/**
+ * The spellings of a secret in base64 (and base64url), matched as they are (base64 is case-
+ * significant): the whole value, padded or not, and the part of it that shows inside a longer
+ * base64 text (a site echoing `Basic base64("user:secret")`) whichever of the three byte
+ * alignments it starts at: the characters that depend on the secret's bytes alone.
+ */
+function base64Spellings(sec: string): string[] {
+  const bytes = Buffer.from(sec, 'utf8');
+  const forms = new Set<string>();
+  const whole = bytes.toString('base64');
+  forms.add(whole);
+  forms.add(whole.replace(/=+$/, ''));
+  forms.add(bytes.toString('base64url'));
+  for (const lead of [0, 1, 2]) {
+    const n = lead + bytes.length;
+    const b64 = Buffer.concat([Buffer.alloc(lead), bytes]).toString('base64');
+    // The first characters also hold the bytes before the secret, the last the bytes after it.
+    const part = b64.slice([0, 2, 3][lead], Math.floor(n / 3) * 4 + (n % 3));
+    if (part.length < MIN_BASE64_PART) continue;
+    forms.add(part);
+    forms.add(part.replace(/\+/g, '-').replace(/\//g, '_'));
+  }
+  return [...forms];
+}
+
+/**
+ * The spellings in which a website may echo a secret back: as is, percent-encoded, inside a JSON
+ * string, HTML-escaped (each in any case, see `SecretMatcher`), and base64 (whole or inside a longer
+ * base64 text). Not a piece of it (a site showing its last four characters): see the engines' README.
+ */
+export function secretSpellings(sec: string): string[] {
+  // Every spelling of a secret of MIN_SECRET_LENGTH or more is at least that long (each is the value or longer, or a base64 part of MIN_BASE64_PART).
+  return [...new Set([...textSpellings(sec), ...base64Spellings(sec)])].filter((f) => f.length >= MIN_SECRET_LENGTH);
+}
+
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * Finds and replaces secrets in every spelling of `secretSpellings`: the text spellings whatever
+ * the case of their letters, the base64 ones as they are. A text is lower-cased once to look for
+ * all of them (`holds`); only a text that holds one is rewritten.
+ */
+export class SecretMatcher {
+  /** Text spellings, lower case. */
+  private readonly folded: string[];
+  private readonly exact: string[];
+  private pattern: RegExp | null = null;
+
+  constructor(secrets: readonly string[]) {
+    const folded = new Set<string>();
+    const exact = new Set<string>();
+    for (const sec of secrets) {
+      for (const f of textSpellings(sec)) if (f.length >= MIN_SECRET_LENGTH) folded.add(f.toLowerCase());
+      for (const f of base64Spellings(sec)) if (f.length >= MIN_SECRET_LENGTH) exact.add(f);
+    }
+    // Longest first: a spelling that contains another is replaced whole.
+    this.folded = [...folded].sort((a, b) => b.length - a.length);
+    this.exact = [...exact].sort((a, b) => b.length - a.length);
+  }
+
+  get empty(): boolean {
+    return this.folded.length === 0 && this.exact.length === 0;
+  }
+
+  /** Whether `text` holds a secret in any spelling; `lower` is `text.toLowerCase()` when the caller has it already (one text, several matchers). */
+  holds(text: string, lower?: string): boolean {
+    if (this.empty || text.length < MIN_SECRET_LENGTH) return false;
+    if (this.exact.some((f) => text.includes(f))) return true;
+    const l = lower ?? text.toLowerCase();
+    return this.folded.some((f) => l.includes(f));
+  }
+
+  /**
+   * `text` with every spelling replaced by `by`: the base64 ones as they are, then the text ones
+   * with a case-insensitive expression (simple case folding). A letter whose lower case is longer or
+   * depends on its neighbours (a few outside Latin) can make toLowerCase find what the expression
+   * does not: such a text is replaced whole.
+   */
+  replace(text: string, by: string): string {
+    if (!this.holds(text)) return text;
+    let out = text;
+    for (const f of this.exact) if (out.includes(f)) out = out.split(f).join(by);
+    if (this.folded.length > 0) {
+      this.pattern ??= new RegExp(this.folded.map(escapeRegExp).join('|'), 'gi');
+      out = out.replace(this.pattern, () => by);
+    }
+    return this.holds(out) ? by : out;
+  }
+}
+
+/** Replaces every secret value, in every spelling of secretSpellings (text spellings in any case), in strings of a value. */
 export function redact<T>(value: T, secrets: string[]): T {
   if (secrets.length === 0) return value;
-  // Longest first: a spelling that contains another is replaced whole.
-  const forms = [...new Set(secrets.flatMap(secretSpellings))].sort((a, b) => b.length - a.length);
-  const scrub = (s: string) => {
-    let out = s;
-    for (const form of forms) if (out.includes(form)) out = out.split(form).join('[redacted]');
-    return out;
-  };
-  return mapStrings(value, scrub) as T;
+  const m = new SecretMatcher(secrets);
+  if (m.empty) return value;
+  return mapStrings(value, (s) => m.replace(s, '[redacted]')) as T;
 }
 
 /**

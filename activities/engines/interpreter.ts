@@ -17,7 +17,8 @@ import type {
 } from '../../shared/recipes/schema.ts';
 import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, type TemplateScope } from '../../shared/recipes/template.ts';
 import { PLACEHOLDER_RE, parseReference } from '../../shared/recipes/schema.ts';
-import { DEFINITE_REFUSALS, isAbortError, notSent, redactError, secretSpellings, statusError, timeoutError } from './errors.ts';
+import { DEFINITE_REFUSALS, SecretMatcher, isAbortError, notSent, redactError, statusError, timeoutError } from './errors.ts';
+import { domainToASCII } from 'node:url';
 import { isProtectableSecret } from '../../shared/secrets.ts';
 import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, type CheerioDoc, type ExtractOptions } from './extract.ts';
 
@@ -181,9 +182,11 @@ function atStep(e: ServiceError, step: string | undefined): ServiceError {
 export class Interpreter {
   private readonly checkUrl: UrlCheck;
   private readonly secretValues: string[];
-  /** Each secret value that must stay on its connection's site(s), in every spelling it can be sent in. */
-  private readonly secretHomes: Array<{ forms: string[]; sites: Set<string> }>;
+  /** Each secret value that must stay on its connection's site(s), found in every spelling it can be sent in. */
+  private readonly secretHomes: Array<{ forms: SecretMatcher; sites: Set<string> }>;
   private readonly state: State;
+  /** Whether the recipe declares a host outside some secret's site (else nothing it sends can carry a secret elsewhere). */
+  private readonly mayLeaveSites: boolean;
 
   constructor(
     private readonly recipe: Recipe,
@@ -201,9 +204,10 @@ export class Interpreter {
       if (!isProtectableSecret(value)) continue;
       let sites = homes.get(value);
       if (!sites) homes.set(value, (sites = new Set()));
-      sites.add(site.toLowerCase());
+      sites.add(siteHost(site));
     }
-    this.secretHomes = [...homes].map(([value, sites]) => ({ forms: secretSpellings(value), sites }));
+    this.secretHomes = [...homes].map(([value, sites]) => ({ forms: new SecretMatcher([value]), sites }));
+    this.mayLeaveSites = this.secretHomes.some(({ sites }) => recipe.hosts.some((h) => !underSite(siteHost(h), sites)));
     this.state = {
       scope: { input, vars: Object.create(null) as Record<string, unknown>, secrets, run: { request_ref: ctx.requestRef } },
       lastStatus: null,
@@ -330,6 +334,7 @@ export class Interpreter {
       }
       case 'fill': {
         this.needBrowser(step.type);
+        await this.elementDecides();
         this.pageMayChange();
         const value = renderString(step.value, this.state.scope);
         this.assertSecretsStayHome(() => this.pageHost(), () => [value], path, step.value);
@@ -337,6 +342,7 @@ export class Interpreter {
       }
       case 'select': {
         this.needBrowser(step.type);
+        await this.elementDecides();
         this.pageMayChange();
         const choice = { value: step.value !== undefined ? renderString(step.value, this.state.scope) : undefined, label: step.label !== undefined ? renderString(step.label, this.state.scope) : undefined };
         this.assertSecretsStayHome(() => this.pageHost(), () => [choice.value, choice.label], path, [step.value, step.label]);
@@ -344,20 +350,24 @@ export class Interpreter {
       }
       case 'click': {
         this.needBrowser(step.type);
+        await this.elementDecides();
         this.pageMayChange();
         const res = await this.driver.click!(step, path);
         if (res) {
           this.afterPageChange(res);
           this.checkStatus(res.status, new URL(res.url), step, path, this.state.secretsSent, res.retryAfter);
-        }
+        } else await this.elementDecides();
         return;
       }
       case 'wait':
         this.needBrowser(step.type);
+        if (step.selector) await this.elementDecides();
         this.pageMayChange();
         // Whether the address comes to hold a derived value (else the run fails) decides whether the run goes on.
         if (step.url_contains !== undefined) this.decided([...this.derivedFrom(step.url_contains), ...this.state.derivedSent]);
-        return this.driver.wait!(step, { url_contains: step.url_contains !== undefined ? renderString(step.url_contains, this.state.scope) : undefined }, path);
+        await this.driver.wait!(step, { url_contains: step.url_contains !== undefined ? renderString(step.url_contains, this.state.scope) : undefined }, path);
+        if (step.selector) await this.elementDecides();
+        return;
       case 'extract':
         return this.extract(step);
       case 'set':
@@ -396,14 +406,15 @@ export class Interpreter {
   private assertSecretsStayHome(host: string | (() => string), outgoing: () => Array<string | undefined>, path: string, templates: unknown): void {
     // Most runs use no connection: then nothing is decoded or gathered on the request path.
     if (this.secretHomes.length === 0) return;
-    const to = (typeof host === 'string' ? host : host()).toLowerCase();
-    const texts = outgoing();
+    const to = siteHost(typeof host === 'string' ? host : host());
+    const texts = outgoing().filter((t): t is string => !!t);
+    const lower = texts.map((t) => t.toLowerCase());
     const derived = this.derivedFrom(templates);
     for (const i of this.state.decidedBy) derived.add(i);
     for (const [i, { forms, sites }] of this.secretHomes.entries()) {
       // The site itself or a host under it (a key for example.com used on api.example.com).
-      if ([...sites].some((site) => to === site || to.endsWith(`.${site}`))) continue;
-      const carried = texts.some((t) => t && forms.some((f) => t.includes(f)));
+      if (underSite(to, sites)) continue;
+      const carried = texts.some((t, j) => forms.holds(t, lower[j]));
       if (!carried && !derived.has(i)) continue;
       const what = carried ? "a connected account's or access key's secret" : "what the run read from, or decided on, a connected account's or access key's secret";
       const err = new ServiceError('workflow_execution_failed', `Refused to send ${what} to ${to || 'a page that is not loaded'}: it is sent only to ${[...sites].join(', ')}`, {
@@ -457,7 +468,10 @@ export class Interpreter {
           texts.push(k);
           stack.push(x);
         }
-      for (const t of texts) this.secretHomes.forEach(({ forms }, i) => forms.some((f) => t.includes(f)) && out.add(i));
+      for (const t of texts) {
+        const lower = t.toLowerCase();
+        this.secretHomes.forEach(({ forms }, i) => forms.holds(t, lower) && out.add(i));
+      }
     }
     return out;
   }
@@ -481,18 +495,36 @@ export class Interpreter {
     return out;
   }
 
+  /**
+   * A browser step's selector questions the page: the step finds its element, or it fails the run
+   * when its time is up. With a literal selector such as `[data-key^="sk_a"]` on a page showing a
+   * secret, whether the run goes on (to another host, say) tells a character of it, a bit per
+   * run, as a condition would. So a `click`, `fill`, `select` or a `wait` for a selector on a page
+   * that shows a connection's secret in any spelling, or after the run sent a value derived from one
+   * (the page may show it back), is a decision on that secret: the page is read before the step, and
+   * after a `wait` or a click that stayed on its page (the element waited for may have come with the
+   * secret). Only runs that may reach a host outside a secret's site read anything.
+   */
+  private async elementDecides(): Promise<void> {
+    if (!this.mayLeaveSites) return;
+    const by = new Set(this.state.derivedSent);
+    const snap = await this.pageSnapshot();
+    if (snap) this.secretsIn(snap.html, by);
+    this.decided(by);
+  }
+
   private decided(by: Iterable<number> | undefined): void {
     for (const i of by ?? []) this.state.decidedBy.add(i);
   }
 
   /** Every spelling of every secret of the run (connected or not), made when first needed. */
-  private secretForms: string[] | null = null;
+  private secretForms: SecretMatcher | null = null;
 
   /** Whether a text holds one of the run's secrets in any spelling. */
   private holdsSecret(text: string | undefined): boolean {
     if (!text || this.secretValues.length === 0) return false;
-    this.secretForms ??= [...new Set(this.secretValues.flatMap(secretSpellings))];
-    return this.secretForms.some((f) => text.includes(f));
+    this.secretForms ??= new SecretMatcher(this.secretValues);
+    return this.secretForms.holds(text);
   }
 
   private markDerived(name: string, from: Set<number>): void {
@@ -794,6 +826,7 @@ export class Interpreter {
         } else if (this.driver.clickNext) {
           this.pageMayChange();
           await this.driver.clickNext(next.selector, next.wait_for, path);
+          if (next.wait_for) await this.elementDecides();
         } else break;
       }
     }
@@ -834,6 +867,19 @@ export class Interpreter {
     return false;
   }
 }
+
+/**
+ * A host as the secret-host check compares it: lower case, without the trailing dot of a fully
+ * qualified name, and an internationalized name in its ASCII (punycode) form, as URLs hold it. A
+ * site and a page's host that name the same host in DNS compare equal, whatever their spelling.
+ */
+export function siteHost(host: string): string {
+  const h = host.trim().toLowerCase().replace(/\.$/, '');
+  return (h && domainToASCII(h)) || h;
+}
+
+/** Whether `host` (as siteHost gives it) is one of `sites` or a host under one. */
+const underSite = (host: string, sites: Set<string>): boolean => [...sites].some((site) => host === site || host.endsWith(`.${site}`));
 
 export function headerValue(v: string | string[] | undefined): string | null {
   if (v === undefined) return null;
