@@ -41,6 +41,10 @@ const pages: Record<string, () => string> = {
     rows.pop();
     return `<!doctype html><html><head><title>Big</title></head><body><table>${rows.join('')}</table><p class="x">end</p></body></html>`;
   },
+  // 500 list items: a selector of sibling steps matches each against every earlier one, and again
+  '/siblings': () => `<html><body><ul>${'<li>item</li>'.repeat(500)}</ul><p class="x">end</p></body></html>`,
+  // 400 levels of div and no span: nested :has() looks under every level again for every level
+  '/deep-span': () => `<html><body>${'<div>'.repeat(400)}<b>s</b>${'</div>'.repeat(400)}<p class="x">end</p></body></html>`,
   // a real page near the bounds: 400 levels deep, an element with 200 attributes
   '/busy': () =>
     `<html><body>${'<div>'.repeat(400)}<p class="x" ${Array.from({ length: 200 }, (_, i) => `data-a${i}="v${i}"`).join(' ')}>fine</p>${'</div>'.repeat(400)}</body></html>`,
@@ -197,6 +201,53 @@ describe('pathological HTML never blocks the worker', () => {
     // Parsing it takes parse5 about a second (several on a busy machine). In one piece, the longest
     // stall was nearly all of the run; in slices, it is a small part of it, whatever the machine's speed.
     expect(stallMs, `longest stall ${Math.round(stallMs)} ms of a ${Math.round(elapsed)} ms run`).toBeLessThan(elapsed / 4);
+  });
+
+  it('a selector that would hold the thread for a minute ends the run at its work budget, a failure of the recipe', async () => {
+    const costly = (path: string, selector: string): Recipe => ({
+      ...page(path),
+      steps: [
+        { type: 'request', url: `http://${HOST}${path}`, parse: 'html', save_as: 'raw' },
+        { type: 'extract', fields: { n: { type: 'count', selector } }, save_as: 'p' },
+      ],
+      output: { n: '{{vars.p.n}}' },
+    });
+    // Unbounded, these took 59 s, 43 s and 16 s of one thread (every organization's runs on the worker waited).
+    for (const [path, selector] of [
+      ['/siblings', 'li.none ~ li ~ li ~ li'],
+      ['/deep-span', 'div:has(div:has(div:has(span)))'],
+      ['/big', 'tr:nth-child(2n)'],
+    ] as const) {
+      const { error, stallMs } = await timed(costly(path, selector));
+      expect(error?.code, selector).toBe('workflow_execution_failed');
+      expect(error?.message).toContain(`the selector "${selector}" needs more work than a page may take`);
+      expect(stallMs, selector).toBeLessThan(5_000);
+    }
+  });
+
+  it('ordinary selectors over a 5 MiB page of 28,000 rows stay within the work budget', async () => {
+    const { result, error } = await timed({
+      ...page('/big'),
+      steps: [
+        { type: 'request', url: `http://${HOST}/big`, parse: 'html', save_as: 'raw' },
+        {
+          type: 'extract',
+          fields: {
+            rows: { type: 'count', selector: 'table tr.r' },
+            prices: { type: 'count', selector: 'tr.r > td.price' },
+            marked: { type: 'count', selector: 'td.price + td span[data-x]' },
+            second: { type: 'count', selector: 'td:nth-child(2)' },
+            last: { type: 'text', selector: 'body > p.x' },
+          },
+          save_as: 'p',
+        },
+      ],
+      output: { rows: '{{vars.p.rows}}', prices: '{{vars.p.prices}}', marked: '{{vars.p.marked}}', second: '{{vars.p.second}}', last: '{{vars.p.last}}' },
+    });
+    expect(error).toBeUndefined();
+    const rows = Number((result as { rows: unknown }).rows);
+    expect(rows).toBeGreaterThan(25_000);
+    expect(result).toMatchObject({ prices: rows, marked: rows, second: rows, last: 'end' });
   });
 
   it('a deep and attribute-heavy page within the bounds is read as before', async () => {

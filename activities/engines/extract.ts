@@ -3,7 +3,9 @@
 // from a snapshot of the rendered DOM.
 
 import * as cheerio from 'cheerio';
-import type { AnyNode } from 'domhandler';
+import { select as cssSelect } from 'cheerio-select';
+import type { AnyNode, Element } from 'domhandler';
+import * as DomUtils from 'domutils';
 import { Parser } from 'parse5';
 import { adapter as domAdapter, type Htmlparser2TreeAdapterMap } from 'parse5-htmlparser2-tree-adapter';
 import { ServiceError } from '../../shared/errors.ts';
@@ -266,13 +268,92 @@ function resolveUrlValue(raw: unknown, base: string | undefined): string | null 
   }
 }
 
-function find($: CheerioDoc, scope: Sel | null, selector: string | undefined): Sel {
+// ------------------------------------------------------------------------------------------
+// Selectors within a work budget
+
+/**
+ * Steps of selector matching (calls into the document: parent, siblings, children, name,
+ * attribute…) one parsed document allows, over every selector run on it. Matching is synchronous
+ * CPU work on the thread every organization's runs share, and some selectors cost far more than
+ * the page's size: unbounded, `li.none ~ li ~ li ~ li` over 500 items took 59 s,
+ * `div:has(div:has(div:has(span)))` 400 levels deep 43 s, and `tr:nth-child(2n)` over a 5 MiB table
+ * of 31,000 rows 16 s (each row counts its earlier siblings). Measured on a 5 MiB page of 31,000
+ * rows, an ordinary selector (`table tr.r`, `td.price + td span`, `td:nth-child(2)`) takes at most
+ * 512,000 steps, and 5,000,000 steps take about 90 ms of the thread: this bound, 20,000,000, holds
+ * the thread at most about a third of a second per page, and leaves a recipe room for dozens of
+ * ordinary selectors over the largest page.
+ */
+export const SELECTOR_WORK_PER_DOCUMENT = 20_000_000;
+
+class SelectorBudgetSpent extends Error {}
+
+type DomAdapter = typeof DomUtils;
+/** The document functions css-select calls (its Adapter), each counting one step. */
+const COUNTED = ['isTag', 'existsOne', 'getAttributeValue', 'getChildren', 'getName', 'getParent', 'getSiblings', 'getText', 'hasAttrib', 'removeSubsets', 'findAll', 'findOne', 'prevElementSibling'] as const;
+
+const adapters = new WeakMap<CheerioDoc, DomAdapter>();
+
+/** The counting adapter of one document: its budget is shared by every selector run on it. */
+function adapterOf($: CheerioDoc, work: number): DomAdapter {
+  let adapter = adapters.get($);
+  if (!adapter) {
+    let left = work;
+    const counted: Record<string, unknown> = { ...DomUtils };
+    for (const name of COUNTED) {
+      // Three fixed parameters (no adapter function takes more), not a rest parameter: this runs
+      // for every step of every match, and a spread made the steps twice as slow.
+      const fn = DomUtils[name] as (a: unknown, b: unknown, c: unknown) => unknown;
+      counted[name] = (a: unknown, b: unknown, c: unknown) => {
+        if (--left < 0) throw new SelectorBudgetSpent();
+        return fn(a, b, c);
+      };
+    }
+    adapter = counted as DomAdapter;
+    adapters.set($, adapter);
+  }
+  return adapter;
+}
+
+/**
+ * `scope.find(selector)`, or `$(selector)` without a scope, as cheerio runs them, but matching
+ * through the document's counting adapter: past SELECTOR_WORK_PER_DOCUMENT steps the run fails
+ * (ExtractionError) instead of holding the thread. `work` is for tests.
+ */
+export function selectIn($: CheerioDoc, scope: Sel | null, selector: string, work = SELECTOR_WORK_PER_DOCUMENT): Sel {
+  const base = scope ?? $.root();
+  const context = base.toArray();
+  // cheerio's _findBySelector: a selector starting with a sibling combinator or :scope is matched
+  // from the context itself, any other from its children.
+  const elems = /^\s*(?:[+~]|:scope\b)/.test(selector) ? context : base.children().toArray();
+  const o = base.options;
   try {
-    if (!selector) return scope ?? $.root();
-    return scope ? scope.find(selector) : $(selector);
+    const found = cssSelect(
+      selector,
+      elems,
+      {
+        context,
+        root: $.root()[0],
+        xmlMode: o.xmlMode,
+        lowerCaseTags: o.lowerCaseTags,
+        lowerCaseAttributeNames: o.lowerCaseAttributeNames,
+        pseudos: o.pseudos,
+        quirksMode: o.quirksMode,
+        adapter: adapterOf($, work),
+      },
+      Number.POSITIVE_INFINITY,
+    );
+    return $(found as Element[]);
   } catch (e) {
+    if (e instanceof SelectorBudgetSpent) {
+      throw new ExtractionError(`the selector "${selector}" needs more work than a page may take (${SELECTOR_WORK_PER_DOCUMENT.toLocaleString('en')} matching steps a page): write it without long chains of sibling (~) or :has() steps`);
+    }
     throw new ExtractionError(`invalid CSS selector "${selector}": ${(e as Error).message}`);
   }
+}
+
+function find($: CheerioDoc, scope: Sel | null, selector: string | undefined): Sel {
+  if (!selector) return scope ?? $.root();
+  return selectIn($, scope, selector);
 }
 
 function htmlScalar($: CheerioDoc, el: Sel, f: Field): unknown {

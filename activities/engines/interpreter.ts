@@ -20,7 +20,7 @@ import { PLACEHOLDER_RE, parseReference } from '../../shared/recipes/schema.ts';
 import { DEFINITE_REFUSALS, SecretMatcher, isAbortError, notSent, redactError, statusError, timeoutError } from './errors.ts';
 import { domainToASCII } from 'node:url';
 import { isProtectableSecret } from '../../shared/secrets.ts';
-import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, type CheerioDoc, type ExtractOptions } from './extract.ts';
+import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, selectIn, type CheerioDoc, type ExtractOptions } from './extract.ts';
 
 /** The party health checks run as (organizations' runs use their organization id, `org_…`). */
 export const HEALTH_PARTY = 'health';
@@ -733,7 +733,7 @@ export class Interpreter {
       const $ = doc ? await this.parsed(doc) : await this.loadHtml(this.state.scope.vars[(from as { var: string }).var] as string);
       let scope = null;
       if (step.scope) {
-        scope = $(step.scope).first();
+        scope = selectIn($, null, step.scope).first();
         if (scope.length === 0) {
           this.state.scope.vars[step.save_as] = null;
           return;
@@ -796,7 +796,7 @@ export class Interpreter {
         const $ = await this.parsed(doc);
         // Which link there is (if any) is read from the page: a decision like a condition's.
         if (this.secretHomes.length > 0) this.decided(this.secretsIn(doc.html, new Set(this.state.derivedSent)));
-        const link = $(next.selector).first();
+        const link = selectIn($, null, next.selector).first();
         if (link.length === 0) break;
         const href = link.attr('href');
         if (href && !/^\s*javascript:/i.test(href)) {
@@ -841,12 +841,7 @@ export class Interpreter {
       const doc = await this.currentDoc();
       const $ = await this.parsed(doc);
       const sel = 'selector_present' in c ? c.selector_present : c.selector_absent;
-      let n: number;
-      try {
-        n = $(sel).length;
-      } catch (e) {
-        throw new ExtractionError(`invalid CSS selector "${sel}": ${(e as Error).message}`);
-      }
+      const n = selectIn($, null, sel).length;
       return 'selector_present' in c ? n > 0 : n === 0;
     }
     if ('text_contains' in c) {
