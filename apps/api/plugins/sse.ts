@@ -92,7 +92,8 @@ export default fp(
         // no-store like the JSON answer (docs/contract-decisions.md): the result is the caller's
         // alone (a connected account's too), and no-cache would still let a cache keep it.
         'cache-control': 'no-store, no-transform',
-        connection: 'keep-alive',
+        // No `Connection: keep-alive` of our own: Node then keeps a set one even when the client
+        // sent `Connection: close`, holding its ended connection idle for keepAliveTimeout (72 s).
         'x-accel-buffering': 'no',
       });
       res.flushHeaders();
