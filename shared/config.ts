@@ -175,6 +175,22 @@ const ConfigSchema = z.object({
    */
   MCP_GET_RUN_WAITS_PER_ORG: int(64),
   /**
+   * Server-sent event streams (POST /v1/query with `stream: true`) of one organization open at once
+   * in one API process, each counted from its admission until its last byte left the process or
+   * its connection closed. Beyond, 429 organization_concurrency_limit (Retry-After 1) before the
+   * query runs or is charged. Every stream a client does not read holds its events in the API's
+   * memory (a result up to EXECUTE_MAX_OUTPUT_BYTES): this bounds one organization's share.
+   */
+  SSE_STREAMS_PER_ORG: int(64),
+  /**
+   * Bytes one stream may hold unsent (events not yet handed to the socket plus the socket's own
+   * buffer) while its client takes none of them: a stream over this that gets no 'drain' for
+   * SSE_DRAIN_TIMEOUT_MS is closed (apps/api/plugins/sse-writer.ts). Below it, only the slower
+   * RESPONSE_STALL_TIMEOUT_MS applies. A client that keeps reading, however slowly, is never cut.
+   */
+  SSE_MAX_BUFFERED_BYTES: z.coerce.number().int().min(16 * 1024).default(256 * 1024),
+  SSE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
+  /**
    * Each organization's request rate in one API process (a token bucket per organization, in
    * memory; N API processes take N times as much). Every request with an organization's credential
    * takes a token: request status, feedback, /v1/auth, uploads, tool listings, each JSON-RPC

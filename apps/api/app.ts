@@ -143,7 +143,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(import('./routes/probes.ts'), { startedAt, dependencies, lifecycle });
   if (deps.config.METRICS_ENABLED) await app.register(import('./routes/metrics.ts'));
-  await app.register(ssePlugin);
+  await app.register(ssePlugin, { streamsPerOrg: c.SSE_STREAMS_PER_ORG, maxBufferedBytes: c.SSE_MAX_BUFFERED_BYTES, drainTimeoutMs: c.SSE_DRAIN_TIMEOUT_MS });
   await app.register(queryRoutes, { queries });
   await app.register(requestRoutes);
   await app.register(import('./routes/files.ts'), { config: deps.config });

@@ -29,6 +29,8 @@ export class ApiMetrics {
   private readonly queryCredits: Counter<'event'>;
   readonly openStreams: Gauge;
   readonly openMcpExchanges: Gauge;
+  readonly sseCoalesced: Counter;
+  readonly sseCut: Counter;
 
   constructor(db: Db) {
     const registers = [this.registry];
@@ -54,6 +56,16 @@ export class ApiMetrics {
     });
     this.openStreams = new Gauge({ name: 'wqs_sse_streams_open', help: 'Server-sent event streams of POST /v1/query open now', registers });
     this.openMcpExchanges = new Gauge({ name: 'wqs_mcp_exchanges_open', help: 'MCP (Streamable HTTP) exchanges open now', registers });
+    this.sseCoalesced = new Counter({
+      name: 'wqs_sse_events_coalesced_total',
+      help: 'Progress events of streams never written because a newer one replaced them while the client was not taking bytes (plugins/sse-writer.ts)',
+      registers,
+    });
+    this.sseCut = new Counter({
+      name: 'wqs_sse_streams_cut_total',
+      help: 'Streams closed because they held more than SSE_MAX_BUFFERED_BYTES for the client and got no drain for SSE_DRAIN_TIMEOUT_MS',
+      registers,
+    });
     // The ledger as PostgreSQL holds it, summed over every organization, read at each scrape: one
     // aggregate over credit_balances (a row per organization, never the growing ledger). Every API
     // process reports the same fleet-wide figures: aggregate with max(), not sum().
@@ -92,6 +104,18 @@ export class ApiMetrics {
         const row = await totals();
         if (!row) return void this.reset();
         for (const state of ['granted', 'available', 'reserved', 'charged'] as const) this.set({ state }, Number(row[state]));
+      },
+    });
+  }
+
+  /** Bytes the open streams hold for their clients (plugins/sse.ts), read at each scrape. */
+  watchStreamBuffers(bytes: () => number) {
+    new Gauge({
+      name: 'wqs_sse_buffered_bytes',
+      help: 'Bytes held in this process for open server-sent event streams: events not yet handed to their sockets and what the sockets still buffer',
+      registers: [this.registry],
+      collect() {
+        this.set(bytes());
       },
     });
   }

@@ -2,13 +2,16 @@
 // (the reserve transaction announces `executing` when it commits; RESULT_WAIT=notify), or, when the
 // API does not listen or its connection dropped, from the query workflow's `progress` query
 // (polled); the terminal event from the workflow's result. A client that leaves stops the
-// watching, never the run.
+// watching, never the run. Frames go out as fast as the client takes them (sse-writer.ts), and one
+// organization holds at most streamsPerOrg streams in this process.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
-import { ERRORS, errorEnvelope } from '../../../shared/errors.ts';
+import { ERRORS, ServiceError, errorEnvelope } from '../../../shared/errors.ts';
 import type { ApiReference, Progress, Stage, TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import { deadlineEnvelope, envelopeHeaders } from '../routes/query.ts';
 import type { QueryService, Submission } from '../services/query-service.ts';
+import { OrgSlots } from '../services/org-slots.ts';
+import { SseWriter } from './sse-writer.ts';
 
 /** The stages a stream shows, in order. `settling` and `done` are internal: the terminal event follows them. */
 export const STREAM_STAGES = ['accepted', 'preparing', 'executing', 'formatting'] as const satisfies readonly Stage[];
@@ -26,11 +29,21 @@ export interface SseOptions {
   keepAliveMs?: number;
   /** How often the workflow's progress query is read (only when progress notices are not heard). */
   pollMs?: number;
+  /** SSE_STREAMS_PER_ORG, SSE_MAX_BUFFERED_BYTES, SSE_DRAIN_TIMEOUT_MS (shared/config.ts). */
+  streamsPerOrg: number;
+  maxBufferedBytes: number;
+  drainTimeoutMs: number;
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
-    streamQuery(reply: FastifyReply, sub: Submission): Promise<void>;
+    /**
+     * One of the organization's stream slots, taken before its query is submitted (so a refusal
+     * runs and charges nothing): 429 organization_concurrency_limit when it holds them all. The
+     * release is idempotent; a stream releases it when its last byte left or its connection closed.
+     */
+    takeStreamSlot(orgId: string): () => void;
+    streamQuery(reply: FastifyReply, sub: Submission, release: () => void): Promise<void>;
   }
 }
 
@@ -48,8 +61,26 @@ export default fp(
     app.addHook('preClose', async () => {
       for (const end of open) end();
     });
+    const slots = new OrgSlots(opts.streamsPerOrg);
+    const writers = new Set<SseWriter>();
+    app.metrics.watchStreamBuffers(() => {
+      let bytes = 0;
+      for (const w of writers) bytes += w.buffered;
+      return bytes;
+    });
 
-    app.decorate('streamQuery', async function streamQuery(reply: FastifyReply, sub: Submission) {
+    app.decorate('takeStreamSlot', function takeStreamSlot(orgId: string) {
+      const release = slots.take(orgId);
+      if (!release) {
+        throw new ServiceError('organization_concurrency_limit', `The organization has ${opts.streamsPerOrg} streams open on this server; open this one when one of them has ended`, {
+          headers: { 'retry-after': '1' },
+          details: { streams_open: opts.streamsPerOrg },
+        });
+      }
+      return release;
+    });
+
+    app.decorate('streamQuery', async function streamQuery(reply: FastifyReply, sub: Submission, release: () => void) {
       const svc: QueryService = app.queries;
       const res = reply.raw;
       reply.hijack();
@@ -61,32 +92,58 @@ export default fp(
         // no-store like the JSON answer (docs/contract-decisions.md): the result is the caller's
         // alone (a connected account's too), and no-cache would still let a cache keep it.
         'cache-control': 'no-store, no-transform',
-        connection: 'keep-alive',
+        // No `Connection: keep-alive` of our own: Node then keeps a set one even when the client
+        // sent `Connection: close`, holding its ended connection idle for keepAliveTimeout (72 s).
         'x-accel-buffering': 'no',
       });
       res.flushHeaders();
 
-      let seq = 0;
+      const writer = new SseWriter(res, {
+        maxBufferedBytes: opts.maxBufferedBytes,
+        drainTimeoutMs: opts.drainTimeoutMs,
+        onCoalesced: () => app.metrics.sseCoalesced.inc(),
+        onCut: () => app.metrics.sseCut.inc(),
+      });
       let closed = false;
-      const send = (event: 'progress' | 'result' | 'error', data: unknown) => {
+      const stop = () => {
         if (closed) return;
-        seq += 1;
-        res.write(`id: ${seq}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+        closed = true;
+        gone.abort();
+        wake?.();
       };
-      // Counted once, when the caller is given its terminal event (a stream left before it counts as closed).
-      let delivered = false;
+      const endNow = () => {
+        stop();
+        writer.close();
+      };
+      // The stream is open (gauge, slot, shutdown) until its last byte left or its connection closed.
+      writers.add(writer);
+      open.add(endNow);
+      app.metrics.openStreams.inc();
+      // Counted once: delivered when the terminal event's last byte left for the caller; a stream
+      // that closed before (the caller left, or took nothing while it held too much) counts as closed.
+      let terminal: TerminalEnvelope | undefined;
+      void writer.done.then((delivery) => {
+        writers.delete(writer);
+        open.delete(endNow);
+        app.metrics.openStreams.dec();
+        release();
+        stop();
+        if (delivery === 'delivered' && terminal) app.metrics.recordQuery('sse', terminal, sub.kind === 'replay');
+        else app.metrics.recordClosed('sse');
+      });
       const sendTerminal = (env: TerminalEnvelope) => {
-        if (!closed && !delivered) {
-          delivered = true;
-          app.metrics.recordQuery('sse', env, sub.kind === 'replay');
-        }
-        send(env.status < 400 && env.body.success === true ? 'result' : 'error', env.body);
+        if (terminal) return;
+        terminal = env;
+        void writer.sendTerminal(env.status < 400 && env.body.success === true ? 'result' : 'error', env.body);
       };
+
+      let wake: (() => void) | undefined;
+      // The wait for the terminal envelope ends with the stream (its long-poll and subscription too).
+      const gone = new AbortController();
 
       if (sub.kind === 'replay') {
         // A finished keyed request: its retained terminal event, nothing invented before it.
         sendTerminal(sub.envelope);
-        res.end();
         return;
       }
 
@@ -107,7 +164,7 @@ export default fp(
           const live = current && current.stage === stage ? current : undefined;
           const event: Record<string, unknown> = { request_id: requestId, stage, message: live?.message ?? STAGE_MESSAGES[stage] };
           if (stage === 'executing' || stage === 'formatting') event.api_reference = live?.api_reference ?? lastRef ?? fallbackRef;
-          send('progress', event);
+          writer.sendProgress(event);
         }
         if (index > shown) shown = index;
       };
@@ -119,44 +176,25 @@ export default fp(
         if (index >= 0) showUpTo(index, p);
       };
 
-      let wake: (() => void) | undefined;
       let unwatch: (() => void) | undefined;
-      // The wait for the terminal envelope ends with the stream (its long-poll and subscription too).
-      const gone = new AbortController();
-      const stop = () => {
-        if (closed) return;
-        closed = true;
-        gone.abort();
-        wake?.();
-      };
-      const endNow = () => {
-        stop();
-        res.end();
-      };
-      open.add(endNow);
-      app.metrics.openStreams.inc();
-      res.on('close', stop);
       res.on('error', stop);
-      // A caller who left while the query was submitted closed the socket before these listeners
-      // existed: without this the stream would hold its long-poll and subscription to the run's end.
-      if (res.destroyed || res.socket?.destroyed !== false) stop();
-      const keepAlive = setInterval(() => {
-        if (!closed) res.write(': keep-alive\n\n');
-      }, keepAliveMs);
+      // (A caller who left while the query was submitted closed the socket before the writer
+      // listened: its `done` says so at once, which stops the wait, its long-poll and subscription.)
+      const keepAlive = setInterval(() => writer.keepAlive(), keepAliveMs);
 
       // Temporal has accepted the workflow's start, and every query workflow begins at `accepted`:
       // say so now rather than after the first query answers (which waits for its first task).
       showUpTo(0);
       try {
         // The terminal envelope, raced with polling; the client may leave meanwhile.
-        let terminal: TerminalEnvelope | null | undefined;
+        let outcome: TerminalEnvelope | undefined;
         const result = svc
           .awaitResult(sub.workflowId, requestId, svc.remainingMs(sub.request.created_at) + 5_000, sub.request.created_at, gone.signal)
           .then((env) => env ?? deadlineEnvelope(requestId, app.baseUrl(), svc.deadlineSeconds))
           // Temporal unreachable while waiting: the run may still finish; its request status will say.
           .catch(() => engineUnavailable(requestId, app.baseUrl()))
           .then((env) => {
-            terminal = env;
+            outcome = env;
             wake?.();
             return env;
           });
@@ -171,25 +209,25 @@ export default fp(
           const index = (STREAM_STAGES as readonly string[]).indexOf(h);
           showUpTo(index, { seq: 0, stage: h, message: `Running ${sub.op.handle} ${sub.op.operation}`, api_reference: fallbackRef });
         });
-        while (!closed && terminal === undefined && unwatch && !unsure) {
+        while (!closed && outcome === undefined && unwatch && !unsure) {
           await new Promise<void>((resolve) => {
             wake = resolve;
           });
           wake = undefined;
         }
-        while (!closed && terminal === undefined) {
+        while (!closed && outcome === undefined) {
           // A query can be slow (it waits for the workflow's current task, or replays a closed
           // workflow): the terminal envelope never waits for it.
           const p = await Promise.race([svc.progress(sub.workflowId), result.then(() => null)]);
           if (p) {
             onProgress(p);
             // The run's own answer, checked against the request row like the awaited one.
-            if (p.terminal && terminal === undefined) {
+            if (p.terminal && outcome === undefined) {
               const checked = await svc.confirmed(requestId, p.terminal).catch(() => engineUnavailable(requestId, app.baseUrl()));
-              if (terminal === undefined) terminal = checked;
+              if (outcome === undefined) outcome = checked;
             }
           }
-          if (terminal !== undefined || closed) break;
+          if (outcome !== undefined || closed) break;
           await new Promise<void>((resolve) => {
             const t = setTimeout(resolve, pollMs);
             wake = () => {
@@ -200,7 +238,7 @@ export default fp(
           wake = undefined;
         }
         if (closed) return;
-        const env = terminal ?? (await result);
+        const env = outcome ?? (await result);
         showUpTo(lastStageReached(env, shown));
         sendTerminal(env);
       } finally {
@@ -208,13 +246,8 @@ export default fp(
         gone.abort();
         unwatch?.();
         clearInterval(keepAlive);
-        open.delete(endNow);
-        app.metrics.openStreams.dec();
-        if (closed && !delivered) app.metrics.recordClosed('sse');
-        if (!closed) {
-          closed = true;
-          res.end();
-        }
+        // Ended without a terminal event (an unexpected failure): the caller is not left waiting.
+        if (!terminal) writer.close();
       }
     });
   },

@@ -150,12 +150,21 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       const org = request.auth!;
       const key = svc.checkIdempotencyKey(request.headers['idempotency-key']);
       const q = svc.parseBody(request.body);
-      // A keyed request meets its key first (replay, conflict or in progress); otherwise resolve (or route) and submit.
-      const sub = (await svc.meetKey(org.orgId, q, key)) ?? (await svc.submit(org.orgId, q, await svc.resolve(org.orgId, q), key));
+      // A stream takes one of the organization's stream slots before anything runs (429 when none is left).
+      const slot = q.stream === true ? app.takeStreamSlot(org.orgId) : undefined;
+      let sub: Submission;
+      try {
+        // A keyed request meets its key first (replay, conflict or in progress); otherwise resolve (or route) and submit.
+        sub = (await svc.meetKey(org.orgId, q, key)) ?? (await svc.submit(org.orgId, q, await svc.resolve(org.orgId, q), key));
+      } catch (err) {
+        slot?.();
+        throw err;
+      }
       // A claimed query is counted in the plan's minute (its X-RateLimit-*): it gives back the
       // request-bucket token authenticate took, so it is limited once. Replays and refusals keep it.
       if (sub.kind === 'started') app.orgRate.giveBack(org.orgId);
-      if (sub.stream) return app.streamQuery(reply, sub);
+      if (sub.stream && slot) return app.streamQuery(reply, sub, slot);
+      slot?.();
       if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);
       // Give the workflow its whole deadline plus a margin for settlement, unless the caller leaves first.
       const left = callerLeft(reply);
