@@ -6,9 +6,9 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishApi } from '../shared/db/catalog.ts';
 import { parseRecipe } from '../shared/recipes/schema.ts';
-import type { ApiDefinition } from '../shared/catalog/types.ts';
 import { processPool, type ServiceProcess } from './helpers/processes.ts';
 import { balanceOf, closeDb, db, ledgerOf, newOrg, ownPair, query, stack } from './helpers/stack.ts';
+import { bulkItems as items, bulkListApi } from './helpers/bulk-list.ts';
 
 const HOST = 'bulk.example.test';
 const HANDLE = `@bulk-${Math.random().toString(36).slice(2, 8)}`;
@@ -18,42 +18,7 @@ let pair: ReturnType<typeof ownPair>;
 const pool = processPool(() => pair);
 let api: ServiceProcess;
 
-/** n items of about 60 bytes each, as the site's JSON API answers them. */
-function items(n: number) {
-  return { items: Array.from({ length: n }, (_, i) => ({ id: i, name: `item ${i} ${'x'.repeat(40)}` })) };
-}
-
-const definition: ApiDefinition = {
-  handle: HANDLE,
-  name: 'Bulk list (test fixture)',
-  description: 'Returns as many items as asked for.',
-  category: 'other',
-  website_url: `http://${HOST}/`,
-  sites: [{ name: 'Bulk', host: HOST }],
-  operations: [
-    {
-      name: 'list_items',
-      label: 'List items',
-      description: 'The first n items.',
-      cost_credits: 1,
-      default_version: 1,
-      versions: [
-        {
-          version: 1,
-          input_schema: { type: 'object', additionalProperties: false, required: ['n'], properties: { n: { type: 'integer', minimum: 1, maximum: 100000 } } },
-          output_schema: { type: 'object', required: ['items'], properties: { items: { type: 'array' } } },
-          examples: [],
-          recipe: {
-            engine: 'http',
-            hosts: [HOST],
-            steps: [{ type: 'request', name: 'Items', url: `http://${HOST}/items`, query: { n: '{{input.n}}' }, parse: 'json', expect_status: [200], save_as: 'list' }],
-            output: '{{vars.list}}',
-          },
-        },
-      ],
-    },
-  ],
-};
+const definition = bulkListApi(HANDLE, HOST, 'Bulk list (test fixture)');
 
 beforeAll(async () => {
   server = http.createServer((req, res) => {

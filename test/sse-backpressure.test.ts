@@ -11,9 +11,9 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { publishApi } from '../shared/db/catalog.ts';
 import { parseRecipe } from '../shared/recipes/schema.ts';
-import type { ApiDefinition } from '../shared/catalog/types.ts';
 import { processPool, type ServiceProcess } from './helpers/processes.ts';
 import { balanceOf, call, closeDb, db, ledgerOf, newOrg, ownPair, stack, until } from './helpers/stack.ts';
+import { bulkItems as items, bulkListApi } from './helpers/bulk-list.ts';
 
 const HOST = 'bulk-sse.example.test';
 const HANDLE = `@bulk-sse-${Math.random().toString(36).slice(2, 8)}`;
@@ -22,42 +22,7 @@ const DRAIN_TIMEOUT_MS = 4_000;
 const STREAMS_PER_ORG = 3;
 const CLIENT = path.join(import.meta.dirname, 'helpers/tiny-window-client.py');
 
-/** n items of about 60 bytes each. */
-function items(n: number) {
-  return { items: Array.from({ length: n }, (_, i) => ({ id: i, name: `item ${i} ${'x'.repeat(40)}` })) };
-}
-
-const definition: ApiDefinition = {
-  handle: HANDLE,
-  name: 'Bulk list for streams (test fixture)',
-  description: 'Returns as many items as asked for.',
-  category: 'other',
-  website_url: `http://${HOST}/`,
-  sites: [{ name: 'Bulk', host: HOST }],
-  operations: [
-    {
-      name: 'list_items',
-      label: 'List items',
-      description: 'The first n items.',
-      cost_credits: 1,
-      default_version: 1,
-      versions: [
-        {
-          version: 1,
-          input_schema: { type: 'object', additionalProperties: false, required: ['n'], properties: { n: { type: 'integer', minimum: 1, maximum: 100000 } } },
-          output_schema: { type: 'object', required: ['items'], properties: { items: { type: 'array' } } },
-          examples: [],
-          recipe: {
-            engine: 'http',
-            hosts: [HOST],
-            steps: [{ type: 'request', name: 'Items', url: `http://${HOST}/items`, query: { n: '{{input.n}}' }, parse: 'json', expect_status: [200], save_as: 'list' }],
-            output: '{{vars.list}}',
-          },
-        },
-      ],
-    },
-  ],
-};
+const definition = bulkListApi(HANDLE, HOST, 'Bulk list for streams (test fixture)');
 
 let server: http.Server;
 /** While set, the site answers only once it resolves (runs stay open). */
