@@ -166,7 +166,9 @@ describe('refusals', () => {
   it('private_api: a private workflow is not rated', async () => {
     const owner = await newOrg(5);
     const handle = `@fb-private-${randomBytes(3).toString('hex')}`;
-    await publishApi(db(), { ...weatherApi, handle }, { ownerOrgId: owner.org_id });
+    // Without weather_alerts: health checks run every workflow's examples, and the weather site
+    // rate-limits its alerts per client (test/health.test.ts counts on them).
+    await publishApi(db(), { ...weatherApi, handle, operations: weatherApi.operations.filter((o) => o.name !== 'weather_alerts') }, { ownerOrgId: owner.org_id });
     const id = await run(owner.api_key, { ...london, api: handle });
     expect((await status(owner.api_key, id)).body.data.status).toBe('succeeded');
     await expectRefused(owner.api_key, id, 'private_api');
@@ -229,7 +231,10 @@ describe('ratings sent at once', () => {
 describe('popularity', () => {
   it('a well-rated workflow moves up the popular order; a paging cursor keeps its first page\'s view', async () => {
     const word = `zfb${randomBytes(4).toString('hex').replace(/[0-9]/g, 'q')}`;
-    const make = (suffix: string): ApiDefinition => ({ ...weatherApi, handle: `@${word}-${suffix}`, name: `${word} ${suffix} weather`, description: `Synthetic ${word}.` });
+    // Without weather_alerts: health checks run every workflow's examples, and the weather site
+    // rate-limits its alerts per client (test/health.test.ts counts on them).
+    const operations = weatherApi.operations.filter((o) => o.name !== 'weather_alerts');
+    const make = (suffix: string): ApiDefinition => ({ ...weatherApi, operations, handle: `@${word}-${suffix}`, name: `${word} ${suffix} weather`, description: `Synthetic ${word}.` });
     await publishApi(db(), make('x'));
     await publishApi(db(), make('y'));
     const x = `@${word}-x`;

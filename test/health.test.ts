@@ -108,7 +108,7 @@ describe('health schedule', () => {
 
     const weather = await catalogHealth('@weather');
     for (const op of READ_ONLY_WEATHER) {
-      expect(weather[op]?.status, op).toBe('healthy');
+      expect(weather[op]?.status, `${op}: ${await detailOf('@weather', op)}`).toBe('healthy');
       expect(Date.parse(weather[op]!.verified_at!), op).toBeGreaterThanOrEqual(t0 - 1_000);
     }
     // Needs WEATHER_API_KEY: never run, never verified.
@@ -127,7 +127,7 @@ describe('health schedule', () => {
 describe('health follows the site', () => {
   it('a site answering 503 turns its operations failing (verified_at kept); other sites stay healthy; recovery turns them healthy again', async () => {
     const before = await catalogHealth('@weather');
-    for (const op of READ_ONLY_WEATHER) expect(before[op]?.status, op).toBe('healthy');
+    for (const op of READ_ONLY_WEATHER) expect(before[op]?.status, `${op}: ${await detailOf('@weather', op)}`).toBe('healthy');
 
     await demo('/__demo/faults', { host: WEATHER, status: 503 });
     const down = await runHealth({ apis: ['@weather', '@air-quality', '@books'] });
