@@ -294,10 +294,10 @@ const COUNTED = ['isTag', 'existsOne', 'getAttributeValue', 'getChildren', 'getN
 const adapters = new WeakMap<CheerioDoc, DomAdapter>();
 
 /** The counting adapter of one document: its budget is shared by every selector run on it. */
-function adapterOf($: CheerioDoc, work: number): DomAdapter {
+function adapterOf($: CheerioDoc): DomAdapter {
   let adapter = adapters.get($);
   if (!adapter) {
-    let left = work;
+    let left = SELECTOR_WORK_PER_DOCUMENT;
     const counted: Record<string, unknown> = { ...DomUtils };
     for (const name of COUNTED) {
       // Three fixed parameters (no adapter function takes more), not a rest parameter: this runs
@@ -317,9 +317,9 @@ function adapterOf($: CheerioDoc, work: number): DomAdapter {
 /**
  * `scope.find(selector)`, or `$(selector)` without a scope, as cheerio runs them, but matching
  * through the document's counting adapter: past SELECTOR_WORK_PER_DOCUMENT steps the run fails
- * (ExtractionError) instead of holding the thread. `work` is for tests.
+ * (ExtractionError) instead of holding the thread.
  */
-export function selectIn($: CheerioDoc, scope: Sel | null, selector: string, work = SELECTOR_WORK_PER_DOCUMENT): Sel {
+export function selectIn($: CheerioDoc, scope: Sel | null, selector: string): Sel {
   const base = scope ?? $.root();
   const context = base.toArray();
   // cheerio's _findBySelector: a selector starting with a sibling combinator or :scope is matched
@@ -338,7 +338,7 @@ export function selectIn($: CheerioDoc, scope: Sel | null, selector: string, wor
         lowerCaseAttributeNames: o.lowerCaseAttributeNames,
         pseudos: o.pseudos,
         quirksMode: o.quirksMode,
-        adapter: adapterOf($, work),
+        adapter: adapterOf($),
       },
       Number.POSITIVE_INFINITY,
     );
