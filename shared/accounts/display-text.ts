@@ -18,8 +18,12 @@
 // An upload's file name follows the same rule (apps/api/routes/files.ts `parseFileName`), so one
 // rule holds for every name the service shows.
 
-const CONTROL = /[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u;
-const INVISIBLE = /[\u00AD\u061C\u115F\u1160\u180E\u200B\u200E\u200F\u2060-\u2064\u3164\uFEFF\uFFA0]/u;
+/** Control characters, line and paragraph separators, direction embeddings, overrides and isolates. */
+const CONTROL_CHARS = '\\p{Cc}\\u2028\\u2029\\u202A-\\u202E\\u2066-\\u2069';
+/** Invisible characters: soft hyphen, direction marks, fillers, zero-width space, word joiner and invisible operators, BOM. */
+const INVISIBLE_CHARS = '\\u00AD\\u061C\\u115F\\u1160\\u180E\\u200B\\u200E\\u200F\\u2060-\\u2064\\u3164\\uFEFF\\uFFA0';
+const CONTROL = new RegExp(`[${CONTROL_CHARS}]`, 'u');
+const INVISIBLE = new RegExp(`[${INVISIBLE_CHARS}]`, 'u');
 /** A ZWNJ/ZWJ not between two non-ASCII characters (which are not themselves joiners). */
 const STRAY_JOINER = /(?:^|[\x00-\x7F\u200C\u200D])[\u200C\u200D]|[\u200C\u200D](?:$|[\x00-\x7F])/u;
 
@@ -44,7 +48,8 @@ export function addressTextProblem(value: string): string | null {
   return null;
 }
 
-const SHOWN_ESCAPED = /[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069\u00AD\u061C\u115F\u1160\u180E\u200B\u200E\u200F\u2060-\u2064\u3164\uFEFF\uFFA0]/gu;
+/** Every character CONTROL or INVISIBLE finds (stray joiners are not: they only matter next to ASCII). */
+const SHOWN_ESCAPED = new RegExp(`[${CONTROL_CHARS}${INVISIBLE_CHARS}]`, 'gu');
 
 /**
  * Text others chose, as a page shows it: every character the rules above refuse written as a
