@@ -90,6 +90,13 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
     listed.push(def);
     register();
   };
+  /**
+   * A service tool: listed with its own input schema, given to the SDK with the open one
+   * (SDK_ARGUMENTS), and its arguments checked against its own by guard.
+   */
+  type ServiceTool = Parameters<typeof toolDefinition>[1];
+  const addTool = <A,>(name: string, t: ServiceTool, kind: 'run' | 'free', handler: (args: A, extra: unknown) => Promise<CallToolResult>) =>
+    add(toolDefinition(name, t), () => server.registerTool(name, { ...t, inputSchema: SDK_ARGUMENTS }, guard(kind, t.inputSchema, handler)));
 
   if (variant.workflowTools) {
     for (const tool of variant.workflowTools) {
@@ -121,7 +128,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
       outputSchema: SearchOutput,
       annotations: { ...READ, title: 'Search workflows' },
     };
-    add(toolDefinition('svc_search_workflows', search), () => server.registerTool('svc_search_workflows', { ...search, inputSchema: SDK_ARGUMENTS }, guard('free', search.inputSchema, async (args: SearchArgs) => answer(await searchWorkflows(ctx, args)))));
+    addTool('svc_search_workflows', search, 'free', async (args: SearchArgs) => answer(await searchWorkflows(ctx, args)));
 
     const get = {
       title: 'Get a workflow',
@@ -131,7 +138,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
       outputSchema: GetWorkflowOutput,
       annotations: { ...READ, title: 'Get a workflow' },
     };
-    add(toolDefinition('svc_get_workflow', get), () => server.registerTool('svc_get_workflow', { ...get, inputSchema: SDK_ARGUMENTS }, guard('free', get.inputSchema, async (args: GetWorkflowArgs) => answer(await getWorkflow(ctx, args)))));
+    addTool('svc_get_workflow', get, 'free', async (args: GetWorkflowArgs) => answer(await getWorkflow(ctx, args)));
 
     const runRead = {
       title: 'Run a workflow',
@@ -142,9 +149,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
       outputSchema: RunOutput,
       annotations: { title: 'Run a workflow', readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     };
-    add(toolDefinition('svc_run_workflow', runRead), () =>
-      server.registerTool('svc_run_workflow', { ...runRead, inputSchema: SDK_ARGUMENTS }, guard('run', runRead.inputSchema, async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'read', stageReporter(extra), signalOf(extra))))),
-    );
+    addTool('svc_run_workflow', runRead, 'run', async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'read', stageReporter(extra), signalOf(extra))));
 
     if (!ctx.readOnly) {
       const runAction = {
@@ -156,9 +161,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
         outputSchema: RunOutput,
         annotations: { title: 'Run an action', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
       };
-      add(toolDefinition('svc_run_action', runAction), () =>
-        server.registerTool('svc_run_action', { ...runAction, inputSchema: SDK_ARGUMENTS }, guard('run', runAction.inputSchema, async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'action', stageReporter(extra), signalOf(extra))))),
-      );
+      addTool('svc_run_action', runAction, 'run', async (args: RunArgs, extra) => answer(await runOperation(ctx, args, 'action', stageReporter(extra), signalOf(extra))));
     }
   }
 
@@ -170,9 +173,7 @@ export function buildServer(ctx: McpContext, variant: ServerVariant = {}): McpSe
     outputSchema: RunOutput,
     annotations: { ...READ, title: 'Get a run' },
   };
-  add(toolDefinition('svc_get_run', getRunTool), () =>
-    server.registerTool('svc_get_run', { ...getRunTool, inputSchema: SDK_ARGUMENTS }, guard('run', getRunTool.inputSchema, async (args: GetRunArgs, extra) => answer(await getRun(ctx, args, stageReporter(extra), signalOf(extra))))),
-  );
+  addTool('svc_get_run', getRunTool, 'run', async (args: GetRunArgs, extra) => answer(await getRun(ctx, args, stageReporter(extra), signalOf(extra))));
 
   // Every tool in one answer: no cursor is ever given, so any cursor sent is invalid (-32602).
   server.server.setRequestHandler(ListToolsRequestSchema, (request) => {
