@@ -2,7 +2,7 @@
 // as a 409 feedback_unavailable; another organization's request; ratings in the `popular` order.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, closeDb, db, newOrg, query, until } from './helpers/stack.ts';
+import { call, closeDb, db, newOrg, query, until, weatherOperationsWithoutAlerts } from './helpers/stack.ts';
 import { foldAllRuns } from './helpers/run-counts.ts';
 import { publishApi } from '../shared/db/catalog.ts';
 import { createKey, grant, PLATFORM_ORG_ID } from '../shared/db/orgs.ts';
@@ -166,9 +166,7 @@ describe('refusals', () => {
   it('private_api: a private workflow is not rated', async () => {
     const owner = await newOrg(5);
     const handle = `@fb-private-${randomBytes(3).toString('hex')}`;
-    // Without weather_alerts: health checks run every workflow's examples, and the weather site
-    // rate-limits its alerts per client (test/health.test.ts counts on them).
-    await publishApi(db(), { ...weatherApi, handle, operations: weatherApi.operations.filter((o) => o.name !== 'weather_alerts') }, { ownerOrgId: owner.org_id });
+    await publishApi(db(), { ...weatherApi, handle, operations: weatherOperationsWithoutAlerts() }, { ownerOrgId: owner.org_id });
     const id = await run(owner.api_key, { ...london, api: handle });
     expect((await status(owner.api_key, id)).body.data.status).toBe('succeeded');
     await expectRefused(owner.api_key, id, 'private_api');
@@ -231,9 +229,7 @@ describe('ratings sent at once', () => {
 describe('popularity', () => {
   it('a well-rated workflow moves up the popular order; a paging cursor keeps its first page\'s view', async () => {
     const word = `zfb${randomBytes(4).toString('hex').replace(/[0-9]/g, 'q')}`;
-    // Without weather_alerts: health checks run every workflow's examples, and the weather site
-    // rate-limits its alerts per client (test/health.test.ts counts on them).
-    const operations = weatherApi.operations.filter((o) => o.name !== 'weather_alerts');
+    const operations = weatherOperationsWithoutAlerts();
     const make = (suffix: string): ApiDefinition => ({ ...weatherApi, operations, handle: `@${word}-${suffix}`, name: `${word} ${suffix} weather`, description: `Synthetic ${word}.` });
     await publishApi(db(), make('x'));
     await publishApi(db(), make('y'));

@@ -8,7 +8,7 @@ import { weatherApi } from '../shared/catalog/demo/weather.ts';
 import { publishApi } from '../shared/db/catalog.ts';
 import { createPool } from '../shared/db/pool.ts';
 import { foldAllRuns } from './helpers/run-counts.ts';
-import { call, closeDb, db, newOrg, query, stack, until } from './helpers/stack.ts';
+import { call, closeDb, db, newOrg, query, stack, until, weatherOperationsWithoutAlerts } from './helpers/stack.ts';
 
 afterAll(closeDb);
 
@@ -21,10 +21,7 @@ const runsShown = async (handle: string): Promise<number> => {
 describe('counting completed runs', () => {
   it("one organization's answer never waits on the API's run counter; the run is counted once, shown within the fold interval", async () => {
     const handle = `@zrc${randomBytes(4).toString('hex').replace(/[0-9]/g, 'q')}`;
-    // Without weather_alerts: health checks run every workflow's examples, and the weather site
-    // rate-limits its alerts per client (test/health.test.ts counts on them).
-    const operations = weatherApi.operations.filter((o) => o.name !== 'weather_alerts');
-    await publishApi(db(), { ...weatherApi, handle, operations, name: `${handle.slice(1)} weather`, description: 'Synthetic run-count fixture.' });
+    await publishApi(db(), { ...weatherApi, handle, operations: weatherOperationsWithoutAlerts(), name: `${handle.slice(1)} weather`, description: 'Synthetic run-count fixture.' });
     const body = { api: handle, operation: 'current_weather', input: { city: 'London' } };
     const a = await newOrg(5);
     const b = await newOrg(5);

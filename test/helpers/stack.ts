@@ -4,6 +4,7 @@ import { createPool, type Db } from '../../shared/db/pool.ts';
 import { createOrg } from '../../shared/db/orgs.ts';
 import { loadConfig } from '../../shared/config.ts';
 import { createDataConverter } from '../../shared/temporal/data-converter.ts';
+import { weatherApi } from '../../shared/catalog/demo/weather.ts';
 
 export interface StackInfo {
   baseUrl: string;
@@ -115,6 +116,13 @@ export async function demo(path: string, body?: unknown) {
   });
   return res.json() as Promise<any>;
 }
+
+/**
+ * The demo weather workflow's operations without weather_alerts, for a test that publishes a copy of
+ * it on the shared stack: health checks run every workflow's examples, and the weather site allows 5
+ * alert calls per client in 10 s (test/health.test.ts expects @weather's alerts healthy).
+ */
+export const weatherOperationsWithoutAlerts = () => weatherApi.operations.filter((o) => o.name !== 'weather_alerts');
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
