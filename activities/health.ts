@@ -79,19 +79,25 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
   }
 
   return {
-    async listHealthTargets({ apis }) {
+    async listHealthTargets({ apis, limit, checkedBefore }) {
+      // Example titles only: the examples themselves (inputs and outputs) are read when run.
       const r = await deps.db.query(
-        `SELECT o.id, a.handle, o.name, o.default_version, o.performs_actions, o.access, v.examples, v.available, v.recipe->>'engine' AS engine
+        `SELECT o.id, a.handle, o.name, o.default_version, o.performs_actions, o.access, v.available, v.recipe->>'engine' AS engine,
+                CASE WHEN v.examples IS NULL THEN NULL
+                     ELSE ARRAY(SELECT coalesce(e.value->>'title', 'example ' || e.n) FROM jsonb_array_elements(v.examples) WITH ORDINALITY AS e(value, n) ORDER BY e.n)
+                END AS titles
            FROM operations o
            JOIN apis a ON a.id = o.api_id
            LEFT JOIN operation_versions v ON v.operation_id = o.id AND v.version = o.default_version
           WHERE a.status = 'active' AND a.availability = 'available'
             AND ($1::text[] IS NULL OR a.handle = ANY($1::text[]))
+            AND ($2::double precision IS NULL OR o.health_checked_at IS NULL OR o.health_checked_at < to_timestamp($2::double precision / 1000))
           -- Least recently checked first: a run that cannot reach every operation before its time
           -- limit (one organization's many slow examples) leaves the rest first in line next time,
           -- instead of the same handles early in the alphabet being checked every run and the others never.
-          ORDER BY o.health_checked_at ASC NULLS FIRST, a.handle, o.id`,
-        [apis && apis.length > 0 ? apis : null],
+          ORDER BY o.health_checked_at ASC NULLS FIRST, a.handle, o.id
+          LIMIT $3`,
+        [apis && apis.length > 0 ? apis : null, checkedBefore ?? null, limit ?? null],
       );
       return r.rows.map(
         (row): HealthTarget => ({
@@ -99,8 +105,8 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
           api: row.handle,
           operation: row.name,
           version: row.default_version,
-          exampleTitles: ((row.examples ?? []) as VerifiedExample[]).map((e, i) => e.title ?? `example ${i + 1}`),
-          skipReason: skipReason(row),
+          exampleTitles: (row.titles ?? []) as string[],
+          skipReason: skipReason({ ...row, examples: row.titles }),
           engine: row.engine === 'browser' ? 'browser' : 'http',
         }),
       );
@@ -152,14 +158,16 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
       }
     },
 
-    async recordHealth({ operationId, status, detail, checkedAt, verified }) {
-      // A slower, older run never overwrites what a newer one recorded.
+    async recordHealth({ operationId, version, status, detail, checkedAt, verified }) {
+      // A slower, older run never overwrites what a newer one recorded, nor a check of a version
+      // that is no longer the default (published meanwhile, its health starts unknown) the new one's.
       const r = await deps.db.query(
         `UPDATE operations
-            SET health_status = $2, health_detail = $3, health_checked_at = to_timestamp($4::double precision / 1000),
+            SET health_status = coalesce($2, health_status), health_detail = $3, health_checked_at = to_timestamp($4::double precision / 1000),
                 verified_at = CASE WHEN $5 THEN to_timestamp($4::double precision / 1000) ELSE verified_at END
-          WHERE id = $1 AND (health_checked_at IS NULL OR health_checked_at <= to_timestamp($4::double precision / 1000))`,
-        [operationId, status, clip(detail), checkedAt, verified],
+          WHERE id = $1 AND (health_checked_at IS NULL OR health_checked_at <= to_timestamp($4::double precision / 1000))
+            AND ($6::int IS NULL OR default_version = $6)`,
+        [operationId, status, clip(detail), checkedAt, verified, version ?? null],
       );
       return { recorded: (r.rowCount ?? 0) > 0 };
     },

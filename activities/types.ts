@@ -93,8 +93,11 @@ export interface HealthExampleResult {
 }
 
 export interface HealthActivities {
-  /** Operations of active, available APIs with their default version. */
-  listHealthTargets(a: { apis?: string[] }): Promise<HealthTarget[]>;
+  /**
+   * Operations of active, available APIs with their default version, least recently checked first;
+   * with `limit`, at most that many, and with `checkedBefore` (ms), only those not checked since.
+   */
+  listHealthTargets(a: { apis?: string[]; limit?: number; checkedBefore?: number }): Promise<HealthTarget[]>;
   /**
    * Runs one verified example of a read-only operation and compares its output with the documented
    * one. Site failures are results (ok: false), not errors; retryable ones throw until `attempts`.
@@ -105,8 +108,12 @@ export interface HealthActivities {
    * existed), the wait counts against `timeoutMs`.
    */
   runHealthExample(a: { operationId: number; version: number; index: number; timeoutMs: number; attempts: number; pageWaitMs?: number }): Promise<HealthExampleResult>;
-  /** Stores one operation's outcome unless a newer check already did; `verified` also moves verified_at. */
-  recordHealth(a: { operationId: number; status: HealthStatus; detail: string; checkedAt: number; verified: boolean }): Promise<{ recorded: boolean }>;
+  /**
+   * Stores one operation's outcome unless a newer check already did, or `version` (when given) is no
+   * longer its default (a check of the version a publish replaced); `verified` also moves verified_at.
+   * A null status writes only the check's time and detail: the status stored before stands.
+   */
+  recordHealth(a: { operationId: number; version?: number; status: HealthStatus | null; detail: string; checkedAt: number; verified: boolean }): Promise<{ recorded: boolean }>;
 }
 
 /** Arguments of executeOperation. */

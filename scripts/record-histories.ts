@@ -212,6 +212,18 @@ try {
     });
     await save('health-check-browser', healthId);
   }
+  if (want('health-check')) {
+    // healthCheckWorkflow, limited to one API so the history stays small: one batch.
+    const healthId = `record-health-check-${Date.now()}`;
+    await client.workflow.start('healthCheckWorkflow', { taskQueue, workflowId: healthId, args: [{ apis: ['@weather'], concurrency: 2, exampleTimeoutMs: 30_000 }] });
+    await save('health-check', healthId);
+  }
+  if (want('health-check-batches')) {
+    // The first run of a chain of batches of two operations: it continues as new with its summary.
+    const healthId = `record-health-check-batches-${Date.now()}`;
+    const first = await client.workflow.start('healthCheckWorkflow', { taskQueue, workflowId: healthId, args: [{ apis: ['@weather'], concurrency: 2, exampleTimeoutMs: 30_000, batchSize: 2 }] });
+    await save('health-check-batches', healthId, first.firstExecutionRunId);
+  }
   if (only.length === 0) {
     // queryWorkflow: reserve → execute → settle + finalize.
     await save('query-success', await query(org.api_key, london, 200));
@@ -227,10 +239,6 @@ try {
     const booking = { api: '@clinic', operation: 'book_appointment', input: { slot_id: '20250610-REYE-0930', patient_name: 'Jordan Lee', email: 'jordan.lee@example.com' } };
     await save('query-action', await query(org.api_key, booking, 200));
 
-    // healthCheckWorkflow, limited to one API so the history stays small.
-    const healthId = `record-health-check-${Date.now()}`;
-    await client.workflow.start('healthCheckWorkflow', { taskQueue, workflowId: healthId, args: [{ apis: ['@weather'], concurrency: 2, exampleTimeoutMs: 30_000 }] });
-    await save('health-check', healthId);
 
     // maintenanceWorkflow, exactly as its Schedule starts it (the worker created the Schedule).
     const schedule = client.schedule.getHandle(maintenanceScheduleId(taskQueue));

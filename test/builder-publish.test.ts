@@ -201,8 +201,11 @@ describe('building a private workflow', () => {
       args: [{ apis: [h], exampleTimeoutMs: 60_000 }],
     });
     expect(summary.operations).toEqual([expect.objectContaining({ api: h, operation: 'book_price', version: 3, status: 'healthy', recorded: true })]);
-    const r = await db().query(`SELECT o.health_status FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = $1`, [h]);
-    expect(r.rows).toEqual([{ health_status: 'healthy' }]);
+    const health = () => db().query(`SELECT o.health_status, o.health_detail, o.health_checked_at FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = $1`, [h]);
+    expect((await health()).rows).toEqual([{ health_status: 'healthy', health_detail: '1/1 examples returned their documented output', health_checked_at: expect.any(Date) }]);
+    // A new default version starts unknown, first in line for the next check (never checked).
+    expect(await restore(db(), org.org_id, h, 2)).toMatchObject({ version: 4 });
+    expect((await health()).rows).toEqual([{ health_status: 'unknown', health_detail: null, health_checked_at: null }]);
   });
 });
 

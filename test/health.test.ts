@@ -4,7 +4,7 @@ import { Client, Connection, ScheduleOverlapPolicy } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { healthScheduleId } from '../apps/worker/health-schedule.ts';
 import { firstDifference, skipReason } from '../activities/health.ts';
-import type { HealthCheckInput, HealthCheckSummary, healthCheckWorkflow } from '../workflows/health-check-workflow.ts';
+import { OPERATIONS_LISTED, listInSummary, summarize, type HealthCheckInput, type HealthCheckSummary, type healthCheckWorkflow } from '../workflows/health-check-workflow.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import type { Recipe } from '../shared/recipes/schema.ts';
 import { STACK_HEALTH_INTERVAL_SECONDS, call, closeDb, dataConverter, db, demo, stack, until } from './helpers/stack.ts';
@@ -169,6 +169,61 @@ describe('health follows the site', () => {
     expect((await catalogHealth('@weather')).current_weather?.status).toBe('healthy');
   });
 
+  it('a website rate-limiting the checks leaves each status as it was: checked, not verified, not failing', async () => {
+    await demo('/__demo/reset');
+    const before = await catalogHealth('@weather');
+    for (const op of READ_ONLY_WEATHER) expect(before[op]?.status, `${op}: ${await detailOf('@weather', op)}`).toBe('healthy');
+    await demo('/__demo/faults', { host: WEATHER, status: 429 });
+    const t0 = Date.now();
+    const run = await runHealth({ apis: ['@weather'] });
+    await demo('/__demo/reset');
+    expect(run.counts).toMatchObject({ unknown: READ_ONLY_WEATHER.length, healthy: 0, degraded: 0, failing: 0 });
+    const after = await catalogHealth('@weather');
+    for (const op of READ_ONLY_WEATHER) {
+      expect(after[op], op).toEqual(before[op]);
+      expect(await detailOf('@weather', op), op).toMatch(/^Not verified: the website rate-limited all \d+ examples; the previous status stands$/);
+    }
+    // Checked all the same: the next run starts with the operations it did not reach.
+    const checked = await db().query(
+      `SELECT o.name, o.health_checked_at FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = '@weather' AND a.visibility = 'public' AND o.name = ANY($1)`,
+      [READ_ONLY_WEATHER],
+    );
+    for (const r of checked.rows) expect((r.health_checked_at as Date).getTime(), r.name).toBeGreaterThanOrEqual(t0 - 1_000);
+  });
+
+  it('checks the catalog in batches, continuing as new: every operation once, one summary of them all', async () => {
+    await demo('/__demo/reset');
+    const apis = ['@weather', '@books'];
+    const all = await db().query(
+      `SELECT a.handle, o.name FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = ANY($1) AND a.status = 'active' AND a.availability = 'available'`,
+      [apis],
+    );
+    expect(all.rowCount).toBeGreaterThan(4);
+    const workflowId = `health-test-batches-${Date.now()}`;
+    const handle = await client.workflow.start<typeof healthCheckWorkflow>('healthCheckWorkflow', {
+      taskQueue: stack().taskQueue,
+      workflowId,
+      args: [{ apis, batchSize: 2, concurrency: 2, exampleTimeoutMs: 5_000 }],
+    });
+    const summary = await handle.result();
+    // The chain from its first run: every run but the last continued as new.
+    let runs = 0;
+    for (let runId: string | undefined = handle.firstExecutionRunId; runId; runs++) {
+      const history: { events?: Array<{ workflowExecutionContinuedAsNewEventAttributes?: { newExecutionRunId?: string | null } | null; workflowExecutionCompletedEventAttributes?: unknown }> | null } =
+        await client.workflow.getHandle(workflowId, runId).fetchHistory();
+      const last = history.events!.at(-1)!;
+      runId = last.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
+      if (!runId) expect(last.workflowExecutionCompletedEventAttributes, 'the last run completed').toBeTruthy();
+    }
+    // Two operations a run: at least half as many runs as operations (one more ends on an empty list).
+    expect(runs).toBeGreaterThanOrEqual(Math.ceil(all.rowCount! / 2));
+    const names = summary.operations.map((o) => `${o.api} ${o.operation}`);
+    expect(new Set(names).size).toBe(names.length);
+    expect(names.sort()).toEqual(all.rows.map((r) => `${r.handle} ${r.name}`).sort());
+    expect(summary.checked).toBe(all.rowCount);
+    expect(summary.counts.failing + summary.counts.degraded).toBe(0);
+  });
+
   it('an older run finishing late does not overwrite a newer result', async () => {
     const r = await db().query(
       `SELECT o.id, o.health_checked_at FROM operations o JOIN apis a ON a.id = o.api_id
@@ -181,6 +236,19 @@ describe('health follows the site', () => {
     expect(stale.recorded).toBe(false);
     expect((await catalogHealth('@weather')).forecast?.status).toBe('healthy');
   });
+
+  it("a check of a version that is no longer the default does not write the new default's health", async () => {
+    const r = await db().query(
+      `SELECT o.id, o.default_version FROM operations o JOIN apis a ON a.id = o.api_id
+        WHERE a.handle = '@weather' AND a.visibility = 'public' AND o.name = 'forecast'`,
+    );
+    const { id, default_version } = r.rows[0] as { id: number; default_version: number };
+    const { createHealthActivities } = await import('../activities/health.ts');
+    const acts = createHealthActivities({ db: db(), runner: { run: async () => null, close: async () => {} } });
+    const replaced = await acts.recordHealth({ operationId: Number(id), version: default_version + 1, status: 'failing', detail: 'replaced', checkedAt: Date.now(), verified: false });
+    expect(replaced.recorded).toBe(false);
+    expect((await catalogHealth('@weather')).forecast?.status).toBe('healthy');
+  });
 });
 
 describe('health helpers', () => {
@@ -190,6 +258,31 @@ describe('health helpers', () => {
     expect(skipReason({ ...base, performs_actions: true })).toMatch(/Performs actions/);
     expect(skipReason({ ...base, access: [{ kind: 'access_key', name: 'K', site: 'x' }] })).toMatch(/Needs a connection \(K\)/);
     expect(skipReason({ ...base, examples: [] })).toMatch(/No verified examples/);
+  });
+
+  it('sets aside examples the website rate-limited: they neither pass nor fail, and alone leave the status as it was', () => {
+    const target = { operationId: 1, api: '@x', operation: 'op', version: 1, exampleTitles: ['A', 'B'], skipReason: null };
+    const ok = { ok: true, ms: 1 };
+    const limited = { ok: false, ms: 1, code: 'source_rate_limited', detail: 'The website is rate-limiting' };
+    const broken = { ok: false, ms: 1, code: 'upstream_http_error', detail: '500' };
+    expect(summarize(target, [ok, ok])).toEqual({ status: 'healthy', detail: '2/2 examples returned their documented output', verified: true });
+    // Healthy on the one conclusive example, but not every example was verified.
+    expect(summarize(target, [limited, ok])).toEqual({ status: 'healthy', detail: '1/1 examples returned their documented output; 1 rate-limited by the website, not counted', verified: false });
+    expect(summarize(target, [limited, broken])).toEqual({ status: 'failing', detail: '0/1 examples passed; "B": upstream_http_error (500); 1 rate-limited by the website, not counted', verified: false });
+    expect(summarize(target, [ok, broken])).toMatchObject({ status: 'degraded', verified: false });
+    expect(summarize(target, [limited, limited])).toEqual({ status: null, detail: 'Not verified: the website rate-limited all 2 examples; the previous status stands', verified: false });
+  });
+
+  it("a summary names at most OPERATIONS_LISTED operations, the ones not healthy before healthy ones", () => {
+    const summary: HealthCheckSummary = { checked: 0, counts: { unknown: 0, healthy: 0, degraded: 0, failing: 0, unverifiable: 0 }, operations: [] };
+    const op = (i: number, status: 'healthy' | 'failing') => ({ api: '@x', operation: `op${i}`, version: 1, status, detail: '', recorded: true });
+    for (let i = 0; i < OPERATIONS_LISTED; i++) listInSummary(summary, op(i, 'healthy'));
+    listInSummary(summary, op(OPERATIONS_LISTED, 'healthy'));
+    listInSummary(summary, op(OPERATIONS_LISTED + 1, 'failing'));
+    expect(summary.operations).toHaveLength(OPERATIONS_LISTED);
+    expect(summary.omitted).toBe(2);
+    expect(summary.operations.filter((o) => o.status === 'failing').map((o) => o.operation)).toEqual([`op${OPERATIONS_LISTED + 1}`]);
+    expect(summary.operations.some((o) => o.operation === `op${OPERATIONS_LISTED}`)).toBe(false);
   });
 
   it('names the first difference of an output', () => {

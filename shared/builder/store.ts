@@ -101,7 +101,7 @@ async function writeCatalog(c: DbClient, apiId: number, def: BuilderDefinition, 
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
        ON CONFLICT (api_id, name) DO UPDATE SET label = EXCLUDED.label, description = EXCLUDED.description, cost_credits = EXCLUDED.cost_credits,
          performs_actions = EXCLUDED.performs_actions, default_version = EXCLUDED.default_version, access = EXCLUDED.access,
-         health_status = 'unknown'
+         health_status = 'unknown', health_detail = NULL, health_checked_at = NULL
        RETURNING id`,
       [apiId, op.name, op.label, op.description, op.cost_credits, op.performs_actions, version, JSON.stringify(op.access ?? [])],
     );
