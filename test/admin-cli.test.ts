@@ -153,13 +153,16 @@ describe('admin arguments are checked before anything is written', () => {
     expect(JSON.parse(unknown.stderr.trim()).error).toBe('organization org_000000000000000000000000 not found');
   });
 
-  it('org create: credits as for grants (0 allowed), a name of 1 to 100 characters as the console takes; nothing created when refused', async () => {
+  it('org create: credits as for grants (0 allowed), a name of 1 to 100 readable characters as the console takes; nothing created when refused', async () => {
     const tag = `cli-${Date.now()}`;
     for (const [args, said] of [
       [['--name', `${tag} a`, '--credits', '0x10'], /--credits must be a whole number of credits from 0 to 1000000000/],
       [['--name', `${tag} b`, '--credits=-1'], /--credits must be a whole number/],
       [['--name', '   ', '--credits', '1'], /--name must be 1 to 100 characters/],
       [['--name', `${tag} ${'x'.repeat(100)}`, '--credits', '1'], /--name must be 1 to 100 characters/],
+      // Read by its members and invitees: as sign-up refuses, a name that shows as something it is not.
+      [['--name', `${tag} Acme\u202Egnp.exe`, '--credits', '1'], /--name must not contain control characters or direction overrides/],
+      [['--name', `${tag} Ac\u200Bme`, '--credits', '1'], /--name must not contain invisible characters/],
     ] as const) {
       const r = await admin(['org', 'create', ...args]);
       expect(r.code, r.stdout + r.stderr).toBe(2);

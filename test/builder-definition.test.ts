@@ -83,6 +83,27 @@ describe('builder definition', () => {
     expect(paths(unmarked)).toEqual(['/operations/0/recipe/steps/0/action']);
   });
 
+  it('refuses names, labels, titles and descriptions that show as something they are not, as for every name people read', () => {
+    const d = workflowTemplate();
+    d.name = 'Book prices\u202Eelif.exe';
+    d.sites[0]!.name = 'Books\u200B';
+    d.operations[0]!.label = 'Price\u0007';
+    d.operations[0]!.examples[0]!.title = '\u2066Ferow Finch';
+    d.operations[0]!.description = 'Line one\nLine two\u00AD';
+    expect(definitionIssues(d)).toEqual([
+      { path: '/name', message: 'must not contain control characters or direction overrides' },
+      { path: '/sites/0/name', message: 'must not contain invisible characters (zero-width spaces, direction marks, fillers)' },
+      { path: '/operations/0/label', message: 'must not contain control characters or direction overrides' },
+      { path: '/operations/0/description', message: 'must not contain invisible characters (zero-width spaces, direction marks, fillers)' },
+      { path: '/operations/0/examples/0/title', message: 'must not contain control characters or direction overrides' },
+    ]);
+    // A description may break lines and hold tabs; names in other scripts are names.
+    const ok = workflowTemplate();
+    ok.description = 'First line\n\tindented';
+    ok.name = 'کتاب‌فروشی 書店';
+    expect(definitionIssues(ok)).toEqual([]);
+  });
+
   it('refuses a definition over the size bound before looking further', () => {
     const d: any = workflowTemplate();
     d.description = 'x'.repeat(600 * 1024);

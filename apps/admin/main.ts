@@ -13,6 +13,7 @@ import { migrate } from '../../shared/db/migrate.ts';
 import { createKey, createOrg, grant, listKeys, revokeKey, revokeKeyById } from '../../shared/db/orgs.ts';
 import { ACCOUNT_USAGE, runAccountCommand } from './account-commands.ts';
 import { isRole } from '../../shared/accounts/users.ts';
+import { displayTextProblem } from '../../shared/accounts/display-text.ts';
 import { startEmbeddedPostgres } from '../../shared/infra/embedded-postgres.ts';
 import { WORKFLOW_USAGE, workflowCommand } from './workflow-commands.ts';
 import { addConnection, deleteConnection, expireConnection, listConnections, loadKeyring, rekeyConnections, revokeConnection, type ConnectionKind } from '../../shared/db/connections.ts';
@@ -104,10 +105,15 @@ function credits(min: 0 | 1): number {
   return n;
 }
 
-/** An organization's name, as the console's sign-up takes it: trimmed, 1 to 100 characters. */
+/**
+ * An organization's name, as the console's sign-up takes it: trimmed, 1 to 100 characters, none of
+ * them a control, direction or invisible character (its members and invitees read it).
+ */
 function orgName(): string {
   const name = (values.name ?? '').trim();
   if (name.length < 1 || name.length > 100) fail('--name must be 1 to 100 characters');
+  const bad = displayTextProblem(name);
+  if (bad) fail(`--name ${bad}`);
   return name;
 }
 

@@ -12,6 +12,7 @@ import { ServiceError, type ValidationIssue } from '../errors.ts';
 import { canonicalHash } from './canonical.ts';
 import { linearRegExp, patternProblem } from '../regex.ts';
 import { compileOrgSchema } from '../org-schemas.ts';
+import { displayTextProblem } from '../accounts/display-text.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
@@ -148,6 +149,28 @@ function compileSchema(schema: JsonSchema, at: string, issues: ValidationIssue[]
   }
 }
 
+/**
+ * Text people read in the catalog, the console and agents' tool lists follows the rule of every
+ * other name the service shows (display-text.ts): no control, direction or invisible character. A
+ * description may break lines and hold tabs.
+ */
+function readableIssues(def: BuilderDefinition): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  const check = (value: string | undefined, path: string, multiline = false) => {
+    const problem = value === undefined ? null : displayTextProblem(multiline ? value.replace(/[\n\t]/g, ' ') : value);
+    if (problem) issues.push({ path, message: problem });
+  };
+  check(def.name, '/name');
+  check(def.description, '/description', true);
+  def.sites.forEach((site, i) => check(site.name, `/sites/${i}/name`));
+  def.operations.forEach((op, i) => {
+    check(op.label, `/operations/${i}/label`);
+    check(op.description, `/operations/${i}/description`, true);
+    op.examples.forEach((ex, j) => check(ex.title, `/operations/${i}/examples/${j}/title`));
+  });
+  return issues;
+}
+
 /** The definition's problems; empty when it can be test-run and published. */
 export function definitionIssues(json: unknown): ValidationIssue[] {
   // Bounded before anything else: the whole definition travels in a test run's workflow input.
@@ -155,7 +178,7 @@ export function definitionIssues(json: unknown): ValidationIssue[] {
   if (bytes > MAX_DEFINITION_BYTES) return [{ path: '/', message: `is ${bytes} bytes of JSON; at most ${MAX_DEFINITION_BYTES} are accepted` }];
   if (!checkStructure(json)) return (checkStructure.errors ?? []).map((e) => ajvIssue(e));
   const def = json as unknown as BuilderDefinition;
-  const issues: ValidationIssue[] = [];
+  const issues: ValidationIssue[] = readableIssues(def);
   const hosts = new Set(def.sites.map((s) => s.host));
   const seen = new Set<string>();
   def.operations.forEach((op, i) => {
