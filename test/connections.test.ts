@@ -487,6 +487,20 @@ describe('isolation and storage', () => {
     await connect(org.org_id, WEATHER_REQ, { WEATHER_API_KEY: 'x'.repeat(MIN_SECRET_LENGTH) });
   });
 
+  it('a site is a host name as access requirements name them: no port, no empty label; the root dot and case do not matter', async () => {
+    const org = await newOrg(10);
+    for (const site of [`${WEATHER}:8443`, `${WEATHER}..`, '.example.test', 'weather..example.test', `-${WEATHER}`, `${'a'.repeat(64)}.example.test`, 'wea ther.example.test']) {
+      const err = await connect(org.org_id, { ...WEATHER_REQ, site }, { WEATHER_API_KEY: VALID_KEY }).then(() => undefined, (e: unknown) => e);
+      expect(err, site).toMatchObject({ code: 'invalid_input', param: 'site', details: { issues: [{ path: 'site', message: 'site must be a host name, e.g. shop.example.test' }] } });
+    }
+    expect((await db().query('SELECT count(*)::int AS n FROM connections WHERE org_id = $1', [org.org_id])).rows[0].n).toBe(0);
+    // Stored as the requirement names it, so queries find it.
+    const kept = await connect(org.org_id, { ...WEATHER_REQ, site: ` ${WEATHER.toUpperCase()}. ` }, { WEATHER_API_KEY: VALID_KEY });
+    expect(kept).toMatchObject({ site: WEATHER });
+    const res = await query(org.api_key, weatherQuery());
+    expect(res.status, res.text).toBe(200);
+  });
+
   it('the demo catalog names the same connections (when its access operations are published)', async (ctx) => {
     const r = await db().query(
       `SELECT a.handle, o.name, o.access FROM operations o JOIN apis a ON a.id = o.api_id

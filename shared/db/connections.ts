@@ -61,7 +61,12 @@ export class ConnectionError extends ServiceError {
 }
 
 const NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,99}$/;
-const SITE_RE = /^[a-z0-9.:-]{1,253}$/;
+/**
+ * A host name as workflows' access requirements name sites (shared/builder/definition.ts HOST): DNS
+ * labels of 1 to 63 characters, no port. `shop.example.test:8443` or `..` matched no requirement,
+ * so such a connection was stored, listed and never used.
+ */
+const SITE_RE = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 const ID_RE = /^conn_[0-9a-f]{24}$/;
 const KEY_VERSION = 1;
 
@@ -274,7 +279,8 @@ function info(r: Record<string, any>): ConnectionInfo {
   };
 }
 
-const normSite = (site: string) => site.trim().toLowerCase();
+/** A site as stored and compared: trimmed, lower case, without the root's trailing dot (`shop.example.test.` is the same host). */
+const normSite = (site: string) => site.trim().toLowerCase().replace(/\.$/, '');
 
 /** Add a connection; a live one with the same (org, kind, name, site) is revoked and replaced. */
 export async function addConnection(
