@@ -5,6 +5,7 @@
 // Accounts made by sign-up have a per-IP budget of their own, over a longer window (`signups:`).
 import { sha256Hex } from '../ids.ts';
 import { tx, type Db } from '../db/pool.ts';
+import { normalizeEmail } from './users.ts';
 
 export interface ThrottleLimits {
   windowMs: number;
@@ -15,7 +16,7 @@ export interface ThrottleLimits {
 // `email` null: sign-up, whose refusals have a per-IP bucket of their own (same limit as sign-in's),
 // so that failed sign-ins do not close sign-up to an address or the reverse.
 const buckets = (ip: string, email: string | null) =>
-  email === null ? [`signup-ip:${ip}`] : [`ip:${ip}`, `email:${sha256Hex(email.trim().toLowerCase())}`];
+  email === null ? [`signup-ip:${ip}`] : [`ip:${ip}`, `email:${sha256Hex(normalizeEmail(email))}`];
 
 /** One counter: its bucket, how many attempts its window allows, and the window's length. */
 interface Counter {

@@ -21,7 +21,12 @@ export const newUserId = () => `usr_${randomBytes(12).toString('hex')}`;
 
 // Deliberately loose (one @, no spaces): the address is a sign-in name, never mailed by this service.
 export const EMAIL_RE = /^[^\s@]{1,64}@[^\s@]{1,189}$/;
-export const normalizeEmail = (email: string) => email.trim().toLowerCase();
+/**
+ * An address as stored and compared: trimmed, in Unicode compatibility form (NFKC: full-width
+ * "ｃｅｏ" is "ceo", a decomposed accent is the composed one), lower case. Two spellings that read
+ * the same are one address: one account, one sign-in throttle (migration 1700000002500).
+ */
+export const normalizeEmail = (email: string) => email.trim().normalize('NFKC').toLowerCase();
 
 /**
  * Why a (normalized) address cannot be a user's or an invitation's, or null. Besides the loose
