@@ -209,6 +209,40 @@ describe('building a private workflow', () => {
   });
 });
 
+describe('each version as published', () => {
+  it('a version pinned after a read-only one was published still acts, as an action: one attempt, never read-only', async () => {
+    const org = await newOrg(1000);
+    const h = handle('acting');
+    // Version 1 knocks on the site first (an action step the demo site answers 404 to), then reads.
+    const acting = workflowTemplate(h);
+    (acting.operations[0]!.recipe.steps as unknown[]).unshift({
+      type: 'request', name: 'Knock', method: 'POST', url: 'http://books.example.test/books/{{input.isbn13}}', action: true, expect_status: [404, 405],
+    });
+    expect((await testRun(deps(), org.org_id, acting)).passed).toBe(true);
+    expect(await publish(db(), org.org_id, acting)).toMatchObject({ version: 1 });
+    const reading = workflowTemplate(h);
+    expect((await testRun(deps(), org.org_id, reading)).passed).toBe(true);
+    expect(await publish(db(), org.org_id, reading)).toMatchObject({ version: 2 });
+
+    // How each run went: an action is an ordinary activity with one attempt; a read-only HTTP
+    // query is one local activity (no activity task at all).
+    const ran = async (version?: number) => {
+      const res = await query(org.api_key, { api: h, operation: 'book_price', input: INPUT, ...(version ? { version } : {}) });
+      expect(res.status, res.text).toBe(200);
+      const requestId = res.body.data.receipt.request_id as string;
+      const row = await db().query('SELECT performs_actions FROM requests WHERE id = $1', [requestId]);
+      const history = await temporal.workflow.getHandle(`query-${org.org_id}-${requestId}`).fetchHistory();
+      const scheduled = history.events!.map((e) => e.activityTaskScheduledEventAttributes).filter((a) => a);
+      return { performs_actions: row.rows[0].performs_actions, activities: scheduled.map((a) => [a!.activityType!.name, a!.retryPolicy?.maximumAttempts]) };
+    };
+    expect(await ran(1)).toEqual({ performs_actions: true, activities: [['executeOperation', 1]] });
+    expect(await ran()).toEqual({ performs_actions: false, activities: [] });
+    // The catalog shows the default version's.
+    const tools = await call('GET', `/v1/catalog/tools?api=${encodeURIComponent(h)}`, { key: org.api_key });
+    expect(tools.body.data.items).toEqual([expect.objectContaining({ contract_version: 2, performs_actions: false })]);
+  });
+});
+
 describe('examples that fail and definitions that are invalid', () => {
   it('a failing example shows the difference and its publish is refused, charging nothing', async () => {
     const org = await newOrg(500);

@@ -78,9 +78,10 @@ export async function publishApi(
       const opId = Number(o.rows[0].id);
       for (const v of op.versions) {
         await c.query(
-          `INSERT INTO operation_versions (operation_id, version, input_schema, output_schema, examples, recipe, available)
-           VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (operation_id, version) DO NOTHING`,
-          [opId, v.version, v.input_schema, v.output_schema, JSON.stringify(v.examples), JSON.stringify(v.recipe), v.available ?? true],
+          // A catalog definition declares actions and access per operation: they hold for each version.
+          `INSERT INTO operation_versions (operation_id, version, input_schema, output_schema, examples, recipe, available, performs_actions, access)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (operation_id, version) DO NOTHING`,
+          [opId, v.version, v.input_schema, v.output_schema, JSON.stringify(v.examples), JSON.stringify(v.recipe), v.available ?? true, op.performs_actions ?? false, JSON.stringify(op.access ?? [])],
         );
       }
     }
@@ -126,7 +127,9 @@ export async function resolveOperation(
   // its operation of this name if any, and that operation's requested (or default) version if any.
   const rows = await db.query(
     `SELECT a.id, a.handle, a.name, a.category, a.logo_sha256, a.visibility, a.owner_org_id,
-            o.id AS op_id, o.name AS op_name, o.cost_credits, o.performs_actions, o.access,
+            o.id AS op_id, o.name AS op_name, o.cost_credits,
+            -- The version's own (a pinned version acts, or needs connections, as it did when published).
+            coalesce(v.performs_actions, o.performs_actions) AS performs_actions, coalesce(v.access, o.access) AS access,
             v.version, v.input_schema, v.output_schema, v.recipe, v.examples, v.available
        FROM apis a
        LEFT JOIN operations o ON o.api_id = a.id AND o.name = $4
@@ -176,7 +179,8 @@ export async function resolveOperation(
 /** Load one immutable operation version (the worker runs exactly what the API resolved). */
 export async function loadOperationVersion(db: Db | DbClient, operationId: number, version: number) {
   const r = await db.query(
-    `SELECT v.recipe, v.output_schema, o.performs_actions, o.access, a.visibility, a.owner_org_id
+    `SELECT v.recipe, v.output_schema, coalesce(v.performs_actions, o.performs_actions) AS performs_actions,
+            coalesce(v.access, o.access) AS access, a.visibility, a.owner_org_id
        FROM operation_versions v JOIN operations o ON o.id = v.operation_id JOIN apis a ON a.id = o.api_id
       WHERE v.operation_id = $1 AND v.version = $2`,
     [operationId, version],
