@@ -107,10 +107,16 @@ export function createExecuteActivities(deps: {
   }
 
   return {
-    async executeOperation({ operationId, version, input, requestId, orgId, deadlineAt, startBy }) {
+    async executeOperation({ operationId, version, input, requestId, orgId, deadlineAt, startBy, performsActions }) {
       const ctx = Context.current();
       const v = await load(operationId, version);
       const recipe = v.recipe;
+      // An action never runs where a read-only step does (retried, a local step re-run after a
+      // crash): whatever the run was told, a version that acts is refused there, before the site.
+      if (v.acts && (ctx.info.isLocal || performsActions === false)) {
+        ctx.log.error('an acting version reached the read-only path', { operationId, version, local: ctx.info.isLocal });
+        throw toApplicationFailure('internal_error', 'The workflow could not be run', undefined, true);
+      }
       // The calling organization's connections only (never a public workflow's creator's); read on
       // every run, never cached, so a connection revoked or expired since the API's check is seen.
       let secrets: Record<string, string> = {};

@@ -59,6 +59,11 @@ export interface ExecuteActivities {
      * started before it was sent: no such bound then.
      */
     startBy?: number;
+    /**
+     * What the API resolved for this version: false means the workflow runs it as read-only
+     * (retried, perhaps as a local step). Absent in runs started before it was sent.
+     */
+    performsActions?: boolean;
   }): Promise<unknown>;
 }
 

@@ -10,6 +10,7 @@ import { loadOperationVersion } from '../shared/db/catalog.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { compileOrgSchema } from '../shared/org-schemas.ts';
 import { Lru } from '../shared/lru.ts';
+import { recipeActions } from '../shared/catalog/validate.ts';
 
 /** Versions kept per worker: far more than any worker runs in turn, small next to its heap. */
 export const VERSION_CACHE_ENTRIES = 256;
@@ -23,6 +24,8 @@ export interface LoadedVersion {
   operationId: number;
   version: number;
   access: Row['access'];
+  /** The version acts on a website: its stored flag, or an action step in its recipe. */
+  acts: boolean;
   recipe: Recipe;
   validate: ValidateFunction;
 }
@@ -65,7 +68,8 @@ export function createVersionLoader(db: Db, opts: { maxEntries?: number; maxByte
       } catch (err) {
         throw new UnusableVersion(`operation version ${key} cannot be run`, err instanceof Error ? err.message : String(err));
       }
-      const v: LoadedVersion = { operationId, version, access: row.access, recipe, validate };
+      const acts = row.performs_actions || recipeActions(recipe).performsActions;
+      const v: LoadedVersion = { operationId, version, access: row.access, acts, recipe, validate };
       cache.set(key, { v, bytes: jsonBytes(row.recipe) + jsonBytes(row.output_schema) });
       return v;
     },

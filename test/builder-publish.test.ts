@@ -240,6 +240,17 @@ describe('each version as published', () => {
     // The catalog shows the default version's.
     const tools = await call('GET', `/v1/catalog/tools?api=${encodeURIComponent(h)}`, { key: org.api_key });
     expect(tools.body.data.items).toEqual([expect.objectContaining({ contract_version: 2, performs_actions: false })]);
+
+    // A version row without its own flag (written by an older process during a deploy) reads as the
+    // operation's, read-only: the worker still refuses to run its action step on the read-only path.
+    await db().query(
+      `UPDATE operation_versions SET performs_actions = NULL WHERE version = 1 AND operation_id = (SELECT o.id FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = $1 AND a.owner_org_id = $2)`,
+      [h, org.org_id],
+    );
+    const before = await balanceOf(org.org_id);
+    const refused = await query(org.api_key, { api: h, operation: 'book_price', input: INPUT, version: 1 });
+    expect([refused.status, refused.body.error?.code, refused.body.error?.receipt?.billing?.status]).toEqual([500, 'internal_error', 'released']);
+    expect(await balanceOf(org.org_id)).toEqual(before);
   });
 });
 

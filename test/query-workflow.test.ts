@@ -109,6 +109,7 @@ const executeArgs = (q: QueryWorkflowInput) => ({
   version: q.version,
   input: q.input,
   deadlineAt: q.deadlineAt,
+  performsActions: q.performsActions,
 });
 
 describe('query workflow saga (stub activities on the real server)', () => {

@@ -224,6 +224,7 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
     version: q.version,
     input: q.input,
     deadlineAt: q.deadlineAt,
+    performsActions: q.performsActions,
   });
 
   /**
