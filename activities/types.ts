@@ -173,6 +173,8 @@ export interface DraftExample {
   access: Array<{ kind: 'account' | 'access_key'; name: string; site: string }>;
   input: Record<string, unknown>;
   expected: unknown;
+  /** The recipe acts on a website. Absent in runs started before it was sent. */
+  performsActions?: boolean;
 }
 
 /** What a test run shows per example: the output beside the expected one, and the schema check. */

@@ -12,7 +12,7 @@ import { weatherApi } from '../shared/catalog/demo/weather.ts';
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
 import { loadConfig } from '../shared/config.ts';
 import { createPool } from '../shared/db/pool.ts';
-import { balanceOf, call, closeDb, dataConverter, db, newOrg, query, stack, until } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, dataConverter, db, demo, newOrg, query, stack, until } from './helpers/stack.ts';
 
 let connection: Connection;
 let temporal: Client;
@@ -422,6 +422,26 @@ describe('test runs share the engines with every organization', () => {
     expect(rows.rows.map((r) => r.status)).toEqual(['passed']);
     // Once it finished, the organization runs the next one.
     expect((await testRun(deps(), org.org_id, def)).passed).toBe(true);
+  });
+
+  it('an action example cut off mid-way is action_unconfirmed: it may have happened on the website', async () => {
+    const org = await newOrg(0);
+    const key = `builder-action-${randomBytes(4).toString('hex')}`;
+    await demo('/__demo/holds', { key });
+    try {
+      const def = workflowTemplate(handle('held-action'));
+      // The action's request is held open by the site until after the run's budget.
+      (def.operations[0]!.recipe.steps as unknown[]).unshift({ type: 'request', name: 'Reserve', method: 'GET', url: `http://books.example.test/__probe/hold?key=${key}`, action: true });
+      const run = await testRun({ ...deps(), budgetMs: 6_000 }, org.org_id, def);
+      expect(run.passed).toBe(false);
+      expect(run.results.map((r) => r.error)).toEqual([
+        { code: 'action_unconfirmed', message: 'The example did not finish within its time limit, and its action may have happened on the website; check the website before running it again' },
+      ]);
+      // The request did reach the site.
+      expect(await (await fetch(`${stack().demoOrigin}/__demo/holds?key=${key}`)).json()).toMatchObject({ requests: 1 });
+    } finally {
+      await demo('/__demo/holds/release', { key });
+    }
   });
 
   it('a test run stops within its total time budget: the examples it had no time for are reported as not run', async () => {

@@ -71,8 +71,13 @@ export async function builderTestRunWorkflow(input: BuilderTestRunInput): Promis
           : proxyActivities<BuilderActivities>({ ...SITE_OPTIONS, startToCloseTimeout: left, ...(browser && input.browserTaskQueue ? { taskQueue: input.browserTaskQueue } : {}) });
       results.push(await runner.runDraftExample({ orgId: input.orgId, testRunId: input.testRunId, example }));
     } catch {
-      // The worker was lost or the run timed out: shown as this example's failure.
-      results.push(failedExample(example, 'execution_timeout', 'The example did not finish within its time limit'));
+      // The worker was lost or the run timed out: shown as this example's failure. An action cut
+      // off mid-way may have happened on the website: the author is told so, not just "too slow".
+      results.push(
+        example.performsActions
+          ? failedExample(example, 'action_unconfirmed', 'The example did not finish within its time limit, and its action may have happened on the website; check the website before running it again')
+          : failedExample(example, 'execution_timeout', 'The example did not finish within its time limit'),
+      );
     }
   }
   const status = results.length > 0 && results.every((r) => r.passed) ? 'passed' : 'failed';

@@ -10,7 +10,7 @@ import type { DraftExample, DraftExampleResult } from '../../activities/types.ts
 import type { builderTestRunWorkflow } from '../../workflows/builder-test-workflow.ts';
 import type { Db } from '../db/pool.ts';
 import { ServiceError } from '../errors.ts';
-import { parseDefinition, type BuilderDefinition } from './definition.ts';
+import { parseDefinition, performsActions, type BuilderDefinition } from './definition.ts';
 import { createTestRun, discardTestRun, markTestRunError } from './store.ts';
 
 /** Total time all examples of one test run may take; what is left then is reported as not run. */
@@ -50,6 +50,7 @@ export function draftExamples(def: BuilderDefinition): DraftExample[] {
       access: op.access ?? [],
       input: ex.input,
       expected: ex.output,
+      performsActions: performsActions(op),
     })),
   );
 }
