@@ -224,29 +224,17 @@ describe('health follows the site', () => {
     expect(summary.counts.failing + summary.counts.degraded).toBe(0);
   });
 
-  it('an older run finishing late does not overwrite a newer result', async () => {
+  it("neither an older run finishing late nor a check of a version publish replaced overwrites the operation's health", async () => {
     const r = await db().query(
-      `SELECT o.id, o.health_checked_at FROM operations o JOIN apis a ON a.id = o.api_id
+      `SELECT o.id, o.health_checked_at, o.default_version FROM operations o JOIN apis a ON a.id = o.api_id
         WHERE a.handle = '@weather' AND a.visibility = 'public' AND o.name = 'forecast'`,
     );
-    const { id, health_checked_at } = r.rows[0] as { id: number; health_checked_at: Date };
+    const { id, health_checked_at, default_version } = r.rows[0] as { id: number; health_checked_at: Date; default_version: number };
     const { createHealthActivities } = await import('../activities/health.ts');
     const acts = createHealthActivities({ db: db(), runner: { run: async () => null, close: async () => {} } });
-    const stale = await acts.recordHealth({ operationId: Number(id), status: 'failing', detail: 'stale', checkedAt: health_checked_at.getTime() - 60_000, verified: false });
-    expect(stale.recorded).toBe(false);
-    expect((await catalogHealth('@weather')).forecast?.status).toBe('healthy');
-  });
-
-  it("a check of a version that is no longer the default does not write the new default's health", async () => {
-    const r = await db().query(
-      `SELECT o.id, o.default_version FROM operations o JOIN apis a ON a.id = o.api_id
-        WHERE a.handle = '@weather' AND a.visibility = 'public' AND o.name = 'forecast'`,
-    );
-    const { id, default_version } = r.rows[0] as { id: number; default_version: number };
-    const { createHealthActivities } = await import('../activities/health.ts');
-    const acts = createHealthActivities({ db: db(), runner: { run: async () => null, close: async () => {} } });
-    const replaced = await acts.recordHealth({ operationId: Number(id), version: default_version + 1, status: 'failing', detail: 'replaced', checkedAt: Date.now(), verified: false });
-    expect(replaced.recorded).toBe(false);
+    const failing = { operationId: Number(id), status: 'failing' as const, detail: 'stale', verified: false };
+    expect(await acts.recordHealth({ ...failing, checkedAt: health_checked_at.getTime() - 60_000 })).toEqual({ recorded: false });
+    expect(await acts.recordHealth({ ...failing, version: default_version + 1, checkedAt: Date.now() })).toEqual({ recorded: false });
     expect((await catalogHealth('@weather')).forecast?.status).toBe('healthy');
   });
 });
