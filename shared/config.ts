@@ -236,6 +236,13 @@ const ConfigSchema = z.object({
   SITE_HOST_MAP: z.string().optional(),
   /** Debian's Chromium: the headless shell when installed, else the full browser (defaultChromiumPath). */
   CHROMIUM_PATH: z.string().default(defaultChromiumPath),
+  /**
+   * Chromium's own sandbox around the pages it renders (hostile sites' scripts run there): `auto`
+   * uses it unless the worker runs as root (Chromium refuses it then) and goes on without it, with a
+   * warning, where the platform forbids it (user namespaces blocked); `on` requires it (a browser
+   * that cannot have it does not start); `off` never uses it.
+   */
+  CHROMIUM_SANDBOX: z.enum(['auto', 'on', 'off']).default('auto'),
   /** Browser runs at once per worker; one more context is kept made ahead for the next run. */
   BROWSER_CONCURRENCY: int(2),
   /** A prebuilt workflow bundle (`npm run build:workflows`); unset = bundle at worker start. */

@@ -4,7 +4,10 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { PROBE_ONLY_HOST, startDemoSites, type DemoSites } from '../apps/demo-sites/server.ts';
 import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
-import { BrowserPool } from '../activities/engines/browser-engine.ts';
+import { BrowserPool, sandboxPlan } from '../activities/engines/browser-engine.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { ROOT } from './helpers/processes.ts';
 import { demoCatalog } from '../shared/catalog/demo/index.ts';
 import { parseRecipe, type Recipe } from '../shared/recipes/schema.ts';
 import { ServiceError } from '../shared/errors.ts';
@@ -371,6 +374,35 @@ describe.skipIf(!existsSync(CHROMIUM))('browser pool', () => {
     output: '{{vars.p.first}}',
   };
   const run = (recipe: Recipe, signal = new AbortController().signal) => pool.run(parseRecipe(recipe), {}, ctx({ signal }), signal);
+
+  it("pages run in Chromium's sandbox for a worker that is not root; as root it is off and says why, and CHROMIUM_SANDBOX=on refuses to start", async () => {
+    expect(sandboxPlan('auto', 1000)).toEqual({ try: true });
+    expect(sandboxPlan('auto', 0)).toEqual({ try: false, reason: 'the worker runs as root, where Chromium cannot use its sandbox' });
+    expect(sandboxPlan('on', 0)).toEqual({ try: true });
+    expect(sandboxPlan('off', 1000)).toEqual({ try: false, reason: 'CHROMIUM_SANDBOX=off' });
+    const root = process.getuid?.() === 0;
+    const probe = async (mode: string, asUser: boolean) => {
+      const env = { ...process.env, HOME: '/tmp', SANDBOX: mode, HOST_MAP: JSON.stringify(sites.hostMap), CHROMIUM };
+      const node = [process.execPath, '--import', 'tsx', 'test/helpers/sandbox-probe.ts'];
+      // As a deployed worker runs: an unprivileged user (the image's `node`; here `nobody`).
+      const [cmd, ...args] = asUser ? ['runuser', '-u', 'nobody', '--', ...node] : node;
+      const { stdout } = await promisify(execFile)(cmd!, args, { cwd: ROOT, env, timeout: 60_000 });
+      return JSON.parse(stdout.trim().split('\n').at(-1)!) as { uid: number; output: unknown; error: string | null; sandboxed: boolean | null; renderers: Array<{ seccomp: number }> };
+    };
+    const headline = 'Coastal towns vote to share flood defence costs';
+    const unprivileged = await probe('auto', root);
+    expect(unprivileged).toMatchObject({ output: headline, error: null, sandboxed: true });
+    expect(unprivileged.uid).not.toBe(0);
+    // The kernel's word: each renderer runs under Chromium's seccomp filter (mode 2).
+    expect(unprivileged.renderers.length).toBeGreaterThan(0);
+    expect(unprivileged.renderers.every((r) => r.seccomp === 2), JSON.stringify(unprivileged.renderers)).toBe(true);
+    if (!root) return;
+    const asRoot = await probe('auto', false);
+    expect(asRoot).toMatchObject({ output: headline, error: null, sandboxed: false });
+    expect(asRoot.renderers.every((r) => r.seccomp === 0), JSON.stringify(asRoot.renderers)).toBe(true);
+    const required = await probe('on', false);
+    expect(required).toMatchObject({ output: null, sandboxed: null, error: expect.stringMatching(/^The browser could not be started: Chromium's sandbox is required \(CHROMIUM_SANDBOX=on\)/) });
+  });
 
   it('keeps one warm browser, a fresh context per run, and relaunches after a crash', async () => {
     expect(await run(headline)).toBe('Coastal towns vote to share flood defence costs');

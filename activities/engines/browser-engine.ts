@@ -22,7 +22,9 @@ import { HEALTH_PARTY, Interpreter, makeUrlCheck, type Driver, type HttpRequestS
 import { startGuardedProxy, type GuardedProxy, type ProxyRefusal } from './guarded-proxy.ts';
 import { mappedTarget } from './net-guard.ts';
 
-export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync',
+// No --no-sandbox here: whether pages run in Chromium's sandbox is `chromiumSandbox` at launch
+// (Playwright adds --no-sandbox when it is false, its default); see BrowserPool.getBrowser.
+export const CHROMIUM_ARGS = ['--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync',
   // WebRTC may not open UDP past the proxy (STUN/TURN to private addresses); QUIC (and so
   // WebTransport) is off above, so every connection is TCP through the run's proxy.
   '--force-webrtc-ip-handling-policy=disable_non_proxied_udp',
@@ -31,9 +33,24 @@ export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic',
 const ACTION_TIMEOUT_MS = 15_000;
 const NAVIGATION_TIMEOUT_MS = 30_000;
 
+/** CHROMIUM_SANDBOX: `auto` (when the platform allows), `on` (required), `off`. */
+export type SandboxMode = 'auto' | 'on' | 'off';
+
+/**
+ * Whether to launch with Chromium's sandbox first, and why not when not. As root Chromium refuses
+ * its sandbox (it would not protect anything from a root process), so `auto` does not try it there.
+ */
+export function sandboxPlan(mode: SandboxMode, uid: number | undefined): { try: boolean; reason?: string } {
+  if (mode === 'off') return { try: false, reason: 'CHROMIUM_SANDBOX=off' };
+  if (mode === 'auto' && uid === 0) return { try: false, reason: 'the worker runs as root, where Chromium cannot use its sandbox' };
+  return { try: true };
+}
+
 export interface BrowserPoolOptions {
   hostMap: Record<string, string>;
   chromiumPath?: string;
+  /** Chromium's sandbox around rendered pages (default `auto`). */
+  sandbox?: SandboxMode;
   concurrency: number;
   allowPrivateNetwork: boolean;
 }
@@ -175,6 +192,9 @@ export class BrowserPool {
   private closed = false;
   /** Launch count (tests read it to see relaunches). */
   launches = 0;
+  /** Whether the running browser has Chromium's sandbox (null before the first launch). */
+  sandboxed: boolean | null = null;
+  private sandboxUnavailable = false;
 
   constructor(readonly opts: BrowserPoolOptions) {
     const pages = Math.max(1, opts.concurrency);
@@ -186,9 +206,26 @@ export class BrowserPool {
   private async getBrowser(): Promise<Browser> {
     if (this.browser?.isConnected()) return this.browser;
     if (!this.launching) {
-      const args = [...CHROMIUM_ARGS];
-      this.launching = chromium
-        .launch({ executablePath: this.opts.chromiumPath ?? process.env.CHROMIUM_PATH ?? defaultChromiumPath(), args, headless: true })
+      const mode = this.opts.sandbox ?? 'auto';
+      const plan = sandboxPlan(mode, process.getuid?.());
+      const launch = (sandbox: boolean) =>
+        chromium
+          .launch({ executablePath: this.opts.chromiumPath ?? process.env.CHROMIUM_PATH ?? defaultChromiumPath(), args: [...CHROMIUM_ARGS], headless: true, chromiumSandbox: sandbox })
+          .then((b) => {
+            this.announce(sandbox, sandbox ? undefined : plan.reason);
+            return b;
+          });
+      // `auto` tries the sandbox once per pool: where it could not start, relaunches go without it.
+      const launched = !plan.try || this.sandboxUnavailable
+        ? launch(false)
+        : launch(true).catch((err: unknown) => {
+            const why = String((err as Error)?.message ?? err).split('\n')[0]!.slice(0, 300);
+            if (mode === 'on') throw new Error(`Chromium's sandbox is required (CHROMIUM_SANDBOX=on) and could not be used: ${why}`);
+            this.sandboxUnavailable = true;
+            plan.reason = `Chromium could not start with its sandbox here (${why})`;
+            return launch(false);
+          });
+      this.launching = launched
         .then((b) => {
           this.launches++;
           this.browser = b;
@@ -206,6 +243,15 @@ export class BrowserPool {
         });
     }
     return this.launching;
+  }
+
+  /** Says once, and whenever it changes, whether pages run in Chromium's sandbox; without it, a warning. */
+  private announce(sandboxed: boolean, reason: string | undefined): void {
+    if (this.sandboxed === sandboxed) return;
+    this.sandboxed = sandboxed;
+    const line = JSON.stringify({ event: 'browser_sandbox', sandboxed, ...(reason ? { reason } : {}) });
+    if (sandboxed) console.log(line);
+    else console.warn(line);
   }
 
   /** A fresh context, its page and its proxy (refusing every host until claimed). */

@@ -8,7 +8,7 @@ import { RecipeValidationError, parseRecipe, type Recipe } from '../../shared/re
 import { redactError } from './errors.ts';
 import { HttpDriver, createHttpDispatcher } from './http-engine.ts';
 import { Interpreter, makeUrlCheck, type RunContext } from './interpreter.ts';
-import type { BrowserPool } from './browser-engine.ts';
+import type { BrowserPool, SandboxMode } from './browser-engine.ts';
 
 export type { RunContext } from './interpreter.ts';
 
@@ -22,6 +22,8 @@ export interface RecipeRunnerOptions {
   hostMap?: Record<string, string>;
   /** Chromium binary; default CHROMIUM_PATH, then Debian's headless shell or full browser (defaultChromiumPath). */
   chromiumPath?: string;
+  /** Chromium's sandbox (CHROMIUM_SANDBOX; default `auto`). */
+  chromiumSandbox?: SandboxMode;
   /** Concurrent browser runs per runner (default 2). */
   browserConcurrency?: number;
   /** Let unmapped hosts reach private addresses (never in production). */
@@ -59,6 +61,7 @@ export function createRecipeRunner(opts: RecipeRunnerOptions = {}): RecipeRunner
           (browser = new m.BrowserPool({
             hostMap,
             chromiumPath: opts.chromiumPath,
+            sandbox: opts.chromiumSandbox,
             concurrency: opts.browserConcurrency ?? 2,
             allowPrivateNetwork: opts.allowPrivateNetwork ?? false,
           })),

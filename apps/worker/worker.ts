@@ -84,6 +84,7 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
   const runner = createRecipeRunner({
     hostMap: config.siteHostMap,
     chromiumPath: config.CHROMIUM_PATH,
+    chromiumSandbox: config.CHROMIUM_SANDBOX,
     browserConcurrency: config.BROWSER_CONCURRENCY,
   });
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
