@@ -10,6 +10,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { balanceOf, closeDb, db, newOrg, stack } from './helpers/stack.ts';
 import { publishApi } from '../shared/db/catalog.ts';
 import { weatherApi } from '../shared/catalog/demo/weather.ts';
+import { bulkListApi } from './helpers/bulk-list.ts';
 
 const clients: Client[] = [];
 async function connect(apiKey: string, path = '/mcp'): Promise<Client> {
@@ -113,6 +114,29 @@ describe('what the run tools say a run costs', () => {
     const run = await callTool(client, 'svc_run_workflow', { ...london, api: `@${name}` });
     expect(run.sc, run.text).toMatchObject({ status: 'succeeded', receipt: { billing: { status: 'settled', charged_credits: 3 } } });
     expect((await balanceOf(org.org_id)).charged).toBe(3);
+  });
+});
+
+describe('svc_search_workflows over many workflows', () => {
+  it('past one page of tools, shows the first workflows whole (an operation added later included) and says more match, without a count it did not make', async () => {
+    const org = await newOrg(1);
+    const word = `zq${Math.random().toString(36).slice(2, 8)}`;
+    const template = bulkListApi('@x', 'books.example.test', 'x');
+    const op = (name: string) => ({ ...template.operations[0]!, name, description: `${word} operation` });
+    const publish = (i: number, ops: ReturnType<typeof op>[]) =>
+      publishApi(db(), { ...template, handle: `@${word}-${i}`, name: `Many ${i}`, description: `${word} ${i}`, operations: ops }, { ownerOrgId: org.org_id });
+    // More workflows than one page of tools (100), so a search need not read them all.
+    for (let i = 0; i < 105; i++) await publish(i, [op('list_items')]);
+    // A later version of the first adds an operation: its id comes after every other workflow's.
+    await publish(0, [op('list_items'), op('count_items')]);
+    const client = await connect(org.api_key);
+    const r = await callTool(client, 'svc_search_workflows', { query: word, limit: 2 });
+    expect(r.sc.truncated).toBe(true);
+    expect(r.sc.message).toBe('More workflows match than the 2 shown. Narrow with query or api, or raise limit (up to 100).');
+    expect(r.sc.workflows.map((w: { api: string; operations: Array<{ operation: string }> }) => [w.api, w.operations.map((o) => o.operation).sort()])).toEqual([
+      [`@${word}-0`, ['count_items', 'list_items']],
+      [`@${word}-1`, ['list_items']],
+    ]);
   });
 });
 

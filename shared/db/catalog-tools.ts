@@ -7,6 +7,8 @@ import type { Db } from './pool.ts';
 
 export interface ListToolsOptions {
   api?: string;
+  /** Only these workflows (handles), whichever side each is on. */
+  apis?: string[];
   query?: string;
   operation_id?: number;
   /** The previous page's next_cursor (the last operation id, as a decimal string). */
@@ -59,6 +61,7 @@ export async function listTools(db: Db, orgId: string, opts: ListToolsOptions): 
     `((a.visibility = 'public' AND a.availability = 'available') OR (a.visibility = 'private' AND a.owner_org_id = $1))`,
   ];
   if (opts.api) where.push(`a.handle = ${p(opts.api)}`);
+  if (opts.apis) where.push(`a.handle = ANY(${p(opts.apis)}::text[])`);
   if (opts.operation_id !== undefined) where.push(`o.id = ${p(opts.operation_id)}`);
   if (opts.cursor !== undefined && opts.cursor !== '') where.push(`o.id > ${p(toolsCursor(opts.cursor))}::bigint`);
   if (opts.readOnly) where.push('NOT o.performs_actions');

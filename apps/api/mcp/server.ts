@@ -21,7 +21,7 @@ import {
   SearchOutput,
   jsonSchemaOf,
 } from './schemas.ts';
-import { listOrgTools } from './tool-source.ts';
+import { listOrgTools, orgToolPages } from './tool-source.ts';
 
 export interface ServerVariant {
   /** `/mcp/workflows/{name}`: the workflow's tools (from the organization's tool list), else undefined. */
@@ -277,18 +277,38 @@ type GetRunArgs = { request_id: string; wait_seconds?: number; max_chars?: numbe
 
 async function searchWorkflows(ctx: McpContext, args: SearchArgs) {
   try {
-    const tools = await listOrgTools(ctx.db, ctx.baseUrl, ctx.orgId, { api: args.api, query: args.query });
-    const groups = new Map<string, { api: string; name: string; visibility: 'public' | 'private'; site: string | null; operations: ReturnType<typeof summary>[] }>();
-    for (const t of tools) {
-      if (ctx.readOnly && t.performs_actions) continue;
-      const k = `${t.visibility}:${t.api}`;
-      if (!groups.has(k)) groups.set(k, { api: t.api, name: t.workflow, visibility: t.visibility, site: t.site, operations: [] });
-      groups.get(k)!.operations.push(summary(t));
-    }
-    const all = [...groups.values()];
     const limit = args.limit ?? 20;
+    const filter = { api: args.api, query: args.query, readOnly: ctx.readOnly };
+    const group = (tools: Iterable<Tool>) => {
+      const groups = new Map<string, { api: string; name: string; visibility: 'public' | 'private'; site: string | null; operations: ReturnType<typeof summary>[] }>();
+      for (const t of tools) {
+        const k = `${t.visibility}:${t.api}`;
+        if (!groups.has(k)) groups.set(k, { api: t.api, name: t.workflow, visibility: t.visibility, site: t.site, operations: [] });
+        groups.get(k)!.operations.push(summary(t));
+      }
+      return [...groups.values()];
+    };
+    // Pages are read only until a workflow past `limit` shows up (the answer is cut there anyway): a
+    // search over a catalog of thousands reads a page or two, not every tool with its schemas. The
+    // shown workflows' operations are then read whole (one added by a later version has a later id,
+    // maybe past where the reading stopped).
+    const seen: Tool[] = [];
+    let cut = false;
+    for await (const page of orgToolPages(ctx.db, ctx.baseUrl, ctx.orgId, filter)) {
+      seen.push(...page);
+      if (group(seen).length > limit) {
+        cut = true;
+        break;
+      }
+    }
+    let all = group(seen);
+    if (cut) {
+      const shown = new Set(all.slice(0, limit).map((w) => `${w.visibility}:${w.api}`));
+      const whole = await listOrgTools(ctx.db, ctx.baseUrl, ctx.orgId, { ...filter, apis: [...new Set(all.slice(0, limit).map((w) => w.api))] });
+      all = [...group(whole.filter((t) => shown.has(`${t.visibility}:${t.api}`))), ...all.slice(limit)];
+    }
     const result: { workflows: typeof all; truncated: boolean; message?: string } = { workflows: all.slice(0, limit), truncated: all.length > limit };
-    if (result.truncated) result.message = `${all.length} workflows matched; ${limit} shown. Narrow with query or api, or raise limit (up to 100).`;
+    if (result.truncated) result.message = `More workflows match than the ${limit} shown. Narrow with query or api, or raise limit (up to 100).`;
     return { isError: false, result: boundSearch(result, args.max_chars) };
   } catch {
     return toolError(new ServiceError('catalog_unavailable', 'The catalog cannot be read right now'), ctx.baseUrl);
