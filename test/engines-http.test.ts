@@ -199,10 +199,29 @@ describe('destinations', () => {
     expect(e2.details).toMatchObject({ reason: 'scheme_not_allowed' });
   });
 
-  it('rejects undeclared hosts when the recipe is validated', () => {
+  it("refuses the ports browsers refuse (the Fetch standard's bad ports: mail, SSH, …) on a declared host, and reaches others", async () => {
+    const recipe: Recipe = { engine: 'http', hosts: ['books.example.test'], steps: [{ type: 'request', method: 'POST', url: '{{input.url}}', form: { helo: 'x' }, action: true }], output: null };
+    for (const port of [25, 22, 6667]) {
+      const e = await runError(recipe, { url: `http://books.example.test:${port}/` });
+      expect(e.code).toBe('workflow_execution_failed');
+      expect(e.details).toMatchObject({ reason: 'port_not_allowed', port, host: 'books.example.test' });
+    }
+    // A redirect there is refused the same way.
+    const hop: Recipe = { engine: 'http', hosts: ['books.example.test'], steps: [{ type: 'navigate', url: 'http://books.example.test/__probe/redirect?to=http%3A%2F%2Fbooks.example.test%3A25%2F' }], output: null };
+    expect((await runError(hop)).details).toMatchObject({ reason: 'port_not_allowed', port: 25 });
+    // Another port of the host is its own business (the demo sites answer on any).
+    const page: Recipe = { engine: 'http', hosts: ['books.example.test'], steps: [{ type: 'navigate', url: 'http://books.example.test:8080/' }], output: 'reached' };
+    expect(await runner.run(page, {}, ctx())).toBe('reached');
+  });
+
+  it('rejects undeclared hosts and bad ports when the recipe is validated', () => {
     expect(() => parseRecipe({ engine: 'http', hosts: ['books.example.test'], steps: [{ type: 'navigate', url: 'http://evil.example.test/' }], output: null })).toThrow(
       /steps\[0\]\.url: host "evil\.example\.test" is not listed/,
     );
+    expect(() => parseRecipe({ engine: 'http', hosts: ['books.example.test'], steps: [{ type: 'navigate', url: 'http://books.example.test:25/' }], output: null })).toThrow(
+      /steps\[0\]\.url: port 25 belongs to another protocol/,
+    );
+    expect(() => parseRecipe({ engine: 'http', hosts: ['books.example.test'], steps: [{ type: 'navigate', url: 'http://books.example.test:8443/' }], output: null })).not.toThrow();
   });
 
   it.each(['127.0.0.1', '169.254.169.254', '10.1.2.3', 'localhost'])('refuses the private destination %s', async (host) => {

@@ -20,6 +20,7 @@ import { PLACEHOLDER_RE, parseReference } from '../../shared/recipes/schema.ts';
 import { DEFINITE_REFUSALS, SecretMatcher, isAbortError, notSent, redactError, statusError, timeoutError } from './errors.ts';
 import { domainToASCII } from 'node:url';
 import { isProtectableSecret } from '../../shared/secrets.ts';
+import { BAD_PORTS } from '../../shared/recipes/ports.ts';
 import { ExtractionError, extractHtmlObject, extractJsonObject, isEmptyValue, jsonPointer, loadHtml, selectIn, type CheerioDoc, type ExtractOptions } from './extract.ts';
 
 /** The party health checks run as (organizations' runs use their organization id, `org_…`). */
@@ -103,6 +104,7 @@ export interface Driver {
 /** URL check applied to every URL a recipe reaches, including redirects. */
 export type UrlCheck = (url: URL, step: string) => void;
 
+
 export function makeUrlCheck(hosts: string[]): UrlCheck {
   const allowed = new Set(hosts.map((h) => h.toLowerCase()));
   return (url, step) => {
@@ -114,6 +116,13 @@ export function makeUrlCheck(hosts: string[]): UrlCheck {
     if (!allowed.has(host)) {
       const err = new ServiceError('workflow_execution_failed', `Refused to reach ${host}: the operation may only reach ${[...allowed].join(', ')}`, {
         details: { step, host, reason: 'host_not_allowed' },
+      });
+      notSent.add(err);
+      throw err;
+    }
+    if (url.port !== '' && BAD_PORTS.has(Number(url.port))) {
+      const err = new ServiceError('workflow_execution_failed', `Refused to reach port ${url.port}: it belongs to another protocol (mail, file transfer, remote shells), which no browser reaches either`, {
+        details: { step, host, port: Number(url.port), reason: 'port_not_allowed' },
       });
       notSent.add(err);
       throw err;

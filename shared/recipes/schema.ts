@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { ErrorCode, ValidationIssue } from '../errors.ts';
 import { patternProblem } from '../regex.ts';
+import { BAD_PORTS } from './ports.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Templates
@@ -516,6 +517,7 @@ export const RecipeSchema: z.ZodType<Recipe> = z
       }
       const host = (m[2] ?? '').toLowerCase();
       if (!r.hosts.includes(host)) ctx.addIssue({ code: 'custom', message: `host "${host}" is not listed in "hosts"`, path });
+      if (m[3] && BAD_PORTS.has(Number(m[3].slice(1)))) ctx.addIssue({ code: 'custom', message: `port ${m[3].slice(1)} belongs to another protocol (mail, file transfer, remote shells): no browser reaches it either`, path });
     };
     const walk = (steps: Step[], path: Array<string | number>, inPaginate: boolean) => {
       steps.forEach((s, i) => {
