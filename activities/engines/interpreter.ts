@@ -104,7 +104,6 @@ export interface Driver {
 /** URL check applied to every URL a recipe reaches, including redirects. */
 export type UrlCheck = (url: URL, step: string) => void;
 
-
 export function makeUrlCheck(hosts: string[]): UrlCheck {
   const allowed = new Set(hosts.map((h) => h.toLowerCase()));
   return (url, step) => {
