@@ -221,9 +221,13 @@ export class BrowserPool {
         : launch(true).catch((err: unknown) => {
             const why = String((err as Error)?.message ?? err).split('\n')[0]!.slice(0, 300);
             if (mode === 'on') throw new Error(`Chromium's sandbox is required (CHROMIUM_SANDBOX=on) and could not be used: ${why}`);
-            this.sandboxUnavailable = true;
             plan.reason = `Chromium could not start with its sandbox here (${why})`;
-            return launch(false);
+            // Only a browser that starts without it shows the sandbox was the obstacle (not, say, a
+            // missing binary): then later relaunches skip the attempt.
+            return launch(false).then((b) => {
+              this.sandboxUnavailable = true;
+              return b;
+            });
           });
       this.launching = launched
         .then((b) => {
