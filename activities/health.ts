@@ -13,6 +13,7 @@ import type { RecipeRunner } from './engines/index.ts';
 import { HEALTH_PARTY } from './engines/interpreter.ts';
 import type { HealthActivities, HealthTarget } from './types.ts';
 import { Lru } from '../shared/lru.ts';
+import { VERSION_ACTIONS_AND_ACCESS } from '../shared/db/catalog.ts';
 import { VERSION_CACHE_BYTES, VERSION_CACHE_ENTRIES } from './version-cache.ts';
 
 const DETAIL_MAX = 500;
@@ -64,8 +65,7 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
     const key = `${operationId}@${version}`;
     let kept = versions.get(key);
     const r = await deps.db.query(
-      `SELECT coalesce(v.performs_actions, o.performs_actions) AS performs_actions, coalesce(v.access, o.access) AS access,
-              ${kept ? 'NULL AS recipe, NULL AS examples' : 'v.recipe, v.examples'}
+      `SELECT ${VERSION_ACTIONS_AND_ACCESS}, ${kept ? 'NULL AS recipe, NULL AS examples' : 'v.recipe, v.examples'}
          FROM operations o JOIN operation_versions v ON v.operation_id = o.id
         WHERE o.id = $1 AND v.version = $2`,
       [operationId, version],
@@ -83,8 +83,7 @@ export function createHealthActivities(deps: { db: Db; runner: RecipeRunner }): 
     async listHealthTargets({ apis, limit, checkedBefore }) {
       // Example titles only: the examples themselves (inputs and outputs) are read when run.
       const r = await deps.db.query(
-        `SELECT o.id, a.handle, o.name, o.default_version, coalesce(v.performs_actions, o.performs_actions) AS performs_actions,
-                coalesce(v.access, o.access) AS access, v.available, v.recipe->>'engine' AS engine,
+        `SELECT o.id, a.handle, o.name, o.default_version, ${VERSION_ACTIONS_AND_ACCESS}, v.available, v.recipe->>'engine' AS engine,
                 CASE WHEN v.examples IS NULL THEN NULL
                      ELSE ARRAY(SELECT coalesce(e.value->>'title', 'example ' || e.n) FROM jsonb_array_elements(v.examples) WITH ORDINALITY AS e(value, n) ORDER BY e.n)
                 END AS titles

@@ -114,6 +114,12 @@ export type Resolution =
   | { ok: false; code: 'unknown_api_slug' | 'unknown_operation' | 'workflow_version_unavailable'; available?: number[] };
 
 /**
+ * A version's own performs_actions and access (`v`: operation_versions), or its operation's (`o`)
+ * for a row an older process wrote without them during a rolling deploy (migration 1700000002600).
+ */
+export const VERSION_ACTIONS_AND_ACCESS = 'coalesce(v.performs_actions, o.performs_actions) AS performs_actions, coalesce(v.access, o.access) AS access';
+
+/**
  * Resolve handle + operation + version for an organization. A handle reaches the organization's
  * private workflow and the public one alike; a private operation wins a name collision;
  * `visibility` restricts the search to one side.
@@ -129,7 +135,7 @@ export async function resolveOperation(
     `SELECT a.id, a.handle, a.name, a.category, a.logo_sha256, a.visibility, a.owner_org_id,
             o.id AS op_id, o.name AS op_name, o.cost_credits,
             -- The version's own (a pinned version acts, or needs connections, as it did when published).
-            coalesce(v.performs_actions, o.performs_actions) AS performs_actions, coalesce(v.access, o.access) AS access,
+            ${VERSION_ACTIONS_AND_ACCESS},
             v.version, v.input_schema, v.output_schema, v.recipe, v.examples, v.available
        FROM apis a
        LEFT JOIN operations o ON o.api_id = a.id AND o.name = $4
@@ -179,8 +185,7 @@ export async function resolveOperation(
 /** Load one immutable operation version (the worker runs exactly what the API resolved). */
 export async function loadOperationVersion(db: Db | DbClient, operationId: number, version: number) {
   const r = await db.query(
-    `SELECT v.recipe, v.output_schema, coalesce(v.performs_actions, o.performs_actions) AS performs_actions,
-            coalesce(v.access, o.access) AS access, a.visibility, a.owner_org_id
+    `SELECT v.recipe, v.output_schema, ${VERSION_ACTIONS_AND_ACCESS}, a.visibility, a.owner_org_id
        FROM operation_versions v JOIN operations o ON o.id = v.operation_id JOIN apis a ON a.id = o.api_id
       WHERE v.operation_id = $1 AND v.version = $2`,
     [operationId, version],
