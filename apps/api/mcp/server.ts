@@ -293,10 +293,12 @@ async function searchWorkflows(ctx: McpContext, args: SearchArgs) {
     // shown workflows' operations are then read whole (one added by a later version has a later id,
     // maybe past where the reading stopped).
     const seen: Tool[] = [];
+    const workflows = new Set<string>();
     let cut = false;
     for await (const page of orgToolPages(ctx.db, ctx.baseUrl, ctx.orgId, filter)) {
       seen.push(...page);
-      if (group(seen).length > limit) {
+      for (const t of page) workflows.add(`${t.visibility}:${t.api}`);
+      if (workflows.size > limit) {
         cut = true;
         break;
       }
