@@ -75,7 +75,8 @@ function failureOf(err: unknown): { code: string; detail: string } {
  * documented output (one set aside was not verified).
  */
 export function summarize(target: HealthTarget, results: HealthExampleResult[]): { status: HealthStatus | null; detail: string; verified: boolean } {
-  const conclusive = results.filter((r) => r.ok || !INCONCLUSIVE.has(r.code ?? ''));
+  const inconclusive = (r: HealthExampleResult) => !r.ok && INCONCLUSIVE.has(r.code ?? '');
+  const conclusive = results.filter((r) => !inconclusive(r));
   const passed = conclusive.filter((r) => r.ok).length;
   const total = conclusive.length;
   const setAside = results.length - total;
@@ -84,7 +85,7 @@ export function summarize(target: HealthTarget, results: HealthExampleResult[]):
   const status: HealthStatus = passed === total ? 'healthy' : passed === 0 ? 'failing' : 'degraded';
   if (status === 'healthy') return { status, detail: `${passed}/${total} examples returned their documented output${aside}`, verified: setAside === 0 };
   const failures = results
-    .map((r, i) => (r.ok || INCONCLUSIVE.has(r.code ?? '') ? null : `"${target.exampleTitles[i]}": ${r.code}${r.detail ? ` (${r.detail})` : ''}`))
+    .map((r, i) => (r.ok || inconclusive(r) ? null : `"${target.exampleTitles[i]}": ${r.code}${r.detail ? ` (${r.detail})` : ''}`))
     .filter((s): s is string => s !== null);
   return { status, detail: `${passed}/${total} examples passed; ${failures.join('; ')}${aside}`, verified: false };
 }
