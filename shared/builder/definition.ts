@@ -13,6 +13,7 @@ import { canonicalHash } from './canonical.ts';
 import { linearRegExp, patternProblem } from '../regex.ts';
 import { compileOrgSchema } from '../org-schemas.ts';
 import { displayTextProblem } from '../accounts/display-text.ts';
+import { HOST_NAME_PATTERN } from '../host-name.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
@@ -50,8 +51,8 @@ export interface BuilderDefinition {
 /** Largest definition accepted (JSON bytes). */
 export const MAX_DEFINITION_BYTES = 512 * 1024;
 
-// A host name of at most 253 characters (maxLength beside it): no lookahead, as RE2 has none.
-const HOST = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$';
+// A host name of at most 253 characters (maxLength beside it).
+const HOST = HOST_NAME_PATTERN;
 
 /** A bounded array of closed objects: the shape of every list in a definition. */
 function listOf(bounds: { minItems?: number; maxItems: number }, required: string[], properties: Record<string, unknown>) {

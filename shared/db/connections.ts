@@ -22,6 +22,7 @@ import type { Config } from '../config.ts';
 import { tx, type Db, type DbClient } from './pool.ts';
 import { ServiceError } from '../errors.ts';
 import { MIN_SECRET_LENGTH, isProtectableSecret } from '../secrets.ts';
+import { HOST_NAME_PATTERN } from '../host-name.ts';
 
 export type ConnectionKind = AccessRequirement['kind'];
 export type ConnectionStatus = 'active' | 'needs_reauth' | 'revoked';
@@ -62,11 +63,11 @@ export class ConnectionError extends ServiceError {
 
 const NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,99}$/;
 /**
- * A host name as workflows' access requirements name sites (shared/builder/definition.ts HOST): DNS
- * labels of 1 to 63 characters, no port. `shop.example.test:8443` or `..` matched no requirement,
- * so such a connection was stored, listed and never used.
+ * A host name of at most 253 characters, as workflows' access requirements name sites
+ * (shared/host-name.ts). `shop.example.test:8443` or `..` matched no requirement, so such a
+ * connection was stored, listed and never used.
  */
-const SITE_RE = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+const SITE_RE = new RegExp(`^(?=.{1,253}$)${HOST_NAME_PATTERN.slice(1)}`);
 const ID_RE = /^conn_[0-9a-f]{24}$/;
 const KEY_VERSION = 1;
 
