@@ -471,6 +471,30 @@ describe('tokens on /mcp', () => {
     expect((await refresh(r4.body.refresh_token)).body.error).toBe('invalid_grant');
   });
 
+  it('a refresh asking for a scope the grant does not hold is invalid_scope and leaves the token unspent (RFC 6749 §6)', async () => {
+    const who = await signedIn('member');
+    const clientId = await register();
+    const t = await tokensFor(who, clientId);
+    const refresh = (scope?: string) =>
+      form('/oauth/token', { grant_type: 'refresh_token', refresh_token: t.refresh_token, client_id: clientId, resource: resource(), ...(scope === undefined ? {} : { scope }) });
+    for (const scope of ['mcp admin', 'admin', 'mcp:write']) {
+      const res = await refresh(scope);
+      expect(res.status).toBe(400);
+      expect(res.body.error).toBe('invalid_scope');
+      expect(res.headers.get('cache-control')).toBe('no-store');
+    }
+    const rotated = await db().query('SELECT rotated_at FROM oauth_tokens WHERE token_hash = $1', [hashSecret(t.refresh_token)]);
+    expect(rotated.rows[0].rotated_at).toBeNull();
+    // The grant's own scope (or none named) is granted as before.
+    const ok = await refresh('mcp');
+    expect(ok.status).toBe(200);
+    expect(ok.body.scope).toBe('mcp');
+    expect((await mcp(ok.body.access_token)).status).toBe(200);
+    // An unknown token with a scope is still the token's refusal, not the scope's.
+    const unknown = await form('/oauth/token', { grant_type: 'refresh_token', refresh_token: 'wqs_rt_unknown', client_id: clientId, scope: 'admin' });
+    expect(unknown.body.error).toBe('invalid_grant');
+  });
+
   it('a refresh token presented once more than the grace allows ends its whole grant (reuse means it leaked)', async () => {
     const who = await signedIn('member');
     const clientId = await register();

@@ -12,7 +12,7 @@ export const REFRESH_GRACE_SECONDS = 30;
 /** The one scope: use the organization's MCP tools (run workflows, charged to the organization). */
 export const MCP_SCOPE = 'mcp';
 
-export type OAuthErrorCode = 'invalid_grant' | 'invalid_target' | 'invalid_request';
+export type OAuthErrorCode = 'invalid_grant' | 'invalid_target' | 'invalid_request' | 'invalid_scope';
 export class GrantError extends Error {
   constructor(
     readonly code: OAuthErrorCode,
@@ -125,7 +125,19 @@ export async function redeemCode(db: Db, a: { code: string; clientId: string; re
  * using an old one, and which is unknowable, so the whole grant ends (RFC 9700 §4.14.2). Without
  * that, whoever refreshed first with a stolen token kept the grant while the client was refused.
  */
-export async function refresh(db: Db, a: { refreshToken: string; clientId: string; resource: string | undefined }): Promise<TokenSet> {
+export async function refresh(db: Db, a: { refreshToken: string; clientId: string; resource: string | undefined; scope?: string | undefined }): Promise<TokenSet> {
+  // RFC 6749 §6: a requested scope must not exceed what the grant holds (omitted: the grant's own).
+  // Checked before the token is rotated, so a refused request leaves the token as it was.
+  const asked = (a.scope ?? '').split(' ').filter(Boolean);
+  if (asked.length > 0) {
+    const g = await db.query<{ scope: string }>(
+      `SELECT g.scope FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+        WHERE t.token_hash = $1 AND t.kind = 'refresh' AND g.client_id = $2`,
+      [hashSecret(a.refreshToken), a.clientId],
+    );
+    const held = new Set((g.rows[0]?.scope ?? '').split(' '));
+    if (g.rows[0] && asked.some((s) => !held.has(s))) throw new GrantError('invalid_scope', `scope may only name scopes the grant holds: ${g.rows[0].scope}`);
+  }
   const r = await db.query(
     `UPDATE oauth_tokens t
         SET rotated_at = COALESCE(t.rotated_at, now()),

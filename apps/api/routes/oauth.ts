@@ -39,7 +39,7 @@ const TokenForm = z.discriminatedUnion('grant_type', [
     client_id: str,
     resource: str,
   }),
-  z.looseObject({ grant_type: z.literal('refresh_token'), refresh_token: str, client_id: str, resource: str.optional() }),
+  z.looseObject({ grant_type: z.literal('refresh_token'), refresh_token: str, client_id: str, resource: str.optional(), scope: str.optional() }),
 ]);
 const RevokeForm = z.looseObject({ token: str, token_type_hint: z.string().max(50).optional(), client_id: str });
 
@@ -143,7 +143,7 @@ export default async function oauthRoutes(app: FastifyInstance, opts: OAuthRoute
         body: formDoc(TokenForm),
         response: {
           200: TokenResponse,
-          400: { description: 'invalid_request, invalid_grant, invalid_target or unsupported_grant_type', content: { 'application/json': { schema: OAuthError } } },
+          400: { description: 'invalid_request, invalid_grant, invalid_target, invalid_scope (a refresh asking for more than its grant) or unsupported_grant_type', content: { 'application/json': { schema: OAuthError } } },
           401: { description: 'invalid_client: unknown client_id', content: { 'application/json': { schema: OAuthError } } },
           ...commonFailures,
         },
@@ -166,7 +166,7 @@ export default async function oauthRoutes(app: FastifyInstance, opts: OAuthRoute
       const tokens =
         form.grant_type === 'authorization_code'
           ? await redeemCode(app.db, { code: form.code, clientId: client.id, redirectUri: form.redirect_uri, verifier: form.code_verifier, resource: form.resource })
-          : await refresh(app.db, { refreshToken: form.refresh_token, clientId: client.id, resource: form.resource });
+          : await refresh(app.db, { refreshToken: form.refresh_token, clientId: client.id, resource: form.resource, scope: form.scope });
       return reply.header('cache-control', 'no-store').header('pragma', 'no-cache').send(tokens);
     },
   );
