@@ -2,6 +2,7 @@
 // hostile.example.test) that answers with pathological documents. What is asserted is what a caller
 // and every other organization on the worker see: the run's code and details, and that the
 // worker's one thread was never blocked for long (every organization's runs share it).
+import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -41,6 +42,8 @@ const pages: Record<string, () => string> = {
     rows.pop();
     return `<!doctype html><html><head><title>Big</title></head><body><table>${rows.join('')}</table><p class="x">end</p></body></html>`;
   },
+  // a page whose script never yields once it has loaded: the renderer's thread is taken for good
+  '/spins': () => `<html><body><p class="x">spins</p><script>addEventListener('load', () => setTimeout(() => { for (;;) {} }, 0))</script></body></html>`,
   // 500 list items: a selector of sibling steps matches each against every earlier one, and again
   '/siblings': () => `<html><body><ul>${'<li>item</li>'.repeat(500)}</ul><p class="x">end</p></body></html>`,
   // 400 levels of div and no span: nested :has() looks under every level again for every level
@@ -61,6 +64,32 @@ const page = (path: string): Recipe => ({
   ],
   output: { text: '{{vars.p.text}}' },
 });
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** CPU time (ms) spent so far by the Chromium renderers this test process started, from /proc. */
+function rendererCpuMs(): number {
+  // Fields after the parenthesized command name: [1] is the parent, [11] and [12] utime and stime.
+  const stat = (pid: string) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const mine = (pid: string) => {
+    for (let p = pid, depth = 0; p !== '0' && p !== '1' && depth < 8; depth++) {
+      if (p === String(process.pid)) return true;
+      p = stat(p)[1]!;
+    }
+    return false;
+  };
+  let ticks = 0;
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type=renderer') || !mine(pid)) continue;
+      const fields = stat(pid);
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+}
 
 /** Runs a recipe while a timer measures the longest the thread went without running it. */
 async function timed(recipe: Recipe): Promise<{ result?: unknown; error?: ServiceError; stallMs: number }> {
@@ -190,6 +219,35 @@ describe('pathological HTML never blocks the worker', () => {
     expect(error?.code).toBe('upstream_http_error');
     expect(error?.details).toMatchObject({ step: '0', host: HOST, reason: 'response_too_large' }); // read by the navigation's challenge check
     expect(stallMs).toBeLessThan(1_000);
+  });
+
+  it("a page whose script never yields fails the run at the action timeout, not the run's deadline, and the page is gone", async () => {
+    const recipe: Recipe = {
+      engine: 'browser',
+      hosts: [HOST],
+      steps: [
+        { type: 'navigate', url: `http://${HOST}/spins` },
+        { type: 'extract', fields: { text: { type: 'text', selector: 'p.x' } }, save_as: 'p' },
+      ],
+      output: { text: '{{vars.p.text}}' },
+    };
+    const started = performance.now();
+    const { result, error } = await timed(recipe); // the run's own deadline is a minute (ctx())
+    const elapsed = performance.now() - started;
+    expect(result).toBeUndefined();
+    expect(error?.code).toBe('workflow_execution_failed');
+    expect(error?.details).toMatchObject({ step: '0', reason: 'browser_timeout' });
+    expect(elapsed).toBeLessThan(30_000);
+    // The spinning page went with its context: no renderer keeps a core busy afterwards
+    await sleep(500); // (the context's close is under way as the run answers)
+    const before = rendererCpuMs();
+    await sleep(2_000);
+    expect(rendererCpuMs() - before).toBeLessThan(500);
+    // and the browser's next run is served at once.
+    const again = performance.now();
+    const ok = await runner.run({ engine: 'browser', hosts: [HOST], steps: [{ type: 'navigate', url: `http://${HOST}/busy` }, { type: 'extract', fields: { text: { type: 'text', selector: 'p.x' } }, save_as: 'p' }], output: { text: '{{vars.p.text}}' } }, {}, ctx());
+    expect(ok).toEqual({ text: 'fine' });
+    expect(performance.now() - again).toBeLessThan(10_000);
   });
 
   it('an ordinary 5 MiB page is parsed a slice at a time: the thread goes on with other work meanwhile', async () => {

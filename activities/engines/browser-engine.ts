@@ -401,6 +401,22 @@ export class BrowserPool {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
 
+/**
+ * Bounds a page call that has no timeout of its own (page.evaluate, ownerFrame) by the action
+ * timeout. A page whose script never yields takes the renderer's thread for good: without a bound
+ * the call, the browser slot and a core spinning in that renderer were held until the run's
+ * deadline. The timeout is Playwright's own error, so the step fails as `browser_timeout`, and the
+ * run's end closes the context (and with it the renderer).
+ */
+function bounded<T>(work: Promise<T>, ms = ACTION_TIMEOUT_MS): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new pwErrors.TimeoutError(`Timeout ${ms}ms exceeded: the page did not answer`)), ms);
+  });
+  work.catch(() => undefined);
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
+}
+
 /** Runs `fn`, rejecting as soon as `signal` aborts (the work itself is cleaned up by the caller). */
 async function untilAborted<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
   if (signal.aborted) throw new ServiceError('execution_timeout', 'The website task did not finish within its time limit');
@@ -528,11 +544,13 @@ export class BrowserDriver implements Driver {
     if (!url || url === 'about:blank') return null;
     const step = this.currentStep;
     const html = await this.pw(step, 'reading the page', () =>
-      this.page.evaluate((max) => {
-        let s = document.doctype ? new XMLSerializer().serializeToString(document.doctype) : '';
-        if (document.documentElement) s += document.documentElement.outerHTML;
-        return s.length > max ? null : s;
-      }, MAX_BODY_BYTES),
+      bounded(
+        this.page.evaluate((max) => {
+          let s = document.doctype ? new XMLSerializer().serializeToString(document.doctype) : '';
+          if (document.documentElement) s += document.documentElement.outerHTML;
+          return s.length > max ? null : s;
+        }, MAX_BODY_BYTES),
+      ),
     );
     if (html === null) {
       const host = new URL(url).hostname;
@@ -570,7 +588,7 @@ export class BrowserDriver implements Driver {
       try {
         if (target) {
           // A frame without a URL of its own (about:blank, about:srcdoc) holds its parent's document's origin.
-          let frame = await el.ownerFrame();
+          let frame = await bounded(el.ownerFrame());
           while (frame && !/^https?:/i.test(frame.url()) && frame.parentFrame()) frame = frame.parentFrame();
           const url = frame?.url() ?? '';
           let host = '';
