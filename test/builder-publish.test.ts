@@ -254,6 +254,44 @@ describe('each version as published', () => {
   });
 });
 
+describe('the price of a run is the price of the version that runs', () => {
+  it("republishing a shared workflow at a higher price leaves other organizations' pinned calls at the price they pinned", async () => {
+    const owner = await newOrg(100);
+    const caller = await newOrg(100);
+    const h = handle('priced');
+    const v1 = workflowTemplate(h);
+    v1.operations[0]!.cost_credits = 2;
+    expect((await testRun(deps(), owner.org_id, v1)).passed).toBe(true);
+    expect(await publish(db(), owner.org_id, v1, { share: true })).toMatchObject({ version: 1 });
+    const v2 = structuredClone(v1);
+    v2.operations[0]!.cost_credits = 40;
+    v2.operations[0]!.label = 'Book price (dearer)';
+    expect((await testRun(deps(), owner.org_id, v2)).passed).toBe(true);
+    expect(await publish(db(), owner.org_id, v2, { share: true })).toMatchObject({ version: 2 });
+
+    const run = async (version?: number) => {
+      const res = await query(caller.api_key, { api: h, operation: 'book_price', input: INPUT, ...(version ? { version } : {}) });
+      expect(res.status, res.text).toBe(200);
+      return { header: res.headers.get('x-svc-cost-credits'), billing: res.body.data.receipt.billing };
+    };
+    // Pinned to version 1: its own price, whatever the default costs now.
+    expect(await run(1)).toEqual({ header: '2', billing: { status: 'settled', reserved_credits: 2, charged_credits: 2 } });
+    // The default (version 2) costs what version 2 says, and the catalog shows that price.
+    expect(await run()).toEqual({ header: '40', billing: { status: 'settled', reserved_credits: 40, charged_credits: 40 } });
+    const detail = await call('GET', `/v1/catalog/detail?api=${encodeURIComponent(h)}`);
+    expect(detail.body.data.operations).toEqual([expect.objectContaining({ operation: 'book_price', contract_version: 2, cost_credits: 40 })]);
+    await expectIdentity(caller.org_id, { granted: 100, available: 58, charged: 42 });
+
+    // A version row without its own price (written by an older process during a deploy) costs the
+    // operation's, as before.
+    await db().query(
+      `UPDATE operation_versions SET cost_credits = NULL WHERE version = 1 AND operation_id = (SELECT o.id FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = $1)`,
+      [h],
+    );
+    expect((await run(1)).header).toBe('40');
+  });
+});
+
 describe('examples that fail and definitions that are invalid', () => {
   it('a failing example shows the difference and its publish is refused, charging nothing', async () => {
     const org = await newOrg(500);

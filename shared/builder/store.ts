@@ -107,9 +107,9 @@ async function writeCatalog(c: DbClient, apiId: number, def: BuilderDefinition, 
     );
     // A new row only: published versions are immutable (the version number is new for this workflow).
     await c.query(
-      `INSERT INTO operation_versions (operation_id, version, input_schema, output_schema, examples, recipe, performs_actions, access)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [Number(o.rows[0].id), version, v.input_schema, v.output_schema, JSON.stringify(v.examples), JSON.stringify(v.recipe), op.performs_actions, JSON.stringify(op.access ?? [])],
+      `INSERT INTO operation_versions (operation_id, version, input_schema, output_schema, examples, recipe, performs_actions, access, cost_credits)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [Number(o.rows[0].id), version, v.input_schema, v.output_schema, JSON.stringify(v.examples), JSON.stringify(v.recipe), op.performs_actions, JSON.stringify(op.access ?? []), op.cost_credits],
     );
   }
 }

@@ -133,9 +133,10 @@ export async function resolveOperation(
   // its operation of this name if any, and that operation's requested (or default) version if any.
   const rows = await db.query(
     `SELECT a.id, a.handle, a.name, a.category, a.logo_sha256, a.visibility, a.owner_org_id,
-            o.id AS op_id, o.name AS op_name, o.cost_credits,
-            -- The version's own (a pinned version acts, or needs connections, as it did when published).
-            ${VERSION_ACTIONS_AND_ACCESS},
+            o.id AS op_id, o.name AS op_name,
+            -- The version's own (a pinned version acts, needs connections and costs what it did when
+            -- published); a catalog version's price is its operation's (migration 1700000002700).
+            ${VERSION_ACTIONS_AND_ACCESS}, coalesce(v.cost_credits, o.cost_credits) AS cost_credits,
             v.version, v.input_schema, v.output_schema, v.recipe, v.examples, v.available
        FROM apis a
        LEFT JOIN operations o ON o.api_id = a.id AND o.name = $4
