@@ -53,6 +53,9 @@ describe('builder definition', () => {
     let node = deep.operations[0].input_schema;
     for (let i = 0; i < 70; i++) node = node.properties = { x: { type: 'object' } }, node = node.x;
     expect(definitionIssues(deep).some((i) => i.message.includes('nested more than 64 levels'))).toBe(true);
+    // Nested thousands deep (10 KB of brackets in a console form): refused as a whole, not a stack overflow.
+    const brackets = JSON.parse(`{"handle":"@a","x":${'['.repeat(5_000)}${']'.repeat(5_000)}}`);
+    expect(definitionIssues(brackets)).toEqual([{ path: '/', message: 'is nested more than 256 levels deep' }]);
     // The template's own patterns (ISBN, currency) are fine, and editing one copy leaves the next alone.
     expect(definitionIssues(workflowTemplate())).toEqual([]);
   });

@@ -111,6 +111,21 @@ function ajvIssue(e: ErrorObject, prefix = ''): ValidationIssue {
  * nested deeper than this walk goes is refused as a whole.
  */
 const MAX_PATTERN_DEPTH = 64;
+
+/** How deep a definition may nest anywhere (examples included): far beyond any real one, far below the stack's limit. */
+const MAX_DEFINITION_DEPTH = 256;
+
+/** Whether objects and arrays nest more than `limit` levels deep (without recursion: any depth is safe to ask about). */
+function nestedDeeper(value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (!v || typeof v !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(v)) if (child && typeof child === 'object') stack.push([child, depth + 1]);
+  }
+  return false;
+}
 function unsafePatterns(value: unknown, at: string, issues: ValidationIssue[], depth = 0): void {
   if (!value || typeof value !== 'object') return;
   if (depth > MAX_PATTERN_DEPTH) {
@@ -174,6 +189,9 @@ function readableIssues(def: BuilderDefinition): ValidationIssue[] {
 
 /** The definition's problems; empty when it can be test-run and published. */
 export function definitionIssues(json: unknown): ValidationIssue[] {
+  // Depth first: serializing a value nested thousands deep (a 10 KB console form can be) overflows
+  // the stack; no definition comes near this (its schemas are held to 64 levels below).
+  if (nestedDeeper(json, MAX_DEFINITION_DEPTH)) return [{ path: '/', message: `is nested more than ${MAX_DEFINITION_DEPTH} levels deep` }];
   // Bounded before anything else: the whole definition travels in a test run's workflow input.
   const bytes = Buffer.byteLength(JSON.stringify(json) ?? '');
   if (bytes > MAX_DEFINITION_BYTES) return [{ path: '/', message: `is ${bytes} bytes of JSON; at most ${MAX_DEFINITION_BYTES} are accepted` }];
