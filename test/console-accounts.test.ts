@@ -196,6 +196,30 @@ describe('sign-in and sessions', () => {
   });
 });
 
+describe('hostile bytes', () => {
+  it('a NUL in a form field or query parameter is the 400 page, never a 500 (PostgreSQL text cannot hold one), and changes nothing', async () => {
+    // Signed out: sign-in and the authorization page.
+    const c = new ConsoleClient();
+    const signIn = await c.signIn('a\u0000b@example.com', PASSWORD);
+    expect(signIn.status).toBe(400);
+    expect(signIn.text).toContain('cannot be used (NUL)');
+    expect((await c.get('/console/oauth/authorize?client_id=%00')).status).toBe(400);
+    // Signed in: a form naming an organization or a client; a name of a field with one.
+    const a = await signedIn('owner');
+    for (const [from, action, form] of [
+      ['/console', '/console/switch-org', { org_id: 'org_\u0000' }],
+      ['/console/mcp-clients', '/console/mcp-clients/revoke', { client_id: 'mcpc_\u0000' }],
+      ['/console/members', '/console/members', { email: 'x@example.com', role: 'member', 'x\u0000': '1' }],
+    ] as const) {
+      const res = await a.client.submit(from, action, form);
+      expect(res.status, action).toBe(400);
+      expect(res.text).toContain('Bad request');
+    }
+    expect((await db().query('SELECT 1 FROM member_invitations WHERE org_id = $1', [a.org.org_id])).rowCount).toBe(0);
+    expect((await a.client.get('/console')).status).toBe(200);
+  });
+});
+
 describe('CSRF', () => {
   it('takes url-encoded forms only: a JSON body, broken or not, is the 415 page (not a 500), and does nothing', async () => {
     const { client, org } = await signedIn('owner');

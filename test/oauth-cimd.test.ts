@@ -60,6 +60,10 @@ beforeAll(async () => {
       res.on('close', () => clearInterval(drip));
       return;
     }
+    if (p.startsWith('/nul-')) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ client_id: own, client_name: 'Nul', redirect_uris: [REDIRECT], software_statement: 'a\u0000b' }));
+    }
     if (p.startsWith('/unsafe-')) {
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end(JSON.stringify({ client_id: own, client_name: 'Unsafe', redirect_uris: ['javascript:alert(1)', 'http://attacker.example/cb'] }));
@@ -231,6 +235,8 @@ describe('a client registered by its metadata document', () => {
       [clientUrl('huge'), 'it is larger than 16384 bytes'],
       [clientUrl('slow'), 'it did not answer within 5 s'],
       [clientUrl('unsafe'), 'it is not a valid client metadata document (every redirect URI must be https, or http on a loopback address)'],
+      // PostgreSQL cannot store it: refused as the document's fault (and remembered), not a 500.
+      [clientUrl('nul'), 'it contains a NUL character'],
     ];
     for (const [id, why] of cases) {
       const started = Date.now();
@@ -243,6 +249,14 @@ describe('a client registered by its metadata document', () => {
     }
     // The redirect's target was never fetched.
     expect(hits.get(`/direct-${run}.json`) ?? 0).toBe(0);
+    // A client id on a port no browser connects to (mail, here) is no client, and is never fetched;
+    // nor is one with a NUL in it.
+    for (const id of [`https://${HOST}:25/mail-${run}.json`, `https://${HOST}/nul\u0000-${run}.json`]) {
+      const page = await new ConsoleClient(base).get(authorizePath(id));
+      expect(page.status, id).toBe(400);
+      expect(page.location).toBeNull();
+    }
+    expect([...hits.keys()].filter((k) => k.startsWith('/mail-') || k.startsWith('/nul%00'))).toEqual([]);
   }, 60_000);
 
   it('remembers a failed fetch for a minute: the same client_id is refused at once with the same words, unfetched', async () => {

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { createHttpDispatcher } from '../../activities/engines/http-engine.ts';
 import { DestinationRefusedError, assertPublicHost, mappedTarget, type HostMap } from '../../activities/engines/net-guard.ts';
 import type { Db } from '../db/pool.ts';
+import { BAD_PORTS } from '../recipes/ports.ts';
 import { MAX_REDIRECT_URIS, MAX_URI_LENGTH, displayText, findClient, redirectUriProblem, type ClientRow } from './clients.ts';
 
 export const DOCUMENT_MAX_BYTES = 16 * 1024;
@@ -21,7 +22,9 @@ export const DOCUMENT_CACHE_SECONDS = 3600;
 export function isClientIdUrl(id: string): boolean {
   try {
     const u = new URL(id);
-    return u.protocol === 'https:' && u.pathname !== '/' && !u.hash && !u.username && !u.password && id.length <= MAX_URI_LENGTH;
+    // Not on a port no browser connects to (mail, SSH, …): the fetch would speak to another protocol's server.
+    const port = u.port === '' ? 443 : Number(u.port);
+    return u.protocol === 'https:' && u.pathname !== '/' && !u.hash && !u.username && !u.password && id.length <= MAX_URI_LENGTH && !BAD_PORTS.has(port);
   } catch {
     return false;
   }
@@ -80,10 +83,27 @@ async function fetchClientDocument(url: string, dispatcher: Agent, hostMap: Host
   } catch {
     throw new ClientDocumentProblem('it is not JSON');
   }
+  // PostgreSQL stores no NUL in text or jsonb: one anywhere would fail the cache's write, not the document.
+  if (holdsNul(json)) throw new ClientDocumentProblem('it contains a NUL character');
   const doc = ClientDocument.safeParse(json);
   if (!doc.success) throw new ClientDocumentProblem(`it is not a valid client metadata document (${doc.error.issues[0]?.message ?? 'invalid'})`);
   if (doc.data.client_id !== url) throw new ClientDocumentProblem('it names another client_id than its own URL');
   return { client_name: doc.data.client_name ?? u.host, redirect_uris: doc.data.redirect_uris, metadata: doc.data };
+}
+
+/** Whether a parsed JSON value has a NUL in any string or key (walked without recursion: any depth is safe). */
+function holdsNul(value: unknown): boolean {
+  const stack = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string' && v.includes('\u0000')) return true;
+    if (!v || typeof v !== 'object') continue;
+    for (const [k, child] of Object.entries(v)) {
+      if (k.includes('\u0000')) return true;
+      stack.push(child);
+    }
+  }
+  return false;
 }
 
 export type ResolvedClient = { ok: true; client: ClientRow } | { ok: false; message: string; busy?: true };

@@ -28,6 +28,11 @@ function formToken(request: FastifyRequest): string {
   return typeof body?._csrf === 'string' ? body._csrf : '';
 }
 
+/** Whether a parsed form or query (values strings, or arrays of them) holds a NUL anywhere. */
+function holdsNul(fields: object): boolean {
+  return Object.entries(fields).some(([k, v]) => k.includes('\u0000') || (Array.isArray(v) ? v : [v]).some((x) => typeof x === 'string' && x.includes('\u0000')));
+}
+
 const FORM_EXPIRED = { title: 'Form expired', message: 'This form is no longer valid. Go back, reload the page and send it again.' };
 const formExpired = () => new ConsolePageError(403, FORM_EXPIRED.title, FORM_EXPIRED.message);
 
@@ -50,6 +55,15 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
     layout: 'layout.eta',
     // `shown`: names others chose (organizations, OAuth clients) with direction and invisible characters made visible.
     defaultContext: { when, ROLE_LABELS, shown: shownText },
+  });
+
+  // A NUL in any field or query parameter is refused before a page reads it: PostgreSQL text cannot
+  // hold one, so a form or link carrying one (an email, an organization or client id) ended in a
+  // 500 page and an error in the log. No person types one; the API's own routes refuse it alike.
+  app.addHook('preValidation', async (request) => {
+    for (const part of [request.query, request.body, request.params]) {
+      if (part && typeof part === 'object' && holdsNul(part)) throw new ConsolePageError(400, 'Bad request', 'The request contains a character that cannot be used (NUL).');
+    }
   });
 
   // Every state-changing form carries a token. Signed in, only a token of this session counts: a
