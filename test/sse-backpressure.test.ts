@@ -116,10 +116,10 @@ function parseResponse(raw: Buffer) {
 }
 
 /** A streamed query read as it comes, by fetch. */
-async function readingStream(apiKey: string, body: unknown) {
+async function readingStream(apiKey: string, body: unknown, extra: Record<string, string> = {}) {
   const res = await fetch(`${base}/v1/query`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', accept: 'text/event-stream', ...extra },
     body: JSON.stringify(body),
   });
   const events: EventSourceMessage[] = [];
@@ -204,6 +204,10 @@ describe('streams whose client takes nothing', () => {
   it(`one organization holds at most ${STREAMS_PER_ORG} streams: the next is 429 before it runs or is charged; others are not affected`, async () => {
     const org = await newOrg(10);
     const other = await newOrg(10);
+    // A keyed stream that ran to its end before the organization's streams fill up.
+    const keyed = { 'idempotency-key': `slots-${Date.now()}` };
+    const first = await readingStream(org.api_key, list(10), keyed);
+    expect(first.events.at(-1)!.event).toBe('result');
     let release!: () => void;
     hold = new Promise<void>((resolve) => (release = resolve));
     const clients = Array.from({ length: STREAMS_PER_ORG }, () => tinyClient(org.api_key, list(10)));
@@ -215,11 +219,22 @@ describe('streams whose client takes nothing', () => {
       expect(refused.status).toBe(429);
       expect(refused.headers.get('content-type')).toMatch(/application\/json/);
       expect(refused.headers.get('retry-after')).toBe('1');
+      // Like every 429 of this route, it carries the plan's figures (the minute is not what refused it).
+      expect(Number(refused.headers.get('x-ratelimit-limit'))).toBeGreaterThan(0);
+      expect(Number(refused.headers.get('x-ratelimit-remaining'))).toBeGreaterThan(0);
+      expect(Number(refused.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000 - 1);
       expect(refused.body.error).toMatchObject({ code: 'organization_concurrency_limit', status: 429, retryable: true, details: { streams_open: STREAMS_PER_ORG } });
-      // Nothing ran for it: three requests, three reservations.
-      expect((await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = $1`, [org.org_id])).rows[0].n).toBe(STREAMS_PER_ORG);
+      // Nothing ran for it: three requests (and the keyed one before), three reservations.
+      expect((await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = $1`, [org.org_id])).rows[0].n).toBe(STREAMS_PER_ORG + 1);
       await until(async () => (await balanceOf(org.org_id)).reserved === STREAMS_PER_ORG, 20_000, 50);
-      expect((await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = $1`, [org.org_id])).rows[0].n).toBe(STREAMS_PER_ORG);
+      expect((await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = $1`, [org.org_id])).rows[0].n).toBe(STREAMS_PER_ORG + 1);
+      // A keyed retry of a finished run runs nothing: its replay is streamed without a slot, charged nothing more.
+      const replay = await readingStream(org.api_key, list(10), keyed);
+      expect(replay.res.status).toBe(200);
+      expect(replay.res.headers.get('idempotency-replayed')).toBe('true');
+      expect(replay.events.map((e) => e.event)).toEqual(['result']);
+      expect(JSON.parse(replay.events[0]!.data)).toEqual(JSON.parse(first.events.at(-1)!.data));
+      expect((await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = $1`, [org.org_id])).rows[0].n).toBe(STREAMS_PER_ORG + 1);
       // A JSON query of the same organization is not a stream: it is admitted.
       const json = fetch(`${base}/v1/query`, {
         method: 'POST',

@@ -1,7 +1,7 @@
 // POST /v1/query: a validated, authenticated request handed to the query service.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
-import { ERRORS, errorEnvelope } from '../../../shared/errors.ts';
+import { ERRORS, ServiceError, errorEnvelope } from '../../../shared/errors.ts';
 import { BEARER, bodyExamples, errors, named } from '../../../shared/openapi/document.ts';
 import { StreamResult, streamFrameSchema } from '../../../shared/openapi/schemas.ts';
 import { IdempotencyKeyHeader, QueryRequest, QueryResult } from '../../../shared/schemas/query.ts';
@@ -105,6 +105,18 @@ function errorBody(payload: unknown): unknown {
 
 export default async function queryRoutes(app: FastifyInstance, opts: { queries: QueryService }) {
   const svc = opts.queries;
+
+  /** A stream slot, or the 429 every refusal of this route is: with the plan's X-RateLimit-*. */
+  async function streamSlot(orgId: string): Promise<() => void> {
+    try {
+      return app.takeStreamSlot(orgId);
+    } catch (err) {
+      if (!(err instanceof ServiceError)) throw err;
+      const rate = await svc.rate(orgId).catch(() => null);
+      if (!rate) throw err;
+      throw new ServiceError(err.code, err.message, { details: err.details, headers: { ...rateHeaders(rate), ...err.headers } });
+    }
+  }
   app.post(
     '/v1/query',
     {
@@ -150,12 +162,15 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       const org = request.auth!;
       const key = svc.checkIdempotencyKey(request.headers['idempotency-key']);
       const q = svc.parseBody(request.body);
-      // A stream takes one of the organization's stream slots before anything runs (429 when none is left).
-      const slot = q.stream === true ? app.takeStreamSlot(org.orgId) : undefined;
+      // A keyed request meets its key first (replay, conflict or in progress).
+      const met = await svc.meetKey(org.orgId, q, key);
+      // A stream of a new run takes one of the organization's stream slots before anything runs
+      // (429 when none is left). A replay's stream is its one final event: it needs none.
+      const slot = !met && q.stream === true ? await streamSlot(org.orgId) : undefined;
       let sub: Submission;
       try {
-        // A keyed request meets its key first (replay, conflict or in progress); otherwise resolve (or route) and submit.
-        sub = (await svc.meetKey(org.orgId, q, key)) ?? (await svc.submit(org.orgId, q, await svc.resolve(org.orgId, q), key));
+        // Otherwise resolve (or route) and submit.
+        sub = met ?? (await svc.submit(org.orgId, q, await svc.resolve(org.orgId, q), key));
       } catch (err) {
         slot?.();
         throw err;
@@ -163,7 +178,7 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       // A claimed query is counted in the plan's minute (its X-RateLimit-*): it gives back the
       // request-bucket token authenticate took, so it is limited once. Replays and refusals keep it.
       if (sub.kind === 'started') app.orgRate.giveBack(org.orgId);
-      if (sub.stream && slot) return app.streamQuery(reply, sub, slot);
+      if (sub.stream && (slot || sub.kind === 'replay')) return app.streamQuery(reply, sub, slot ?? (() => {}));
       slot?.();
       if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);
       // Give the workflow its whole deadline plus a margin for settlement, unless the caller leaves first.

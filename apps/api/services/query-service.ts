@@ -197,6 +197,11 @@ export class QueryService {
    * a retry while the original runs is request_in_progress. Null: nothing retained under the key,
    * go on (resolve or route, then submit).
    */
+  /** The organization's plan-minute figures (X-RateLimit-*), as a refusal of this route carries them. */
+  rate(orgId: string): Promise<RateInfo> {
+    return this.admission.peek(orgId);
+  }
+
   async meetKey(orgId: string, q: QueryRequest, idempotencyKey: string | undefined): Promise<Submission | null> {
     if (!idempotencyKey) return null;
     const existing = await findByKey(this.deps.db, orgId, sha256Hex(idempotencyKey));
