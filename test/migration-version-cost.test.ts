@@ -2,42 +2,21 @@
 // builder version gets the price its stored definition named (1 when none), so a call pinned to a
 // version keeps the price it had once the owner republished at another; the platform catalog's
 // versions keep reading their operation's price.
-import fs from 'node:fs';
-import path from 'node:path';
-import { runner } from 'node-pg-migrate';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createPool, type Db } from '../shared/db/pool.ts';
 import { workflowTemplate } from '../shared/builder/index.ts';
-import { ROOT } from './helpers/processes.ts';
-import { closeDb, db, stack } from './helpers/stack.ts';
+import { databaseBefore, dropAll } from './helpers/migration-db.ts';
+import { closeDb } from './helpers/stack.ts';
 
-const DIR = path.join(ROOT, 'shared/db/migrations');
 const TARGET = '1700000002700_version_cost';
-const NAMES = fs.readdirSync(DIR).filter((f) => f.endsWith('.sql')).map((f) => f.replace(/\.sql$/, '')).sort();
 
-const created: string[] = [];
-let scratch: Db | undefined;
 afterAll(async () => {
-  await scratch?.end();
-  for (const name of created) await db().query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await dropAll();
   await closeDb();
 });
 
-const migrateTo = (databaseUrl: string, count: number) =>
-  runner({ databaseUrl, dir: DIR, direction: 'up', migrationsTable: 'pgmigrations', checkOrder: true, count, log: () => {} });
-
 describe(TARGET, () => {
   it('gives each builder version the price it was published with; catalog versions keep their operation\'s', async () => {
-    const name = `wqs_mig_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
-    await db().query(`CREATE DATABASE ${name}`);
-    created.push(name);
-    const url = new URL(stack().databaseUrl);
-    url.pathname = `/${name}`;
-    const before = NAMES.indexOf(TARGET);
-    expect(before).toBeGreaterThan(0);
-    await migrateTo(url.toString(), before);
-    scratch = createPool(url.toString(), 1);
-    const q = scratch.query.bind(scratch);
+    const { query: q, migrateNext } = await databaseBefore(TARGET);
 
     await q(`INSERT INTO organizations (id, name) VALUES ('org_mig', 'Migrating')`);
     const api = async (handle: string, visibility: 'public' | 'private') =>
@@ -66,7 +45,7 @@ describe(TARGET, () => {
     const catalogOp = await operation(catalog, 2, 1);
     await version(catalogOp, 1, plain.operations[0]!.recipe);
 
-    await migrateTo(url.toString(), 1);
+    await migrateNext();
     const rows = await q(`SELECT operation_id, version, cost_credits FROM operation_versions ORDER BY operation_id, version`);
     expect(rows.rows.map((r) => [Number(r.operation_id), r.version, r.cost_credits])).toEqual([
       [builtOp, 1, 1],
@@ -74,6 +53,5 @@ describe(TARGET, () => {
       [builtOp, 3, 900],
       [catalogOp, 1, null],
     ]);
-    expect((await q('SELECT name FROM pgmigrations ORDER BY id DESC LIMIT 1')).rows[0].name).toBe(TARGET);
   });
 });

@@ -1,0 +1,45 @@
+// A scratch database migrated up to just before one migration, for tests of what that migration does
+// to rows earlier releases wrote: fill it through `query`, then `migrateNext()` applies the migration.
+// Dropped by `dropAll()` (afterAll).
+import fs from 'node:fs';
+import path from 'node:path';
+import { runner } from 'node-pg-migrate';
+import { expect } from 'vitest';
+import { createPool, type Db } from '../../shared/db/pool.ts';
+import { ROOT } from './processes.ts';
+import { db, stack } from './stack.ts';
+
+const DIR = path.join(ROOT, 'shared/db/migrations');
+const NAMES = fs.readdirSync(DIR).filter((f) => f.endsWith('.sql')).map((f) => f.replace(/\.sql$/, '')).sort();
+
+const created: string[] = [];
+const pools: Db[] = [];
+
+const migrate = (databaseUrl: string, count: number) =>
+  runner({ databaseUrl, dir: DIR, direction: 'up', migrationsTable: 'pgmigrations', checkOrder: true, count, log: () => {} });
+
+export async function databaseBefore(target: string) {
+  const name = `wqs_mig_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
+  await db().query(`CREATE DATABASE ${name}`);
+  created.push(name);
+  const url = new URL(stack().databaseUrl);
+  url.pathname = `/${name}`;
+  const before = NAMES.indexOf(target);
+  expect(before, `${target} is a migration`).toBeGreaterThan(0);
+  await migrate(url.toString(), before);
+  const pool = createPool(url.toString(), 1);
+  pools.push(pool);
+  return {
+    query: pool.query.bind(pool),
+    /** Applies `target` (and nothing after it); checks that it was the one applied. */
+    async migrateNext() {
+      await migrate(url.toString(), 1);
+      expect((await pool.query('SELECT name FROM pgmigrations ORDER BY id DESC LIMIT 1')).rows[0].name).toBe(target);
+    },
+  };
+}
+
+export async function dropAll() {
+  for (const p of pools.splice(0)) await p.end();
+  for (const name of created.splice(0)) await db().query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+}
