@@ -189,6 +189,11 @@ export class QueryService {
     throw new ServiceError('invalid_input', issues.map((i) => i.message).join('; '), { param: issues[0]!.path, details: { issues } });
   }
 
+  /** The organization's plan-minute figures (X-RateLimit-*), as a refusal of this route carries them. */
+  rate(orgId: string): Promise<RateInfo> {
+    return this.admission.peek(orgId);
+  }
+
   /**
    * A keyed request meets its key before it is resolved or routed: the same key and body replay
    * what ran (even if the catalog, the input schema or the organization's connections changed
@@ -197,11 +202,6 @@ export class QueryService {
    * a retry while the original runs is request_in_progress. Null: nothing retained under the key,
    * go on (resolve or route, then submit).
    */
-  /** The organization's plan-minute figures (X-RateLimit-*), as a refusal of this route carries them. */
-  rate(orgId: string): Promise<RateInfo> {
-    return this.admission.peek(orgId);
-  }
-
   async meetKey(orgId: string, q: QueryRequest, idempotencyKey: string | undefined): Promise<Submission | null> {
     if (!idempotencyKey) return null;
     const existing = await findByKey(this.deps.db, orgId, sha256Hex(idempotencyKey));
