@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { createHttpDispatcher } from '../../activities/engines/http-engine.ts';
 import { DestinationRefusedError, assertPublicHost, mappedTarget, type HostMap } from '../../activities/engines/net-guard.ts';
 import type { Db } from '../db/pool.ts';
+import { holdsNul } from '../nul.ts';
 import { BAD_PORTS } from '../recipes/ports.ts';
 import { MAX_REDIRECT_URIS, MAX_URI_LENGTH, displayText, findClient, redirectUriProblem, type ClientRow } from './clients.ts';
 
@@ -89,21 +90,6 @@ async function fetchClientDocument(url: string, dispatcher: Agent, hostMap: Host
   if (!doc.success) throw new ClientDocumentProblem(`it is not a valid client metadata document (${doc.error.issues[0]?.message ?? 'invalid'})`);
   if (doc.data.client_id !== url) throw new ClientDocumentProblem('it names another client_id than its own URL');
   return { client_name: doc.data.client_name ?? u.host, redirect_uris: doc.data.redirect_uris, metadata: doc.data };
-}
-
-/** Whether a parsed JSON value has a NUL in any string or key (walked without recursion: any depth is safe). */
-function holdsNul(value: unknown): boolean {
-  const stack = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (typeof v === 'string' && v.includes('\u0000')) return true;
-    if (!v || typeof v !== 'object') continue;
-    for (const [k, child] of Object.entries(v)) {
-      if (k.includes('\u0000')) return true;
-      stack.push(child);
-    }
-  }
-  return false;
 }
 
 export type ResolvedClient = { ok: true; client: ClientRow } | { ok: false; message: string; busy?: true };

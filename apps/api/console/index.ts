@@ -18,6 +18,7 @@ import { isSessionFormToken, looksLikeSessionFormToken, registerConsoleSession, 
 import { ConsolePageError, barePage, consoleCsp, layoutData, when, ROLE_LABELS, type ConsoleContext } from './context.ts';
 import { PAGES } from './pages/index.ts';
 import { shownText } from '../../../shared/accounts/display-text.ts';
+import { holdsNul } from '../../../shared/nul.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -26,11 +27,6 @@ const require = createRequire(import.meta.url);
 function formToken(request: FastifyRequest): string {
   const body = request.body as Record<string, unknown> | undefined;
   return typeof body?._csrf === 'string' ? body._csrf : '';
-}
-
-/** Whether a parsed form or query (values strings, or arrays of them) holds a NUL anywhere. */
-function holdsNul(fields: object): boolean {
-  return Object.entries(fields).some(([k, v]) => k.includes('\u0000') || (Array.isArray(v) ? v : [v]).some((x) => typeof x === 'string' && x.includes('\u0000')));
 }
 
 const FORM_EXPIRED = { title: 'Form expired', message: 'This form is no longer valid. Go back, reload the page and send it again.' };
@@ -62,7 +58,7 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
   // 500 page and an error in the log. No person types one; the API's own routes refuse it alike.
   app.addHook('preValidation', async (request) => {
     for (const part of [request.query, request.body, request.params]) {
-      if (part && typeof part === 'object' && holdsNul(part)) throw new ConsolePageError(400, 'Bad request', 'The request contains a character that cannot be used (NUL).');
+      if (holdsNul(part)) throw new ConsolePageError(400, 'Bad request', 'The request contains a character that cannot be used (NUL).');
     }
   });
 
