@@ -3,7 +3,7 @@ import net from 'node:net';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { startApiProcess } from './helpers/processes.ts';
-import { balanceOf, call, closeDb, db, demo, newOrg, query, sleep, stack, until } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, sleep, stack, until } from './helpers/stack.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 const key = () => `sse-${Date.now()}-${Math.random().toString(36).slice(2)}`;
@@ -240,6 +240,42 @@ describe('SSE streams', () => {
       // Leaving does not stop the run: it succeeds and is charged once.
       await until(async () => (await db().query(`SELECT status FROM requests WHERE id = $1`, [row.id])).rows[0].status === 'succeeded', 30_000);
       expect((await balanceOf(org.org_id)).charged).toBe(1);
+    } finally {
+      await api.kill('SIGTERM');
+    }
+  });
+
+  it('the first event does not wait for Temporal: a start that fails ends the stream with engine_unavailable, nothing charged', async () => {
+    const s0 = stack();
+    // Temporal at a port where nothing listens: the claim is made, the start cannot be.
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const api = await startApiProcess({ databaseUrl: s0.databaseUrl, temporalAddress: `127.0.0.1:${port}`, hostMap: s0.hostMap, taskQueue: s0.taskQueue });
+    try {
+      const org = await newOrg(5);
+      const k = key();
+      const s = await stream(org.api_key, { ...london, stream: true }, { baseUrl: String(api.started.url), headers: { 'idempotency-key': k } });
+      expect(s.status).toBe(200);
+      const requestId = s.headers.get('x-request-id')!;
+      expect(progressStages(s)).toEqual(['accepted']);
+      const t = terminals(s);
+      expect(t.map((e) => e.event)).toEqual(['error']);
+      expect(s.events.at(-1)).toBe(t[0]);
+      const env = data(t[0]!);
+      expect(env.error).toMatchObject({ code: 'engine_unavailable', status: 503, retryable: true, request_id: requestId });
+      expect(env.error.message).toMatch(/nothing was charged/);
+      // The claim is interrupted and its key freed, as for a JSON call: no run can reserve.
+      const row = await db().query(`SELECT status, error_code, idempotency_key_hash FROM requests WHERE id = $1`, [requestId]);
+      expect(row.rows[0]).toEqual({ status: 'interrupted', error_code: 'engine_unavailable', idempotency_key_hash: null });
+      expect(await ledgerOf(org.org_id)).toEqual([]);
+      // A retry with the key on a working API runs as a new request, charged once.
+      const again = await stream(org.api_key, { ...london, stream: true }, { headers: { 'idempotency-key': k } });
+      expect(progressStages(again)).toEqual(['accepted', 'preparing', 'executing', 'formatting']);
+      expect(again.headers.get('x-request-id')).not.toBe(requestId);
+      expect(data(terminals(again)[0]!).data.receipt.billing).toMatchObject({ status: 'settled', charged_credits: 1 });
+      expect(await balanceOf(org.org_id)).toMatchObject({ available: 4, reserved: 0, charged: 1 });
     } finally {
       await api.kill('SIGTERM');
     }

@@ -9,7 +9,7 @@ import fp from 'fastify-plugin';
 import { ERRORS, ServiceError, errorEnvelope } from '../../../shared/errors.ts';
 import type { ApiReference, Progress, Stage, TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import { deadlineEnvelope, envelopeHeaders } from '../routes/query.ts';
-import type { QueryService, Submission } from '../services/query-service.ts';
+import type { Claim, QueryService } from '../services/query-service.ts';
 import { OrgSlots } from '../services/org-slots.ts';
 import { SseWriter } from './sse-writer.ts';
 
@@ -43,7 +43,7 @@ declare module 'fastify' {
      * release is idempotent; a stream releases it when its last byte left or its connection closed.
      */
     takeStreamSlot(orgId: string): () => void;
-    streamQuery(reply: FastifyReply, sub: Submission, release: () => void): Promise<void>;
+    streamQuery(reply: FastifyReply, sub: Claim, release: () => void): Promise<void>;
   }
 }
 
@@ -80,7 +80,7 @@ export default fp(
       return release;
     });
 
-    app.decorate('streamQuery', async function streamQuery(reply: FastifyReply, sub: Submission, release: () => void) {
+    app.decorate('streamQuery', async function streamQuery(reply: FastifyReply, sub: Claim, release: () => void) {
       const svc: QueryService = app.queries;
       const res = reply.raw;
       reply.hijack();
@@ -182,9 +182,18 @@ export default fp(
       // listened: its `done` says so at once, which stops the wait, its long-poll and subscription.)
       const keepAlive = setInterval(() => writer.keepAlive(), keepAliveMs);
 
-      // Temporal has accepted the workflow's start, and every query workflow begins at `accepted`:
-      // say so now rather than after the first query answers (which waits for its first task).
+      // The request is claimed (admitted, counted, its key held), and every query workflow begins
+      // at `accepted`: say so now, then start the workflow. A start that fails ends the stream
+      // with the error a JSON answer would have been (engine_unavailable, the claim interrupted).
       showUpTo(0);
+      try {
+        await sub.start();
+      } catch (err) {
+        if (!(err instanceof ServiceError)) reply.log.error({ err, request_id: requestId }, 'workflow start failed');
+        clearInterval(keepAlive);
+        sendTerminal(startFailure(err, requestId, app.baseUrl()));
+        return;
+      }
       try {
         // The terminal envelope, raced with polling; the client may leave meanwhile.
         let outcome: TerminalEnvelope | undefined;
@@ -263,8 +272,17 @@ function engineUnavailable(requestId: string, baseUrl: string): TerminalEnvelope
   return { status: ERRORS.engine_unavailable.status, body };
 }
 
+/** A failed start as the terminal event: the ServiceError's envelope, or internal_error. */
+function startFailure(err: unknown, requestId: string, baseUrl: string): TerminalEnvelope {
+  if (err instanceof ServiceError) {
+    const details = err.details ?? undefined;
+    return { status: ERRORS[err.code].status, body: errorEnvelope(err.code, { requestId: err.requestId ?? requestId, baseUrl, message: err.message, param: err.param, details }) };
+  }
+  return { status: ERRORS.internal_error.status, body: errorEnvelope('internal_error', { requestId, baseUrl }) };
+}
+
 /** Headers of a stream whose outcome is not known yet: identity and rate, no billing figures. */
-function streamHeaders(sub: Submission): Record<string, string> {
+function streamHeaders(sub: Exclude<Claim, { kind: 'replay' }>): Record<string, string> {
   const h = envelopeHeaders(sub, { status: 200, body: {} }, false);
   delete h['x-svc-billing-status'];
   delete h['x-svc-cost-credits'];

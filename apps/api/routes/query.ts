@@ -7,10 +7,10 @@ import { StreamResult, streamFrameSchema } from '../../../shared/openapi/schemas
 import { IdempotencyKeyHeader, QueryRequest, QueryResult } from '../../../shared/schemas/query.ts';
 import { documentOnly, plainSerializer } from '../plugins/errors.ts';
 import type { TerminalEnvelope } from '../../../shared/workflow-contract.ts';
-import { rateHeaders, type QueryService, type Submission } from '../services/query-service.ts';
+import { rateHeaders, type Claim, type QueryService, type RateInfo, type RequestRow } from '../services/query-service.ts';
 
 /** Headers every query answer carries, derived from its envelope. */
-export function envelopeHeaders(sub: Submission, env: { status: number; body: unknown }, replayed: boolean): Record<string, string> {
+export function envelopeHeaders(sub: { request: RequestRow; rate: RateInfo }, env: { status: number; body: unknown }, replayed: boolean): Record<string, string> {
   const h: Record<string, string> = {
     'x-request-id': sub.request.id,
     location: `/v1/query/requests/${sub.request.id}`,
@@ -29,7 +29,7 @@ export function envelopeHeaders(sub: Submission, env: { status: number; body: un
 /** Answers already counted in wqs_queries_total (the route's onSend counts the others: errors thrown before a run). */
 const counted = new WeakSet<object>();
 
-export function sendEnvelope(reply: FastifyReply, sub: Submission, env: TerminalEnvelope, replayed: boolean) {
+export function sendEnvelope(reply: FastifyReply, sub: { request: RequestRow; rate: RateInfo }, env: TerminalEnvelope, replayed: boolean) {
   reply.server.metrics.recordQuery('json', env, replayed);
   counted.add(reply.request);
   return reply.code(env.status).headers(envelopeHeaders(sub, env, replayed)).type('application/json; charset=utf-8').send(env.body);
@@ -167,20 +167,24 @@ export default async function queryRoutes(app: FastifyInstance, opts: { queries:
       // A stream of a new run takes one of the organization's stream slots before anything runs
       // (429 when none is left). A replay's stream is its one final event: it needs none.
       const slot = !met && q.stream === true ? await streamSlot(org.orgId) : undefined;
-      let sub: Submission;
+      let sub: Claim;
       try {
-        // Otherwise resolve (or route) and submit.
-        sub = met ?? (await svc.submit(org.orgId, q, await svc.resolve(org.orgId, q), key));
+        // Otherwise resolve (or route) and claim.
+        sub = met ?? (await svc.claim(org.orgId, q, await svc.resolve(org.orgId, q), key));
       } catch (err) {
         slot?.();
         throw err;
       }
       // A claimed query is counted in the plan's minute (its X-RateLimit-*): it gives back the
-      // request-bucket token authenticate took, so it is limited once. Replays and refusals keep it.
-      if (sub.kind === 'started') app.orgRate.giveBack(org.orgId);
+      // request-bucket token authenticate took, so it is limited once (a start that fails after it
+      // too). Replays and refusals before the claim keep it.
+      if (sub.kind === 'claimed') app.orgRate.giveBack(org.orgId);
+      // A stream starts the workflow after its `accepted` event; a JSON answer starts it here (a
+      // start that fails is 503 engine_unavailable with the claim interrupted, nothing charged).
       if (sub.stream && (slot || sub.kind === 'replay')) return app.streamQuery(reply, sub, slot ?? (() => {}));
       slot?.();
       if (sub.kind === 'replay') return sendEnvelope(reply, sub, sub.envelope, true);
+      await sub.start();
       // Give the workflow its whole deadline plus a margin for settlement, unless the caller leaves first.
       const left = callerLeft(reply);
       try {

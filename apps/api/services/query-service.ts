@@ -31,9 +31,18 @@ export { rateHeaders, type RateInfo, type RequestRow };
  */
 export type Resolved = ResolvedOperation & { prompt?: PromptPlan & { counted: number } };
 
-export type Submission =
-  | { kind: 'replay'; request: RequestRow; envelope: TerminalEnvelope; stream: boolean; rate: RateInfo }
-  | { kind: 'started'; request: RequestRow; workflowId: string; stream: boolean; op: ResolvedOperation; rate: RateInfo };
+/** A keyed request's retained answer. */
+export type Replay = { kind: 'replay'; request: RequestRow; envelope: TerminalEnvelope; stream: boolean; rate: RateInfo };
+/** A claimed request and its workflow's id. */
+export type Run = { request: RequestRow; workflowId: string; stream: boolean; op: ResolvedOperation; rate: RateInfo };
+
+export type Submission = Replay | ({ kind: 'started' } & Run);
+/**
+ * A claim whose workflow is not started yet: `start` starts it (once), or throws
+ * engine_unavailable having interrupted the claim (dispatch.ts). A stream says `accepted` between
+ * the two, so its first event does not wait for Temporal.
+ */
+export type Claim = Replay | ({ kind: 'claimed'; start: () => Promise<void> } & Run);
 
 export class QueryService {
   /** Per operation version (immutable): compiled once; an organization's `$id` is never registered (shared/org-schemas.ts). */
@@ -202,7 +211,7 @@ export class QueryService {
    * a retry while the original runs is request_in_progress. Null: nothing retained under the key,
    * go on (resolve or route, then submit).
    */
-  async meetKey(orgId: string, q: QueryRequest, idempotencyKey: string | undefined): Promise<Submission | null> {
+  async meetKey(orgId: string, q: QueryRequest, idempotencyKey: string | undefined): Promise<Replay | null> {
     if (!idempotencyKey) return null;
     const existing = await findByKey(this.deps.db, orgId, sha256Hex(idempotencyKey));
     if (!existing) return null;
@@ -211,12 +220,21 @@ export class QueryService {
     return { ...outcome, stream: q.stream === true, rate: await this.admission.peek(orgId) };
   }
 
-  /**
-   * Claim (when keyed) and dispatch; admission and the claim are one atomic step per organization.
-   * Called after meetKey found nothing to replay; a keyed request meeting a claim made since gets
-   * what the idempotency table says.
-   */
+  /** Claim and start the workflow (see `claim`). */
   async submit(orgId: string, q: QueryRequest, resolved: Resolved, idempotencyKey: string | undefined): Promise<Submission> {
+    const c = await this.claim(orgId, q, resolved, idempotencyKey);
+    if (c.kind === 'replay') return c;
+    await c.start();
+    const { start: _, ...run } = c;
+    return { ...run, kind: 'started' };
+  }
+
+  /**
+   * Claim (when keyed) and return the start of its workflow; admission and the claim are one
+   * atomic step per organization. Called after meetKey found nothing to replay; a keyed request
+   * meeting a claim made since gets what the idempotency table says.
+   */
+  async claim(orgId: string, q: QueryRequest, resolved: Resolved, idempotencyKey: string | undefined): Promise<Claim> {
     const stream = q.stream === true;
     const fingerprint = fingerprintOf(q);
     const keyHash = idempotencyKey ? sha256Hex(idempotencyKey) : null;
@@ -253,8 +271,9 @@ export class QueryService {
         routing: resolved.prompt?.routing,
       }, counted);
       if (!request) continue; // a concurrent identical request claimed the key first (the count stays to hand over)
-      await this.dispatch.start(request, run, op);
-      return { kind: 'started', request, workflowId, stream, op, rate };
+      let started: Promise<void> | undefined;
+      const start = () => (started ??= this.dispatch.start(request, run, op));
+      return { kind: 'claimed', request, workflowId, stream, op, rate, start };
     }
     // Three claims lost to concurrent requests with the key: the last one lost to the request that
     // holds the key now. Its answer is the lifecycle table's for that request, as after any lost

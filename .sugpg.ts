@@ -1,0 +1,12 @@
+import { startEmbeddedPostgres } from './shared/infra/embedded-postgres.ts';
+import { migrate } from './shared/db/migrate.ts';
+import { createPool } from './shared/db/pool.ts';
+import { seedSyntheticCatalog } from './bench/catalog.ts';
+const pg = await startEmbeddedPostgres({ dataDir: '/tmp/sug/data', port: 55999 });
+console.log(pg.databaseUrl);
+await migrate(pg.databaseUrl);
+const db = createPool(pg.databaseUrl);
+const n = await db.query(`select count(*)::int n from apis where handle like '@bench-%'`);
+if (n.rows[0].n === 0) await seedSyntheticCatalog(db, 10000);
+console.log('ready');
+setInterval(() => {}, 1 << 30);
