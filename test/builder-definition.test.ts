@@ -113,6 +113,26 @@ describe('builder definition', () => {
     expect(definitionIssues(d)).toEqual([{ path: '/', message: expect.stringMatching(/at most 524288 are accepted$/) }]);
   });
 
+  it('refuses output schemas whose field paths (selectable_fields) would be more than 1000 or 64 KiB, not ones at the bound', () => {
+    const withOutput = (output_schema: unknown) => {
+      const d: any = workflowTemplate();
+      // The example's output stays valid: every added field is optional.
+      d.operations[0].output_schema = { ...d.operations[0].output_schema, properties: { ...d.operations[0].output_schema.properties, ...(output_schema as any) } };
+      return d;
+    };
+    const declared = Object.keys(workflowTemplate().operations[0]!.output_schema.properties as object).length;
+    const flat = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`f${i}`, { type: 'string' }]));
+    expect(definitionIssues(withOutput(flat(1000 - declared)))).toEqual([]);
+    expect(definitionIssues(withOutput(flat(1001 - declared)))).toEqual([
+      { path: '/operations/0/output_schema', message: 'declares more than 1000 fields (counting every nested one); at most 1000 are accepted' },
+    ]);
+    // 30 levels of 90-character names: 60 fields, but every path repeats all its parents' names.
+    let deep: any = { type: 'string' };
+    for (let i = 0; i < 30; i++) deep = { type: 'object', properties: { [`${String(i).padStart(2, '0')}${'n'.repeat(88)}`]: deep, [`leaf${i}`]: { type: 'string' } } };
+    const issues = definitionIssues(withOutput({ deep }));
+    expect(issues).toEqual([{ path: '/operations/0/output_schema', message: expect.stringMatching(/^has field paths of \d+ characters in all .*; at most 65536 are accepted$/) }]);
+  });
+
   it('sharing needs every recipe host to be a site of the access requirements (callers\' connections stay on their sites)', () => {
     const d: any = workflowTemplate();
     expect(shareIssues(d)).toEqual([]); // no connections: nothing to leak

@@ -677,6 +677,27 @@ describe('bounding answers (pure)', () => {
     expect(huge.message).toMatch(/input_schema left out/);
   });
 
+  it('svc_get_workflow cuts 20,000 selectable fields to the longest list that fits, measuring the answer a few times, not once per field', () => {
+    const fields = Array.from({ length: 20_000 }, (_, i) => `section_${i % 50}.${'p'.repeat(40)}_${i}`);
+    const answer = {
+      api: '@x',
+      name: 'X',
+      visibility: 'public' as const,
+      operation: { operation: 'y', description: 'd', input_schema: { type: 'object' }, output_schema: { type: 'object' }, selectable_fields: fields, examples: [] },
+    };
+    const started = performance.now();
+    const b = boundWorkflow(answer, 5000);
+    // One field at a time took minutes here (about 20,000 serializations of 1.2 MB).
+    expect(performance.now() - started).toBeLessThan(5000);
+    const kept = b.operation!.selectable_fields;
+    expect(JSON.stringify(b).length).toBeLessThanOrEqual(5000);
+    expect(kept).toEqual(fields.slice(0, kept.length));
+    // The longest prefix: one more field would not fit.
+    expect(JSON.stringify({ ...b, operation: { ...b.operation, selectable_fields: fields.slice(0, kept.length + 1) } }).length).toBeGreaterThan(5000);
+    expect(b.message).toMatch(/selectable_fields cut short/);
+    expect(b.operation!.output_schema).toEqual({ type: 'object' });
+  });
+
   it('search keeps whole workflows while they fit and says how to narrow', () => {
     const workflows = Array.from({ length: 30 }, (_, i) => ({ api: `@w${i}`, name: `W${i}`, operations: [{ operation: 'op', description: 'd'.repeat(100) }] }));
     const b = boundSearch({ workflows, truncated: false }, 1000);

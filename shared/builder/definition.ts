@@ -12,6 +12,7 @@ import { ServiceError, type ValidationIssue } from '../errors.ts';
 import { canonicalHash } from './canonical.ts';
 import { linearRegExp, patternProblem } from '../regex.ts';
 import { compileOrgSchema } from '../org-schemas.ts';
+import { MAX_SELECTABLE_FIELDS, MAX_SELECTABLE_FIELDS_CHARS, selectableFields } from '../format/shape.ts';
 import { displayTextProblem } from '../accounts/display-text.ts';
 import { HOST_NAME_PATTERN } from '../host-name.ts';
 
@@ -231,6 +232,14 @@ export function definitionIssues(json: unknown): ValidationIssue[] {
     if (issues.length > before) return;
     const input = compileSchema(op.input_schema, `${at}/input_schema`, issues);
     const output = compileSchema(op.output_schema, `${at}/output_schema`, issues);
+    // Catalog detail and svc_get_workflow list every field path in full (selectable_fields).
+    const fields = selectableFields(op.output_schema, MAX_SELECTABLE_FIELDS + 1);
+    const chars = fields.reduce((n, f) => n + f.length, 0);
+    if (fields.length > MAX_SELECTABLE_FIELDS) {
+      issues.push({ path: `${at}/output_schema`, message: `declares more than ${MAX_SELECTABLE_FIELDS} fields (counting every nested one); at most ${MAX_SELECTABLE_FIELDS} are accepted` });
+    } else if (chars > MAX_SELECTABLE_FIELDS_CHARS) {
+      issues.push({ path: `${at}/output_schema`, message: `has field paths of ${chars} characters in all (each nested field's path written out in full); at most ${MAX_SELECTABLE_FIELDS_CHARS} are accepted` });
+    }
     op.examples.forEach((ex, j) => {
       if (input && !input(ex.input)) for (const e of input.errors ?? []) issues.push(ajvIssue(e, `${at}/examples/${j}/input`));
       if (output && !output(ex.output)) for (const e of output.errors ?? []) issues.push(ajvIssue(e, `${at}/examples/${j}/output`));

@@ -15,15 +15,31 @@ function schemaProps(schema: JsonSchema | undefined): Record<string, unknown> | 
   return undefined;
 }
 
-/** The paths response.include / exclude accept: every declared field, dotted, array items transparent. */
-export function selectableFields(schema: JsonSchema, prefix = ''): string[] {
+/**
+ * Most fields an output schema may declare (a builder definition with more is refused), as many as
+ * one `response.include` can name. Every path is written out in full, so a deep schema of many
+ * leaves would otherwise become megabytes of `selectable_fields` in catalog detail and MCP answers.
+ */
+export const MAX_SELECTABLE_FIELDS = 1000;
+/** Most characters all of an output schema's field paths may take together. */
+export const MAX_SELECTABLE_FIELDS_CHARS = 64 * 1024;
+
+/**
+ * The paths response.include / exclude accept: every declared field, dotted, array items
+ * transparent, in schema order. At most `limit` of them (the first ones): the walk stops there.
+ */
+export function selectableFields(schema: JsonSchema, limit = MAX_SELECTABLE_FIELDS): string[] {
   const out: string[] = [];
-  const s = schema.type === 'array' && isObject(schema.items) ? (schema.items as JsonSchema) : schema;
-  for (const [name, sub] of Object.entries(schemaProps(s) ?? {})) {
-    const path = prefix ? `${prefix}.${name}` : name;
-    out.push(path);
-    if (isObject(sub)) out.push(...selectableFields(sub, path));
-  }
+  const walk = (schema: JsonSchema, prefix: string, depth: number) => {
+    const s = schema.type === 'array' && isObject(schema.items) ? (schema.items as JsonSchema) : schema;
+    for (const [name, sub] of Object.entries(schemaProps(s) ?? {})) {
+      if (out.length >= limit) return;
+      const path = prefix ? `${prefix}.${name}` : name;
+      out.push(path);
+      if (isObject(sub) && depth < MAX_SHAPE_DEPTH) walk(sub, path, depth + 1);
+    }
+  };
+  walk(schema, '', 0);
   return out;
 }
 

@@ -69,16 +69,11 @@ export function boundSearch<T extends SearchResult>(result: T, maxChars: number 
       `Narrow with query or api, lower limit, or ${RAISE}; svc_get_workflow lists one workflow's operations.`;
   };
   say();
-  while (size(out) > maxChars && workflows.length > 1) {
-    workflows.pop();
-    say();
-  }
+  const fits = () => size(out) <= maxChars;
+  keepFirst(workflows, 1, fits, say);
   const last = workflows[0];
-  while (size(out) > maxChars && last && last.operations.length > 0) {
-    last.operations.pop();
-    say();
-  }
-  return size(out) <= maxChars ? out : capTexts(out, maxChars);
+  if (last) keepFirst(last.operations, 0, fits, say);
+  return fits() ? out : capTexts(out, maxChars);
 }
 
 interface WorkflowResult {
@@ -99,39 +94,62 @@ export function boundWorkflow<T extends WorkflowResult>(result: T, maxChars: num
   const say = () => {
     out.message = `Shortened to fit max_chars (${maxChars}): ${dropped.join(', ')}. ${out.operation ? `Call again with a higher max_chars (up to ${MAX_CHARS.max}) for the rest.` : `Name one operation, or ${RAISE}.`}`;
   };
+  const fits = () => size(out) <= maxChars;
   if (out.operations) {
     const ops = [...out.operations];
     out.operations = ops;
     const total = ops.length;
-    while (size(out) > maxChars && ops.length > 1) {
-      ops.pop();
+    keepFirst(ops, 1, fits, () => {
       dropped[0] = `${ops.length} of ${total} operations shown`;
       say();
-    }
+    });
   }
   if (out.operation) {
     const op = { ...out.operation, examples: [...out.operation.examples], selectable_fields: [...out.operation.selectable_fields] };
     out.operation = op;
-    const steps: Array<[string, () => boolean]> = [
-      ['examples left out', () => op.examples.pop() !== undefined],
-      ['selectable_fields cut short', () => op.selectable_fields.pop() !== undefined],
-      ['output_schema left out', () => replaceOnce(op, 'output_schema')],
-      ['input_schema left out', () => replaceOnce(op, 'input_schema')],
+    const steps: Array<[string, () => void]> = [
+      ['examples left out', () => keepFirst(op.examples, 0, fits, say)],
+      ['selectable_fields cut short', () => keepFirst(op.selectable_fields, 0, fits, say)],
+      ['output_schema left out', () => leaveOut(op, 'output_schema')],
+      ['input_schema left out', () => leaveOut(op, 'input_schema')],
     ];
     for (const [note, shrink] of steps) {
-      if (size(out) <= maxChars) break;
+      if (fits()) break;
       dropped.push(note);
       say();
-      while (size(out) > maxChars && shrink()) say();
+      shrink();
     }
   }
   say();
-  return size(out) <= maxChars ? out : capTexts(out, maxChars);
+  return fits() ? out : capTexts(out, maxChars);
 }
 
-function replaceOnce(op: Record<string, unknown>, key: 'input_schema' | 'output_schema'): boolean {
-  const note = { description: `left out: larger than max_chars allows` };
-  if (JSON.stringify(op[key]) === JSON.stringify(note)) return false;
-  op[key] = note;
-  return true;
+/**
+ * Shortens `items` in place to its longest prefix (at least `min` items) for which `fits()` holds,
+ * or to `min` items when none does; `changed()` runs after every change (it rewrites the message).
+ * A binary search: O(log n) measures of the answer, where dropping one item at a time measured it
+ * once per item dropped (a schema of thousands of fields took seconds of the event loop).
+ */
+function keepFirst<T>(items: T[], min: number, fits: () => boolean, changed: () => void): void {
+  if (fits() || items.length <= min) return;
+  const all = items.slice();
+  const keep = (n: number) => {
+    items.length = 0;
+    for (let i = 0; i < n; i++) items.push(all[i]!);
+    changed();
+  };
+  // Largest n in [min, all.length - 1] that fits (all.length itself does not).
+  let lo = min;
+  let hi = all.length - 1;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    keep(mid);
+    if (fits()) lo = mid;
+    else hi = mid - 1;
+  }
+  keep(lo);
+}
+
+function leaveOut(op: Record<string, unknown>, key: 'input_schema' | 'output_schema'): void {
+  op[key] = { description: `left out: larger than max_chars allows` };
 }
