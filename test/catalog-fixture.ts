@@ -113,5 +113,15 @@ export async function completeRuns(db: Db, orgId: string, handle: string, n: num
     await db.query(`UPDATE requests SET status = 'succeeded', completed_at = now() WHERE id = $1`, [id]);
   }
   await foldAllRuns(db);
-  if (agoMs > 0) await db.query(`UPDATE catalog_run_events SET at = at - make_interval(secs => $1::float8 / 1000) WHERE at >= $2`, [agoMs, t0]);
+  if (agoMs > 0) {
+    // Moved back whole: the buckets folded since t0 go to the buckets agoMs earlier.
+    const moved = await db.query(`DELETE FROM catalog_run_buckets WHERE at >= catalog_event_bucket($1) RETURNING api_id, at, n`, [t0]);
+    for (const r of moved.rows) {
+      await db.query(
+        `INSERT INTO catalog_run_buckets AS b (api_id, at, n) VALUES ($1, catalog_event_bucket($2::timestamptz - make_interval(secs => $3::float8 / 1000)), $4)
+         ON CONFLICT (api_id, at) DO UPDATE SET n = b.n + excluded.n`,
+        [r.api_id, r.at, agoMs, r.n],
+      );
+    }
+  }
 }

@@ -267,6 +267,23 @@ describe('popularity', () => {
   });
 });
 
+describe('rating changes for popular cursors', () => {
+  it('a rating toggled in a loop moves one 10-second bucket row, not a row per change; the points add up', async () => {
+    const o = await newOrg(5);
+    const id = await run(o.api_key);
+    const apiId = (await db().query(`SELECT id FROM apis WHERE handle = '@weather'`)).rows[0].id;
+    const since = (await db().query('SELECT catalog_event_bucket(clock_timestamp()) AS t')).rows[0].t as Date;
+    const buckets = async () =>
+      (await db().query(`SELECT count(*)::int AS rows, coalesce(sum(points), 0)::int AS points FROM catalog_rating_buckets WHERE api_id = $1 AND at >= $2`, [apiId, since])).rows[0];
+    const before = await buckets();
+    for (let i = 0; i < 30; i++) expect((await rate(o.api_key, id, { value: i % 2 === 0 ? 1 : -1 })).status).toBe(200);
+    const after = await buckets();
+    // 30 changes (+5, then ±10 each) end at -1: net -5 from none. Other tests' ratings of @weather may share the buckets.
+    expect(after.points - before.points).toBe(-5);
+    expect(after.rows - before.rows).toBeLessThanOrEqual(3);
+  });
+});
+
 describe('refusal rules (pure)', () => {
   const now = new Date('2026-06-01T00:00:00Z');
   const ok: RatingContext = {

@@ -397,16 +397,24 @@ describe('retention', () => {
   it('catalog run events older than 25 hours are pruned; recent ones stay', async () => {
     // Marker api ids no API has (the table has no foreign key), so no catalog order sees them.
     const [OLD, RECENT] = [-(Date.now() % 1_000_000_000) - 1, -(Date.now() % 1_000_000_000) - 2];
+    // Per-run rows (written before migration 1700000002800) and 10-second buckets alike.
     await db().query(
       `INSERT INTO catalog_run_events (api_id, at) VALUES ($1, now() - interval '26 hours'), ($1, now() - interval '30 days'), ($2, now() - interval '2 hours')`,
       [OLD, RECENT],
     );
+    await db().query(
+      `INSERT INTO catalog_run_buckets (api_id, at, n) VALUES ($1, catalog_event_bucket(now() - interval '26 hours'), 40), ($1, catalog_event_bucket(now() - interval '30 days'), 3), ($2, catalog_event_bucket(now() - interval '2 hours'), 7)`,
+      [OLD, RECENT],
+    );
+    const rows = async (id: number) =>
+      (await db().query('SELECT (SELECT count(*) FROM catalog_run_events WHERE api_id = $1)::int + (SELECT count(*) FROM catalog_run_buckets WHERE api_id = $1)::int AS n', [id])).rows[0].n;
     try {
-      await until(async () => (await db().query('SELECT count(*)::int AS n FROM catalog_run_events WHERE api_id = $1', [OLD])).rows[0].n === 0, 60_000, 500);
+      await until(async () => (await rows(OLD)) === 0, 60_000, 500);
       await nextRun();
-      expect((await db().query('SELECT count(*)::int AS n FROM catalog_run_events WHERE api_id = $1', [RECENT])).rows[0].n).toBe(1);
+      expect(await rows(RECENT)).toBe(2);
     } finally {
       await db().query('DELETE FROM catalog_run_events WHERE api_id IN ($1, $2)', [OLD, RECENT]);
+      await db().query('DELETE FROM catalog_run_buckets WHERE api_id IN ($1, $2)', [OLD, RECENT]);
     }
   });
 });

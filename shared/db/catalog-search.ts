@@ -25,6 +25,13 @@ export const iconUrl = (base: string, sha: string | null | undefined) => (sha ? 
 export const CURSOR_TTL_MS = 24 * 3_600_000;
 /** Completions younger than this are left out of a first page's "as of" count (commit lag). */
 const AS_OF_LAG_MS = 2_000;
+/**
+ * Runs and rating changes are added up per workflow per this long (catalog_event_bucket(),
+ * migration 1700000002800), so a `popular` page ranks as of the start of one: its first page
+ * counts what was counted 2 to 12 seconds before it.
+ */
+export const EVENT_BUCKET_MS = 10_000;
+const bucketStart = (ms: number) => Math.floor(ms / EVENT_BUCKET_MS) * EVENT_BUCKET_MS;
 const MAX_QUERY_WORDS = 8;
 /** Near words (typos) looked up per query word. */
 const NEAR_WORDS = 16;
@@ -145,7 +152,8 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
   const cursor = opts.cursor ? decodeSearchCursor(opts.cursor, sort, fp) : undefined;
   // "relevant" without a query has nothing to rank by: it orders like "popular".
   const effective: CatalogSort = sort === 'relevant' && words.length === 0 ? 'popular' : sort;
-  const asOf = effective === 'popular' ? (cursor?.t ?? Date.now() - AS_OF_LAG_MS) : undefined;
+  // As of a bucket boundary, since runs and ratings are summed per 10-second bucket.
+  const asOf = effective === 'popular' ? bucketStart(cursor?.t ?? Date.now() - AS_OF_LAG_MS) : undefined;
 
   // A page computed before is served again while the catalog cache generation it was computed at
   // is still current (catalog-cache.ts); run counts are always read fresh. Not `popular`: that
@@ -244,8 +252,13 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     // page: the counter minus the completions and rating changes after it.
     const since = p(new Date(asOf!));
     from += ' LEFT JOIN catalog_api_stats st ON st.api_id = s.api_id';
-    from += ` LEFT JOIN (SELECT e.api_id, count(*) AS n FROM catalog_run_events e WHERE e.at > ${since} GROUP BY e.api_id) ev ON ev.api_id = s.api_id`;
-    from += ` LEFT JOIN (SELECT e.api_id, sum(e.points) AS n FROM catalog_rating_events e WHERE e.at > ${since} GROUP BY e.api_id) rv ON rv.api_id = s.api_id`;
+    // Both sums read 10-second buckets (migration 1700000002800) and the per-event rows written before them.
+    from += ` LEFT JOIN (SELECT e.api_id, sum(e.n) AS n FROM (
+        SELECT api_id, n FROM catalog_run_buckets WHERE at >= ${since}
+        UNION ALL SELECT api_id, 1 FROM catalog_run_events WHERE at >= ${since}) e GROUP BY e.api_id) ev ON ev.api_id = s.api_id`;
+    from += ` LEFT JOIN (SELECT e.api_id, sum(e.points) AS n FROM (
+        SELECT api_id, points FROM catalog_rating_buckets WHERE at >= ${since}
+        UNION ALL SELECT api_id, points FROM catalog_rating_events WHERE at >= ${since}) e GROUP BY e.api_id) rv ON rv.api_id = s.api_id`;
     key = `(coalesce(st.popularity, 0) - coalesce(ev.n, 0) - coalesce(rv.n, 0))::float8`;
     order = 'key DESC, id ASC';
   } else if (effective === 'newest') {

@@ -236,10 +236,16 @@ export function startRunCountFold(db: Db, everyMs: number, log: { warn(o: object
 
 /** Completion times for the catalog's `popular` cursors outlive their 24-hour cursors by an hour, no more. */
 export async function pruneRunEvents(db: Db, olderThanHours: number, limit: number): Promise<number> {
-  const r = await db.query(
-    `DELETE FROM catalog_run_events
-      WHERE ctid IN (SELECT ctid FROM catalog_run_events WHERE at < now() - $1::int * interval '1 hour' LIMIT $2)`,
-    [olderThanHours, limit],
-  );
-  return r.rowCount ?? 0;
+  let deleted = 0;
+  // The buckets (migration 1700000002800), then the per-run rows written before them.
+  for (const table of ['catalog_run_buckets', 'catalog_run_events']) {
+    const r = await db.query(
+      `DELETE FROM ${table}
+        WHERE ctid IN (SELECT ctid FROM ${table} WHERE at < now() - $1::int * interval '1 hour' LIMIT $2)`,
+      [olderThanHours, limit - deleted],
+    );
+    deleted += r.rowCount ?? 0;
+    if (deleted >= limit) break;
+  }
+  return deleted;
 }

@@ -1,5 +1,5 @@
 // Ratings of requests (the `request_feedback` table) and their weight in the catalog's `popular`
-// order (rating columns of catalog_api_stats, catalog_rating_events): the only writer of both.
+// order (rating columns of catalog_api_stats, catalog_rating_buckets): the only writer of both.
 import type { Db, DbClient } from './pool.ts';
 import { tx } from './pool.ts';
 
@@ -105,7 +105,16 @@ async function countRating(c: DbClient, apiId: number, from: FeedbackValue | nul
      ON CONFLICT (api_id) DO UPDATE SET rating_up = s.rating_up + $2::bigint, rating_down = s.rating_down + $3::bigint`,
     [apiId, up, down],
   );
-  await c.query('INSERT INTO catalog_rating_events (api_id, points) VALUES ($1, catalog_rating_weight() * $2::bigint)', [apiId, up - down]);
+  // Added to the workflow's 10-second bucket (migration 1700000002800): a rating toggled in a loop
+  // moves one row, where each change was a row of its own that every `popular` cursor summed.
+  await c.query(
+    `INSERT INTO catalog_rating_buckets AS b (api_id, at, points) VALUES ($1, catalog_event_bucket(clock_timestamp()), catalog_rating_weight() * $2::bigint)
+     ON CONFLICT (api_id, at) DO UPDATE SET points = b.points + excluded.points`,
+    [apiId, up - down],
+  );
   // Popular cursors live 24 hours; older changes are no longer needed.
-  if (Math.random() < 0.01) await c.query(`DELETE FROM catalog_rating_events WHERE at < now() - interval '25 hours'`);
+  if (Math.random() < 0.01) {
+    await c.query(`DELETE FROM catalog_rating_buckets WHERE at < now() - interval '25 hours'`);
+    await c.query(`DELETE FROM catalog_rating_events WHERE at < now() - interval '25 hours'`);
+  }
 }
