@@ -61,6 +61,104 @@ describe('MCP authentication', () => {
     expect(bad.headers.get('www-authenticate')).toContain('resource_metadata=');
   });
 
+  it('the credential is checked before the body is read: without one, whatever the body, 401 with the resource_metadata challenge', async () => {
+    const expectChallenge = (res: { status: number; body: any; headers: Headers; text: string }, code: string) => {
+      expect(res.status, res.text.slice(0, 300)).toBe(401);
+      expect(res.body).toMatchObject({ success: false, error: { code, status: 401, type: 'authentication_error' } });
+      expect(res.headers.get('www-authenticate')).toContain(`resource_metadata="${stack().baseUrl}/.well-known/oauth-protected-resource/mcp"`);
+    };
+    const json = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    // Not JSON: the body was parsed first, and this was 400 invalid_input.
+    for (const path of ['/mcp', '/mcp/workflows/weather']) expectChallenge(await call('POST', path, { rawBody: '{bad', headers: json }), 'api_key_required');
+    // Another type: 401, not 415.
+    expectChallenge(await call('POST', '/mcp', { rawBody: '{}', headers: { ...json, 'content-type': 'text/plain' } }), 'api_key_required');
+    // Over the 2 MiB body limit: 401, not 413.
+    const big = await call('POST', '/mcp', { rawBody: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"${'x'.repeat(3 * 1024 * 1024)}"}}`, headers: json });
+    expectChallenge(big, 'api_key_required');
+    // The audit's body: 1.8 MB, an array of 900,000 elements 60 deep with one __proto__ at its end
+    // (seconds of CPU to parse and locate, for anyone who could reach the parser).
+    const hostile = '['.repeat(60) + '0,'.repeat(900_000) + '{"__proto__":1}' + ']'.repeat(60);
+    const started = performance.now();
+    expectChallenge(await call('POST', '/mcp', { rawBody: hostile, headers: json }), 'api_key_required');
+    expectChallenge(await call('POST', '/mcp', { key: `svc_sk_${'x'.repeat(40)}`, rawBody: hostile, headers: json }), 'invalid_api_key');
+    expect(performance.now() - started).toBeLessThan(3_000);
+  });
+
+  it('a large body without a credential is answered 401 before it is sent whole, and the connection goes on as on POST /v1/query', async () => {
+    const u = new URL(stack().baseUrl);
+    const declared = 3 * 1024 * 1024;
+    const sentFirst = 64 * 1024;
+    /** Headers declaring 3 MiB and only the first 64 KiB of it; the answer that comes back before the rest. */
+    const exchange = (path: string) =>
+      new Promise<{ first: string; all: string }>((resolve, reject) => {
+        const socket = net.connect(Number(u.port), u.hostname);
+        let out = '';
+        let first = '';
+        const timer = setTimeout(() => (socket.destroy(), reject(new Error(`${path}: no answer before the body was sent whole; got ${JSON.stringify(out.slice(0, 200))}`))), 10_000);
+        socket.on('error', reject);
+        socket.on('data', (d) => {
+          out += d.toString('latin1');
+          const end = out.indexOf('\r\n\r\n');
+          const length = Number(/\r\ncontent-length: (\d+)/i.exec(out)?.[1] ?? NaN);
+          if (!first && end >= 0 && out.length >= end + 4 + length) {
+            first = out;
+            // The rest of the body, then a second request on the same connection.
+            socket.write(' '.repeat(declared - sentFirst - 1) + '}');
+            socket.write(`GET /mcp HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+          }
+        });
+        socket.on('end', () => (clearTimeout(timer), resolve({ first, all: out })));
+        socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: ${declared}\r\n\r\n`);
+        socket.write('{' + ' '.repeat(sentFirst - 1));
+      });
+    // A second answer follows the first one's body on the same line.
+    const statuses = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+    const mcp = await exchange('/mcp');
+    expect(statuses(mcp.first)).toEqual([401]);
+    expect(mcp.first).toMatch(/\r\nwww-authenticate: Bearer realm="workflow-query-service", resource_metadata="[^"]+\/\.well-known\/oauth-protected-resource\/mcp"/i);
+    expect(JSON.parse(mcp.first.slice(mcp.first.indexOf('\r\n\r\n') + 4)).error.code).toBe('api_key_required');
+    // The unread rest is dropped and the connection carries the next request, as on /v1/query.
+    expect(statuses(mcp.all)).toEqual([401, 401]);
+    const rest = await exchange('/v1/query');
+    expect(statuses(rest.all)).toEqual([401, 401]);
+    expect(/\r\nconnection: ([^\r]+)/i.exec(mcp.first)?.[1]).toBe(/\r\nconnection: ([^\r]+)/i.exec(rest.first)?.[1]);
+  });
+
+  it('bad credentials with a body are refused before it is parsed and still count in the failure bucket of the address; valid ones are served as before', async () => {
+    const org = await newOrg(1);
+    const api = await startApiProcess({ ...ownPair('mcp-failures'), env: { WQS_SKIP_MIGRATIONS: '1', AUTH_FAILURES_PER_ADDRESS_BURST: '3', AUTH_FAILURES_PER_ADDRESS_PER_SECOND: '0.05' } });
+    try {
+      const base = String(api.started.url);
+      const json = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+      const post = (key: string | undefined, rawBody: string) => call('POST', '/mcp', { baseUrl: base, key, rawBody, headers: json });
+      const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+      // A valid key: a body that is not JSON is still the 400 envelope (read after the key), a ping is served.
+      const notJson = await post(org.api_key, '{bad');
+      expect(notJson.status, notJson.text).toBe(400);
+      expect(notJson.body.error.code).toBe('invalid_input');
+      expect((await post(org.api_key, ping)).status).toBe(200);
+      // Three failed checks (unknown key, malformed key, unknown access token), each 401 whatever the body.
+      const unknown = await post(`svc_sk_${'Q'.repeat(40)}`, '{bad');
+      expect(unknown.status, unknown.text).toBe(401);
+      expect(unknown.body.error.code).toBe('invalid_api_key');
+      expect(unknown.headers.get('www-authenticate')).toMatch(/error="invalid_token".*resource_metadata=/);
+      expect((await post('svc_sk_short', ping)).body.error.code).toBe('invalid_api_key');
+      const token = await post(`wqs_at_${'A'.repeat(43)}`, '{bad');
+      expect(token.status, token.text).toBe(401);
+      expect(token.body.error.code).toBe('invalid_access_token');
+      // The address's bucket is empty: the next check is refused before any lookup.
+      const limited = await post(`svc_sk_${'R'.repeat(40)}`, '{bad');
+      expect(limited.status, limited.text).toBe(429);
+      expect(limited.body.error.code).toBe('authentication_rate_limited');
+      // A missing credential is no failed check (as on /v1/query): its 401 as ever.
+      expect((await post(undefined, '{bad')).body.error.code).toBe('api_key_required');
+      // The key in use from this address still works.
+      expect((await post(org.api_key, ping)).status).toBe(200);
+    } finally {
+      await api.kill();
+    }
+  });
+
   it('a page from an Origin that is not allowed is 403 before anything else (DNS rebinding); allowed origins and non-browser callers pass', async () => {
     const org = await newOrg(1);
     const api = await startApiProcess({ ...ownPair('mcp-origin'), env: { WQS_SKIP_MIGRATIONS: '1', MCP_ALLOWED_ORIGINS: 'https://agent.example.com' } });

@@ -225,6 +225,13 @@ describe('per-organization request rate on an API process', () => {
     expect((await mcp(a.api_key, ping(7))).status).toBe(200);
     expect((await mcp(a.api_key, ping(8))).status).toBe(200);
     expectRefused(await mcp(a.api_key, ping(9)), BURST);
+    // The bucket is met before the body is read: an empty one refuses even a body that is not JSON
+    // (429, unparsed), and reading and parsing a body is the organization's work: it takes a token.
+    const notJson = (key: string) => call('POST', '/mcp', { key, baseUrl: url, rawBody: '{bad', headers: { ...MCP_ACCEPT, 'content-type': 'application/json' } });
+    expectRefused(await notJson(a.api_key), BURST);
+    const c = await newOrg(1);
+    for (let i = 0; i < BURST; i++) expect((await notJson(c.api_key)).body.error.code).toBe('invalid_input');
+    expectRefused(await notJson(c.api_key), BURST);
 
     // The SDK's client hears an HTTP 429 (its connect fails), not a hung or garbled exchange.
     const client = new Client({ name: 'org-rate', version: '1' });

@@ -4,7 +4,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_JSON_DEPTH, jsonDepthExceeds, parseJsonBody } from '../apps/api/plugins/json-body.ts';
+import { MAX_JSON_DEPTH, jsonDepthExceeds, parseJsonBody, prototypeKeyPaths } from '../apps/api/plugins/json-body.ts';
 import { balanceOf, call, closeDb, db, newOrg, stack } from './helpers/stack.ts';
 
 let org: Awaited<ReturnType<typeof newOrg>>;
@@ -50,6 +50,72 @@ describe('the depth scan (pure)', () => {
     expect(() => parseJsonBody('{"constructor":{"prototype":{"x":1}}}')).toThrow(/constructor\.prototype/);
     expect(() => parseJsonBody('{"a":')).toThrow(/not valid JSON/);
     expect(({} as Record<string, unknown>).x).toBeUndefined();
+  });
+});
+
+/** The walk as it was (a copy of the path for every value): the reference for the paths and their order. */
+function referencePaths(text: string, max: number): string[] {
+  const out: string[] = [];
+  const stack: Array<{ value: unknown; path: string[] }> = [{ value: JSON.parse(text), path: [] }];
+  while (stack.length > 0 && out.length < max) {
+    const { value, path } = stack.pop()!;
+    if (typeof value !== 'object' || value === null) continue;
+    const children: Array<{ value: unknown; path: string[] }> = [];
+    for (const [key, child] of Object.entries(value)) {
+      if (key === '__proto__') out.push([...path, key].join('.'));
+      else if (key === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype')) out.push([...path, key, 'prototype'].join('.'));
+      children.push({ value: child, path: [...path, key] });
+    }
+    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
+  }
+  return out.slice(0, max);
+}
+
+describe('locating refused keys (pure)', () => {
+  it('gives the paths the old walk gave, in its order, up to the limit', () => {
+    const cases = [
+      '{"__proto__":1}',
+      '{"a":{"__proto__":1},"__proto__":2}',
+      '{"a":[1,{"b":{"__proto__":{"__proto__":3}}}],"constructor":{"prototype":{"constructor":{"prototype":1}}},"c":{"constructor":{"x":1}}}',
+      '[[{"__proto__":1}],{"10":{"__proto__":1},"2":{"constructor":{"prototype":null}}},"__proto__"]',
+      '{"constructor":"fine","prototype":1,"s":"{\\"__proto__\\":1}"}',
+      `{"many":[${Array.from({ length: 150 }, (_, i) => `{"k${i}":{"__proto__":${i}}}`).join(',')}]}`,
+    ];
+    // Random documents: nested objects and arrays with refused keys sprinkled in.
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    const gen = (depth: number): string => {
+      const r = rand(depth > 6 ? 2 : 5);
+      if (r < 2) return String(rand(100));
+      const n = rand(5);
+      if (r === 2) return `[${Array.from({ length: n }, () => gen(depth + 1)).join(',')}]`;
+      const keys = ['a', 'b', '__proto__', 'constructor', 'prototype', '0', '7'];
+      return `{${Array.from({ length: n }, (_, i) => `"${keys[rand(keys.length)]}${rand(3) === 0 ? '' : i}":${gen(depth + 1)}`).join(',')}}`;
+    };
+    for (let i = 0; i < 300; i++) cases.push(gen(0));
+    let found = 0;
+    for (const text of cases) {
+      for (const max of [1, 3, 100]) {
+        const paths = prototypeKeyPaths(text, max);
+        expect(paths, text).toEqual(referencePaths(text, max));
+        found += paths.length;
+      }
+    }
+    expect(found).toBeGreaterThan(100);
+  });
+
+  it('is linear: a 1.8 MB array of 900,000 elements 60 deep with one __proto__ at its end takes milliseconds, not seconds', () => {
+    const text = '['.repeat(60) + '0,'.repeat(900_000) + '{"__proto__":1}' + ']'.repeat(60);
+    const started = performance.now();
+    const paths = prototypeKeyPaths(text, 100);
+    const ms = performance.now() - started;
+    expect(paths).toEqual([`${'0.'.repeat(59)}900000.__proto__`]);
+    // The old walk copied the path (60 keys) for each of the 900,000 elements: seconds here.
+    expect(ms).toBeLessThan(1_000);
+    // Wide objects too: 100,000 keys each holding an object, every one refused; at most `max` are spelled out.
+    const wide = `{${Array.from({ length: 100_000 }, (_, i) => `"k${i}":{"__proto__":1}`).join(',')}}`;
+    expect(prototypeKeyPaths(wide, 100)).toEqual(Array.from({ length: 100 }, (_, i) => `k${i}.__proto__`));
+    expect(() => parseJsonBody(text)).toThrow(/__proto__/);
   });
 });
 

@@ -67,25 +67,54 @@ export function parseJsonBody(text: string): unknown {
   }
 }
 
+/** A value met by the walk: its key and a link to its parent's node (its path is built only when needed). */
+interface WalkNode {
+  value: unknown;
+  key: string;
+  parent: WalkNode | null;
+}
+
+/** The dotted path of `node` (the root's is empty) followed by `tail`: O(depth), and depth is bounded. */
+function pathOf(node: WalkNode, tail: string[]): string {
+  const keys: string[] = [];
+  for (let n: WalkNode | null = node; n !== null && n.parent !== null; n = n.parent) keys.push(n.key);
+  return [...keys.reverse(), ...tail].join('.');
+}
+
 /**
  * Where the refused keys are, as the dotted paths `param` and `details.issues` use
  * (`input.__proto__`, `response.schema.constructor.prototype`), in document order. Only after a
  * refusal, on a plain parse: JSON.parse makes `__proto__` an own property, never the prototype,
- * and the depth is bounded already, so the walk is short (and iterative all the same).
+ * and the depth is bounded already, so the walk is short (and iterative all the same). Linear in
+ * the body: each value knows only its key and its parent, and a path is spelled out only for a
+ * refused key (at most `max` of them). Copying the path for every value made a 1.8 MB array 60
+ * deep with one `__proto__` at its end cost seconds of CPU.
  */
-function prototypeKeyPaths(text: string, max: number): string[] {
+export function prototypeKeyPaths(text: string, max: number): string[] {
   const out: string[] = [];
-  const stack: Array<{ value: unknown; path: string[] }> = [{ value: JSON.parse(text), path: [] }];
+  const stack: WalkNode[] = [{ value: JSON.parse(text), key: '', parent: null }];
   while (stack.length > 0 && out.length < max) {
-    const { value, path } = stack.pop()!;
+    const node = stack.pop()!;
+    const value = node.value;
     if (typeof value !== 'object' || value === null) continue;
-    const children: Array<{ value: unknown; path: string[] }> = [];
-    for (const [key, child] of Object.entries(value)) {
-      if (key === '__proto__') out.push([...path, key].join('.'));
-      else if (key === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype')) out.push([...path, key, 'prototype'].join('.'));
-      children.push({ value: child, path: [...path, key] });
+    const first = stack.length;
+    if (Array.isArray(value)) {
+      // An array from JSON.parse holds only its indices, never a refused key; an element's key is
+      // made only when the element is walked further (Object.entries made a pair for every one).
+      for (let i = 0; i < value.length; i++) {
+        const child: unknown = value[i];
+        if (typeof child === 'object' && child !== null) stack.push({ value: child, key: String(i), parent: node });
+      }
+    } else {
+      for (const [key, child] of Object.entries(value)) {
+        if (key === '__proto__') out.push(pathOf(node, [key]));
+        else if (key === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype')) out.push(pathOf(node, [key, 'prototype']));
+        // Only values that can hold keys are walked further.
+        if (typeof child === 'object' && child !== null) stack.push({ value: child, key, parent: node });
+      }
     }
-    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
+    // Children were pushed in document order: reversed, the first is popped first.
+    for (let i = first, j = stack.length - 1; i < j; i++, j--) [stack[i], stack[j]] = [stack[j]!, stack[i]!];
   }
   return out.slice(0, max);
 }

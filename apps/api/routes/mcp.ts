@@ -135,7 +135,7 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
   // rebinding: a present Origin that is not allowed is 403, before anything else); a caller that
   // sends no Origin is not a browser page and is not affected.
   const allowedOrigins = new Set(opts.allowedOrigins);
-  const onRequest = async (request: FastifyRequest, reply: FastifyReply) => {
+  const originCheck = async (request: FastifyRequest, reply: FastifyReply) => {
     const origin = request.headers.origin;
     if (origin === undefined || allowedOrigins.has(origin) || origin === new URL(app.baseUrl()).origin) return;
     return reply
@@ -143,12 +143,26 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
       .type('application/json')
       .send({ jsonrpc: '2.0', error: { code: -32000, message: 'Forbidden: this Origin may not call the MCP server (see MCP_ALLOWED_ORIGINS)' }, id: null });
   };
-  // The key first (401 with the resource_metadata challenge), then the organization's request
-  // bucket, then the parameters.
-  const preValidation = async (request: FastifyRequest) => {
+  // The credential before the body is read (as on POST /v1/query): a caller without a valid one
+  // gets its 401 with the resource_metadata challenge (or the failure bucket's 429) whatever it
+  // sends, and the body is never parsed for it. Then one token of the organization's request
+  // bucket, so the body's parse is the organization's work too (an empty bucket: 429, unread).
+  const authenticateMcp = async (request: FastifyRequest) => {
     request.auth = await authenticate(request);
-    app.orgRate.admit(request.auth.orgId, messagesIn(request.body));
+    app.orgRate.admit(request.auth.orgId);
   };
+  // Once the body is parsed: an exchange costs one token per JSON-RPC message (messagesIn). The
+  // token taken above is given back and the whole cost taken at once, so a batch the bucket cannot
+  // hold is refused whole, costing nothing, exactly as if it had been taken here alone.
+  const admitMessages = async (request: FastifyRequest) => {
+    const cost = messagesIn(request.body);
+    if (cost === 1) return;
+    const orgId = request.auth!.orgId;
+    app.orgRate.giveBack(orgId);
+    app.orgRate.admit(orgId, cost);
+  };
+  // Origin first (403 before anything else), then the credential: Fastify stops at the hook that answers.
+  const onRequest = [originCheck, authenticateMcp];
   for (const url of ['/mcp', '/mcp/workflows/:workflow_name']) {
     const variant = url === '/mcp' ? '' : 'Workflow';
     const base = { tags: ['MCP'], security: BEARER, querystring: McpQuery, ...(variant ? { params: McpParams } : {}) };
@@ -156,7 +170,7 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
       url,
       {
         onRequest,
-        preValidation,
+        preValidation: admitMessages,
         // The JSON-RPC body is the MCP SDK's to check (it answers JSON-RPC errors): documented only.
         validatorCompiler: documentOnly(['body']),
         schema: {
@@ -183,7 +197,6 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
         method,
         url,
         onRequest,
-        preValidation,
         schema: {
           ...base,
           operationId: `mcp${variant}${method === 'GET' ? 'Get' : 'Delete'}`,
