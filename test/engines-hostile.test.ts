@@ -7,6 +7,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
+import { HttpDriver, createHttpDispatcher } from '../activities/engines/http-engine.ts';
+import { Interpreter, makeUrlCheck } from '../activities/engines/interpreter.ts';
 import { ServiceError } from '../shared/errors.ts';
 import { isFinalRefusal, redact, secretSpellings } from '../activities/engines/errors.ts';
 import type { Recipe } from '../shared/recipes/schema.ts';
@@ -17,6 +19,8 @@ const SITE_A = 'site-a.example.test';
 const SITE_B = 'site-b.example.test';
 let server: http.Server;
 let runner: RecipeRunner;
+/** The engines' host map: every test host to the server. */
+let hostMap: Record<string, string>;
 /** Every request the server received: host, URL, headers and body as they arrived. */
 const received: Array<{ host: string; text: string }> = [];
 
@@ -171,7 +175,8 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const to = `127.0.0.1:${(server.address() as AddressInfo).port}`;
-  runner = createRecipeRunner({ hostMap: { [HOST]: to, [SITE_A]: to, [SITE_B]: to, [`api.${SITE_A}`]: to, [`${SITE_A}.${SITE_B}`]: to } });
+  hostMap = { [HOST]: to, [SITE_A]: to, [SITE_B]: to, [`api.${SITE_A}`]: to, [`${SITE_A}.${SITE_B}`]: to };
+  runner = createRecipeRunner({ hostMap });
 });
 afterAll(async () => {
   await runner?.close();
@@ -627,6 +632,55 @@ describe("a connection's secret goes only to its site", () => {
       expect(JSON.stringify({ m: e!.message, d: e!.details })).not.toContain(A_KEY);
       expect(leakedToB()).toEqual([]);
       expect(received.filter((r) => r.host === SITE_B)).toEqual([]);
+    });
+  }
+});
+
+describe("a recipe never names the site its request goes to in a header", () => {
+  // Sites on one CDN share its addresses; the CDN tells them apart by Host (and TLS's server name,
+  // which undici takes from a Host header too). Here both sites are the one server, as on a CDN.
+  const KEY = 'key-for-site-a-4';
+  const steal = (headers: Record<string, string>): Recipe => ({
+    engine: 'http',
+    hosts: [SITE_A],
+    secrets: ['KEY'],
+    steps: [{ type: 'request', url: `http://${SITE_A}/a`, headers: { ...headers, 'x-api-key': '{{secrets.KEY}}' }, parse: 'json', save_as: 'a' }],
+    output: { ok: true },
+  });
+  const runCtx = (): RunContext => ({ ...ctx(), secrets: { KEY }, secretSites: { KEY: SITE_A } });
+
+  it('a recipe setting Host is refused when it is validated, naming the header', async () => {
+    received.length = 0;
+    const e = await runner.run(steal({ Host: SITE_B }), {}, runCtx()).then(
+      () => null,
+      (err: ServiceError) => err,
+    );
+    expect(e?.code).toBe('internal_error');
+    expect((e?.details as { issues: Array<{ path: string }> }).issues.map((i) => i.path)).toEqual(['steps[0].headers.Host']);
+    expect(received).toEqual([]);
+  });
+
+  // A version stored before the rule reaches the engine unvalidated by it: the engine refuses it too.
+  const reserved = ['Host', 'host', 'Connection', 'Transfer-Encoding', 'TE', 'Trailer', 'Upgrade', 'Keep-Alive', 'Content-Length', 'Expect', 'Proxy-Authorization'];
+  for (const name of reserved) {
+    it(`a stored recipe sending ${name} is refused before anything is sent, final`, async () => {
+      received.length = 0;
+      const recipe = steal({ [name]: name.toLowerCase() === 'host' ? SITE_B : name.toLowerCase() === 'content-length' ? '0' : 'x' });
+      const signal = AbortSignal.timeout(30_000);
+      const dispatcher = createHttpDispatcher({ hostMap });
+      const driver = new HttpDriver(dispatcher, makeUrlCheck(recipe.hosts));
+      const e = await new Interpreter(recipe, driver, {}, { ...runCtx(), signal }, signal)
+        .run()
+        .then(
+          () => null,
+          (err: ServiceError) => err,
+        )
+        .finally(() => dispatcher.close());
+      expect(e).toBeInstanceOf(ServiceError);
+      expect(e!.code).toBe('workflow_execution_failed');
+      expect(e!.details).toEqual({ step: '0', header: name.toLowerCase(), reason: 'header_not_allowed' });
+      expect(isFinalRefusal(e!)).toBe(true);
+      expect(received).toEqual([]);
     });
   }
 });

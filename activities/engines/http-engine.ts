@@ -6,9 +6,9 @@
 import { isIP } from 'node:net';
 import { CookieJar, getPublicSuffix, type Cookie } from 'tough-cookie';
 import { Agent, buildConnector, request } from 'undici';
-import type { LoadState } from '../../shared/recipes/schema.ts';
+import { reservedHeader, type LoadState } from '../../shared/recipes/schema.ts';
 import { ServiceError } from '../../shared/errors.ts';
-import { afterSending, isAbortError, networkError } from './errors.ts';
+import { afterSending, isAbortError, networkError, notSent } from './errors.ts';
 import { DestinationRefusedError, guardedLookup, isPrivateAddress, mappedTarget, type HostMap } from './net-guard.ts';
 import type { Driver, HttpRequestSpec, HttpResponseData, PageSnapshot, UrlCheck } from './interpreter.ts';
 
@@ -225,6 +225,25 @@ export class HttpCookies implements RunCookies {
   }
 }
 
+/**
+ * Refuses, before anything is sent, a header the engine must write itself (`reservedHeader`):
+ * `host` would send the request, its secrets and the site's cookies to whichever site shares the
+ * URL host's address, past the host list and the secret-host check, which judge the URL. Recipes
+ * are validated against this too; this holds for versions stored before that and for every
+ * caller of the engine. Final, like a refused destination.
+ */
+function assertOwnHeaders(headers: Record<string, string>, step: string): void {
+  for (const name of Object.keys(headers)) {
+    if (!reservedHeader(name)) continue;
+    const header = name.toLowerCase();
+    const err = new ServiceError('workflow_execution_failed', `Refused to send a request with a ${header} header: the engine sends each request to its URL's host and manages the connection itself`, {
+      details: { step, header, reason: 'header_not_allowed' },
+    });
+    notSent.add(err);
+    throw err;
+  }
+}
+
 async function readBody(body: AsyncIterable<Uint8Array> & { destroy?: (e?: Error) => void }, host: string, step: string): Promise<string> {
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -251,6 +270,7 @@ export class HttpDriver implements Driver {
   ) {}
 
   async request(spec: HttpRequestSpec, signal: AbortSignal): Promise<HttpResponseData> {
+    assertOwnHeaders(spec.headers, spec.step);
     let url = spec.url;
     let method = spec.method;
     let body = spec.body;
