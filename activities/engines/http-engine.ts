@@ -10,7 +10,7 @@ import { reservedHeader, type LoadState } from '../../shared/recipes/schema.ts';
 import { ServiceError } from '../../shared/errors.ts';
 import { afterSending, isAbortError, networkError, notSent } from './errors.ts';
 import { DestinationRefusedError, guardedLookup, isPrivateAddress, mappedTarget, type HostMap } from './net-guard.ts';
-import type { Driver, HttpRequestSpec, HttpResponseData, PageSnapshot, UrlCheck } from './interpreter.ts';
+import type { Driver, HopCheck, HttpRequestSpec, HttpResponseData, PageSnapshot, UrlCheck } from './interpreter.ts';
 
 export const MAX_BODY_BYTES = 5 * 1024 * 1024;
 export const MAX_REDIRECTS = 5;
@@ -292,6 +292,15 @@ export class HttpDriver implements Driver {
         const cookie = typeof got === 'string' ? got : await got;
         if (cookie) sendHeaders.cookie = cookie;
       }
+      // A hop is checked as the recipe's own request was (HopCheck): on everything it sends, before
+      // it is sent. The request itself reached the website already (never "not sent").
+      if (hop > 0 && spec.checkHop) {
+        try {
+          spec.checkHop(url, [...Object.values(sendHeaders), body]);
+        } catch (e) {
+          throw afterSending(e);
+        }
+      }
       let res: Awaited<ReturnType<typeof request>>;
       try {
         res = await request(url, { method, headers: sendHeaders, body, dispatcher: this.dispatcher, signal });
@@ -359,9 +368,9 @@ export class HttpDriver implements Driver {
     }
   }
 
-  async navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal }): Promise<{ status: number | null; url: string; retryAfter?: string | null }> {
+  async navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal; checkHop?: HopCheck }): Promise<{ status: number | null; url: string; retryAfter?: string | null }> {
     const res = await this.request(
-      { method: 'GET', url, headers: { 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64) WorkflowQueryService/0.1', accept: 'text/html,application/xhtml+xml' }, step: opts.step, usesSecrets: false },
+      { method: 'GET', url, headers: { 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64) WorkflowQueryService/0.1', accept: 'text/html,application/xhtml+xml' }, step: opts.step, usesSecrets: false, checkHop: opts.checkHop },
       opts.signal,
     );
     this.page = { url: res.url, status: res.status, html: res.body };

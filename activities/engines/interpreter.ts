@@ -63,7 +63,16 @@ export interface HttpRequestSpec {
   usesSecrets: boolean;
   /** Headers (lower case) the recipe filled from a secret or a value derived from one: never sent to another origin on a redirect, whatever their name. */
   originOnly?: string[];
+  /** The secret-host check of each redirect hop (`HopCheck`); absent when the run has no connection. */
+  checkHop?: HopCheck;
 }
+
+/**
+ * Called for each redirect hop before it is sent, with its URL and the header values and body it
+ * carries: throws (`secret_not_for_host`) when the hop would take a connection's secret, or a
+ * value derived from one, to a host outside its site.
+ */
+export type HopCheck = (url: URL, carried: Array<string | undefined>) => void;
 
 export interface HttpResponseData {
   status: number;
@@ -83,7 +92,8 @@ export interface PageSnapshot {
 export interface Driver {
   readonly engine: 'http' | 'browser';
   request(spec: HttpRequestSpec, signal: AbortSignal): Promise<HttpResponseData>;
-  navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal }): Promise<{ status: number | null; url: string; retryAfter?: string | null }>;
+  /** `checkHop`: as HttpRequestSpec's (the HTTP engine; the browser's hops are Chromium's, see the engines' README). */
+  navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal; checkHop?: HopCheck }): Promise<{ status: number | null; url: string; retryAfter?: string | null }>;
   /** The current document (rendered DOM in the browser); null when none is loaded. */
   snapshot(): Promise<PageSnapshot | null>;
   /** The URL of the page the browser shows now (where a fill or select sends its value). */
@@ -333,7 +343,7 @@ export class Interpreter {
       case 'navigate': {
         const url = this.resolveUrl(step.url, path);
         this.assertSecretsStayHome(url.hostname, () => urlSpellings(url), path, step.url);
-        const res = await this.driver.navigate(url, { waitUntil: step.wait_until, step: path, signal: this.signal });
+        const res = await this.driver.navigate(url, { waitUntil: step.wait_until, step: path, signal: this.signal, checkHop: this.hopCheck(path) });
         this.afterPageChange(res);
         const snap = await this.pageSnapshot();
         if (snap) detectChallenge(snap.html, url.hostname, path);
@@ -414,10 +424,29 @@ export class Interpreter {
   private assertSecretsStayHome(host: string | (() => string), outgoing: () => Array<string | undefined>, path: string, templates: unknown): void {
     // Most runs use no connection: then nothing is decoded or gathered on the request path.
     if (this.secretHomes.length === 0) return;
-    const to = siteHost(typeof host === 'string' ? host : host());
-    const texts = outgoing().filter((t): t is string => !!t);
+    this.secretsStay(typeof host === 'string' ? host : host(), outgoing(), this.derivedFrom(templates), path);
+  }
+
+  /**
+   * The secret-host check of a redirect hop (undefined when the run has no connection). A hop's URL
+   * is the website's answer to what the run sent: a site with an open redirect passes a secret, or
+   * a value derived from one, on to another declared host (`/go?to=http://b/?k=…`), and a
+   * same-origin hop carries the step's headers and body again. So each hop is checked like the
+   * step's own request, on what it carries; and its URL, read from a website after the run sent it
+   * derived values (this step's included), is derived from them like any answer read then, as a
+   * next link read from a page is. Judged when the hop is about to be sent: what the run has sent
+   * and decided by then.
+   */
+  private hopCheck(path: string): HopCheck | undefined {
+    if (this.secretHomes.length === 0) return undefined;
+    return (url, carried) => this.secretsStay(url.hostname, [...urlSpellings(url), ...carried], new Set(this.state.derivedSent), path);
+  }
+
+  /** assertSecretsStayHome's check of `outgoing` texts going to `host`, carrying values derived from the secrets `derived` (indices into secretHomes) besides those the run decided on. */
+  private secretsStay(host: string, outgoing: Array<string | undefined>, derived: Set<number>, path: string): void {
+    const to = siteHost(host);
+    const texts = outgoing.filter((t): t is string => !!t);
     const lower = texts.map((t) => t.toLowerCase());
-    const derived = this.derivedFrom(templates);
     for (const i of this.state.decidedBy) derived.add(i);
     for (const [i, { forms, sites }] of this.secretHomes.entries()) {
       // The site itself or a host under it (a key for example.com used on api.example.com).
@@ -638,7 +667,7 @@ export class Interpreter {
     const originOnly = Object.entries(step.headers ?? {})
       .filter(([k, v]) => secretsUsed(v).size > 0 || this.derivedFrom(v).size > 0 || this.holdsSecret(headers[k.toLowerCase()]))
       .map(([k]) => k.toLowerCase());
-    const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets, originOnly }, this.signal);
+    const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets, originOnly, checkHop: this.hopCheck(path) }, this.signal);
     this.state.lastStatus = res.status;
     this.state.lastUrl = res.url;
     if (step.save_status_as) {
@@ -819,7 +848,7 @@ export class Interpreter {
           if (this.state.htmlDoc && this.driver.engine === 'http') {
             // the page came from a request step: load the next one the same way
             const res = await this.driver.request(
-              { method: 'GET', url, headers: { 'user-agent': DEFAULT_UA, accept: 'text/html,application/xhtml+xml' }, step: path, usesSecrets: false },
+              { method: 'GET', url, headers: { 'user-agent': DEFAULT_UA, accept: 'text/html,application/xhtml+xml' }, step: path, usesSecrets: false, checkHop: this.hopCheck(path) },
               this.signal,
             );
             this.checkStatus(res.status, url, {}, path, false, headerValue(res.headers['retry-after']));
@@ -827,7 +856,7 @@ export class Interpreter {
             this.state.lastUrl = res.url;
             this.state.lastStatus = res.status;
           } else {
-            const res = await this.driver.navigate(url, { step: path, signal: this.signal });
+            const res = await this.driver.navigate(url, { step: path, signal: this.signal, checkHop: this.hopCheck(path) });
             this.afterPageChange(res);
             this.checkStatus(res.status, url, {}, path, false, res.retryAfter);
           }
