@@ -126,6 +126,8 @@ beforeAll(async () => {
     if (req.url === '/deep-json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`{"list":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`);
     if (req.url === '/many') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`[${'0,'.repeat(2_000_000)}0]`);
     if (req.url === '/bad-redirect') return void res.writeHead(302, { location: 'http://[::1' }).end();
+    // 200,000 items on one page: past the arguments limit of a spread (push(...list)).
+    if (req.url === '/long-list') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`[${'0,'.repeat(199_999)}0]`);
     if (req.url?.startsWith('/go?')) {
       // An open redirect: the site sends the client wherever `to` says (a sign-in page's "return to").
       const to = new URL(req.url, 'http://x').searchParams.get('to') ?? '/';
@@ -806,6 +808,75 @@ describe('a broken answer is the website\'s failure, never ours', () => {
       { ...ctx(), secrets: { KEY: 'key_for_site_a_3' }, secretSites: { KEY: SITE_A } },
     );
     expect(out).toBe(2_000_001);
+  });
+
+  // Lists are appended item by item: a spread of 130,000 or more is past the arguments limit.
+  for (const cumulative of [false, true]) {
+    it(`a pagination collecting a page of 200,000 items keeps its limit's worth${cumulative ? ' (cumulative)' : ''}, not internal_error`, async () => {
+      const { result, error } = await timed({
+        engine: 'http',
+        hosts: [HOST],
+        steps: [
+          {
+            type: 'paginate',
+            steps: [{ type: 'request', url: `http://${HOST}/long-list`, parse: 'json', save_as: 'page' }],
+            collect: 'page',
+            save_as: 'all',
+            limit: 10_000,
+            ...(cumulative ? { cumulative } : {}),
+            next: { kind: 'counter' },
+          },
+        ],
+        output: { n: '{{vars.all.length}}' },
+      });
+      expect(error).toBeUndefined();
+      expect(result).toEqual({ n: 10_000 });
+    });
+  }
+
+  // JSON.parse reads JSON nested 20,000 deep; JSON.stringify cannot write it. A recipe writing it
+  // into text, a JSON body or a query fails on that value, in the step that writes it.
+  const writes: Array<[string, Recipe['steps'][number]]> = [
+    ['into a string', { type: 'set', var: 's', value: 'list: {{vars.d.list}}' }],
+    ['as a JSON body', { type: 'request', method: 'POST', url: `http://${HOST}/b`, json: { list: '{{vars.d.list}}' }, save_as: 'b' }],
+    ['into a query', { type: 'request', url: `http://${HOST}/b`, query: { list: '{{vars.d.list}}' }, save_as: 'b' }],
+    ['into a form', { type: 'request', method: 'POST', url: `http://${HOST}/b`, form: { list: '{{vars.d.list}}' }, save_as: 'b' }],
+  ];
+  for (const [how, write] of writes) {
+    it(`a document nested 20,000 deep written ${how} is value_too_large in that step, not internal_error`, async () => {
+      received.length = 0;
+      const { error } = await timed({
+        engine: 'http',
+        hosts: [HOST],
+        steps: [{ type: 'request', url: `http://${HOST}/deep-json`, parse: 'json', save_as: 'd' }, write],
+        output: null,
+      });
+      expect(error?.code).toBe('workflow_execution_failed');
+      expect(error?.details).toEqual({ step: '1', reason: 'value_too_large' });
+      expect(received.map((r) => r.text.split(' ')[0])).toEqual(['/deep-json']);
+    });
+  }
+
+  it("a pagination's own stop condition that cannot write its value names the pagination, not its last inner step", async () => {
+    const { error } = await timed({
+      engine: 'http',
+      hosts: [HOST],
+      steps: [
+        { type: 'request', url: `http://${HOST}/deep-json`, parse: 'json', save_as: 'd' },
+        {
+          type: 'paginate',
+          steps: [{ type: 'set', var: 'page', value: ['item'] }],
+          collect: 'page',
+          save_as: 'all',
+          limit: 5,
+          stop: { url_contains: 'x{{vars.d.list}}' },
+          next: { kind: 'counter' },
+        },
+      ],
+      output: null,
+    });
+    expect(error?.code).toBe('workflow_execution_failed');
+    expect(error?.details).toEqual({ step: '1', reason: 'value_too_large' });
   });
 
   it('a redirect to a URL that cannot be parsed is upstream_http_error (invalid_redirect), not internal_error', async () => {

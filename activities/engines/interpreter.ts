@@ -15,7 +15,7 @@ import type {
   Step,
   WaitStep,
 } from '../../shared/recipes/schema.ts';
-import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, type TemplateScope } from '../../shared/recipes/template.ts';
+import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, toJson, type TemplateScope } from '../../shared/recipes/template.ts';
 import { PLACEHOLDER_RE, parseReference } from '../../shared/recipes/schema.ts';
 import { DEFINITE_REFUSALS, SecretMatcher, isAbortError, notSent, redactError, statusError, timeoutError } from './errors.ts';
 import { domainToASCII } from 'node:url';
@@ -192,6 +192,12 @@ function urlSpellings(url: URL): string[] {
   return [url.href, decode(url.href), decode(url.href.replace(/\+/g, ' '))];
 }
 
+/** A value a template could not use (template.ts: too large, nested too deeply): template.ts knows no steps, so the interpreter names it. */
+function valueRefusal(e: ServiceError): boolean {
+  const details = e.details as { reason?: unknown; step?: unknown } | undefined;
+  return details?.reason === 'value_too_large' && details.step === undefined;
+}
+
 /** The same refusal, its details naming the recipe step it arose in. */
 function atStep(e: ServiceError, step: string | undefined): ServiceError {
   return new ServiceError(e.code, e.message, { details: { step, ...(e.details as object) } });
@@ -249,6 +255,8 @@ export class Interpreter {
   async run(): Promise<unknown> {
     try {
       await this.runSteps(this.recipe.steps, '');
+      // The output is no step: a failure rendering it names none.
+      this.state.currentStep = undefined;
       const out = renderValue(this.recipe.output, this.state.scope);
       return out === undefined ? null : out;
     } catch (e) {
@@ -264,7 +272,7 @@ export class Interpreter {
       if (e instanceof ServiceError && e.code !== 'workflow_execution_failed') return e;
       return timeoutError(step);
     }
-    if (e instanceof ServiceError) return e;
+    if (e instanceof ServiceError) return valueRefusal(e) && step !== undefined ? atStep(e, step) : e;
     if (e instanceof TemplateError) {
       if (e.kind === 'missing_secret') {
         const err = new ServiceError('credentials_missing', `The connection value ${e.ref} that this operation needs is missing`, { details: { name: e.ref } });
@@ -626,21 +634,21 @@ export class Interpreter {
     for (const [k, v] of Object.entries(step.query ?? {})) {
       const r = renderValue(v, scope);
       if (r === undefined || r === null || r === '') continue;
-      url.searchParams.append(k, typeof r === 'object' ? JSON.stringify(r) : String(r));
+      url.searchParams.append(k, typeof r === 'object' ? toJson(r) : String(r));
     }
     const usesSecrets = this.state.secretsSent;
     const headers: Record<string, string> = { 'user-agent': DEFAULT_UA };
     headers.accept = step.parse === 'json' ? 'application/json' : step.parse === 'html' ? 'text/html,application/xhtml+xml' : '*/*';
     let body: string | undefined;
     if (step.json !== undefined) {
-      body = JSON.stringify(renderValue(step.json, scope) ?? null);
+      body = toJson(renderValue(step.json, scope) ?? null);
       headers['content-type'] = 'application/json';
     } else if (step.form !== undefined) {
       const form = new URLSearchParams();
       for (const [k, v] of Object.entries(step.form)) {
         const r = renderValue(v, scope);
         if (r === undefined || r === null) continue;
-        form.append(k, typeof r === 'object' ? JSON.stringify(r) : String(r));
+        form.append(k, typeof r === 'object' ? toJson(r) : String(r));
       }
       body = form.toString();
       headers['content-type'] = 'application/x-www-form-urlencoded';
@@ -805,6 +813,8 @@ export class Interpreter {
     for (let page = 0; page < maxPages && acc.length < limit; page++) {
       vars[step.collect.split('.')[0]!] = undefined;
       await this.runSteps(step.steps, `${path}.steps`);
+      // What follows (collecting, the stop condition, the next page) is the pagination's own work.
+      this.state.currentStep = path;
       const [head, ...rest] = step.collect.split('.');
       // Whether it goes on depends on the list (its length, whether it grew).
       for (const i of this.state.derived.get(head!) ?? []) derived.add(i);
@@ -812,11 +822,14 @@ export class Interpreter {
       let got: unknown = vars[head!];
       for (const k of rest) got = got && typeof got === 'object' && !Array.isArray(got) ? (got as Record<string, unknown>)[k] : undefined;
       const list = Array.isArray(got) ? got : [];
+      // Item by item, never spread: a site's page of 130,000 items is past the arguments limit (a
+      // RangeError, which would end the run as our internal_error and retry it against the site).
       if (step.cumulative) {
         const grew = list.length > acc.length;
-        acc.splice(0, acc.length, ...list);
+        acc.length = 0;
+        for (const item of list) acc.push(item);
         if (!grew) break;
-      } else acc.push(...list);
+      } else for (const item of list) acc.push(item);
       this.ctx.heartbeat({ step: path, type: 'paginate', page: page + 1, items: acc.length });
       if (acc.length >= limit || list.length === 0) break;
       if (step.stop && (await this.holds(step.stop))) break;
