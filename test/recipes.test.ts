@@ -52,6 +52,20 @@ describe('recipe validation', () => {
     expect(issues({ ...ok, hosts: ['Books.Example.test:80'] })[0]).toMatch(/^hosts\[0\]: must be a lower-case host name/);
   });
 
+  it('refuses a Host header and the connection\'s own headers, in any letter case, wherever the request is', () => {
+    const request = (headers: Record<string, string>) => ({ type: 'request', url: 'http://books.example.test/', headers });
+    // Host would send the request (and its secrets) to another site at the URL host's address.
+    expect(issues({ ...ok, steps: [request({ Host: 'evil.example.test', accept: 'text/html' })] })).toEqual([
+      `steps[0].headers.Host: the host header cannot be set by a recipe: the engine sends the request to the URL's host and manages the connection itself`,
+    ]);
+    const names = ['host', 'HOST', 'Connection', 'keep-alive', 'Transfer-Encoding', 'TE', 'trailer', 'Upgrade', 'HTTP2-Settings', 'content-length', 'Expect', 'Proxy-Authorization', 'proxy-connection'];
+    for (const name of names) expect(issues({ ...ok, steps: [request({ [name]: 'x' })] }), name).toEqual([expect.stringMatching(new RegExp(`^steps\\[0\\]\\.headers\\.${name}: the ${name.toLowerCase()} header cannot be set by a recipe`))]);
+    const paginated = { type: 'paginate', steps: [request({ host: 'x' })], collect: 'p', save_as: 'all', limit: 1, next: { kind: 'counter' } };
+    expect(issues({ ...ok, steps: [paginated] })).toEqual([expect.stringMatching(/^steps\[0\]\.steps\[0\]\.headers\.host: the host header cannot be set/)]);
+    // Headers that only ask something of the site are the recipe's, as before.
+    expect(issues({ ...ok, steps: [request({ Authorization: 'Bearer x', 'X-Api-Key': 'k', Accept: 'application/json', Cookie: 'a=b', Origin: 'http://books.example.test', 'X-Hostname': 'h' })] })).toEqual([]);
+  });
+
   it('throws RecipeValidationError listing the issues', () => {
     try {
       parseRecipe({ engine: 'http' });

@@ -260,7 +260,7 @@ export function redactError(e: ServiceError, secrets: string[]): ServiceError {
 }
 
 /** Reasons a destination was refused: the same recipe on the same page is refused again. */
-const FINAL_REASONS = new Set(['destination_refused', 'host_not_allowed', 'scheme_not_allowed', 'userinfo_not_allowed', 'secret_not_for_host', 'cross_origin_body_redirect']);
+const FINAL_REASONS = new Set(['destination_refused', 'host_not_allowed', 'scheme_not_allowed', 'userinfo_not_allowed', 'secret_not_for_host', 'cross_origin_body_redirect', 'header_not_allowed']);
 
 /**
  * A refused destination is final: retrying the run cannot change the answer, so the execute

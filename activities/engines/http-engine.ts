@@ -6,11 +6,11 @@
 import { isIP } from 'node:net';
 import { CookieJar, getPublicSuffix, type Cookie } from 'tough-cookie';
 import { Agent, buildConnector, request } from 'undici';
-import type { LoadState } from '../../shared/recipes/schema.ts';
+import { reservedHeader, type LoadState } from '../../shared/recipes/schema.ts';
 import { ServiceError } from '../../shared/errors.ts';
-import { afterSending, isAbortError, networkError } from './errors.ts';
+import { afterSending, isAbortError, networkError, notSent } from './errors.ts';
 import { DestinationRefusedError, guardedLookup, isPrivateAddress, mappedTarget, type HostMap } from './net-guard.ts';
-import type { Driver, HttpRequestSpec, HttpResponseData, PageSnapshot, UrlCheck } from './interpreter.ts';
+import type { Driver, HopCheck, HttpRequestSpec, HttpResponseData, PageSnapshot, UrlCheck } from './interpreter.ts';
 
 export const MAX_BODY_BYTES = 5 * 1024 * 1024;
 export const MAX_REDIRECTS = 5;
@@ -225,6 +225,25 @@ export class HttpCookies implements RunCookies {
   }
 }
 
+/**
+ * Refuses, before anything is sent, a header the engine must write itself (`reservedHeader`):
+ * `host` would send the request, its secrets and the site's cookies to whichever site shares the
+ * URL host's address, past the host list and the secret-host check, which judge the URL. Recipes
+ * are validated against this too; this holds for versions stored before that and for every
+ * caller of the engine. Final, like a refused destination.
+ */
+function assertOwnHeaders(headers: Record<string, string>, step: string): void {
+  for (const name of Object.keys(headers)) {
+    if (!reservedHeader(name)) continue;
+    const header = name.toLowerCase();
+    const err = new ServiceError('workflow_execution_failed', `Refused to send a request with a ${header} header: the engine sends each request to its URL's host and manages the connection itself`, {
+      details: { step, header, reason: 'header_not_allowed' },
+    });
+    notSent.add(err);
+    throw err;
+  }
+}
+
 async function readBody(body: AsyncIterable<Uint8Array> & { destroy?: (e?: Error) => void }, host: string, step: string): Promise<string> {
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -251,6 +270,7 @@ export class HttpDriver implements Driver {
   ) {}
 
   async request(spec: HttpRequestSpec, signal: AbortSignal): Promise<HttpResponseData> {
+    assertOwnHeaders(spec.headers, spec.step);
     let url = spec.url;
     let method = spec.method;
     let body = spec.body;
@@ -271,6 +291,15 @@ export class HttpDriver implements Driver {
         const got = this.cookies.header(url, sameSite);
         const cookie = typeof got === 'string' ? got : await got;
         if (cookie) sendHeaders.cookie = cookie;
+      }
+      // A hop is checked as the recipe's own request was (HopCheck): on everything it sends, before
+      // it is sent. The request itself reached the website already (never "not sent").
+      if (hop > 0 && spec.checkHop) {
+        try {
+          spec.checkHop(url, [...Object.values(sendHeaders), body]);
+        } catch (e) {
+          throw afterSending(e);
+        }
       }
       let res: Awaited<ReturnType<typeof request>>;
       try {
@@ -339,9 +368,9 @@ export class HttpDriver implements Driver {
     }
   }
 
-  async navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal }): Promise<{ status: number | null; url: string; retryAfter?: string | null }> {
+  async navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal; checkHop?: HopCheck }): Promise<{ status: number | null; url: string; retryAfter?: string | null }> {
     const res = await this.request(
-      { method: 'GET', url, headers: { 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64) WorkflowQueryService/0.1', accept: 'text/html,application/xhtml+xml' }, step: opts.step, usesSecrets: false },
+      { method: 'GET', url, headers: { 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64) WorkflowQueryService/0.1', accept: 'text/html,application/xhtml+xml' }, step: opts.step, usesSecrets: false, checkHop: opts.checkHop },
       opts.signal,
     );
     this.page = { url: res.url, status: res.status, html: res.body };

@@ -15,7 +15,7 @@ import type {
   Step,
   WaitStep,
 } from '../../shared/recipes/schema.ts';
-import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, type TemplateScope } from '../../shared/recipes/template.ts';
+import { TemplateError, renderHeader, renderString, renderUrl, renderValue, secretsUsed, toJson, type TemplateScope } from '../../shared/recipes/template.ts';
 import { PLACEHOLDER_RE, parseReference } from '../../shared/recipes/schema.ts';
 import { DEFINITE_REFUSALS, SecretMatcher, isAbortError, notSent, redactError, statusError, timeoutError } from './errors.ts';
 import { domainToASCII } from 'node:url';
@@ -63,7 +63,16 @@ export interface HttpRequestSpec {
   usesSecrets: boolean;
   /** Headers (lower case) the recipe filled from a secret or a value derived from one: never sent to another origin on a redirect, whatever their name. */
   originOnly?: string[];
+  /** The secret-host check of each redirect hop (`HopCheck`); absent when the run has no connection. */
+  checkHop?: HopCheck;
 }
+
+/**
+ * Called for each redirect hop before it is sent, with its URL and the header values and body it
+ * carries: throws (`secret_not_for_host`) when the hop would take a connection's secret, or a
+ * value derived from one, to a host outside its site.
+ */
+export type HopCheck = (url: URL, carried: Array<string | undefined>) => void;
 
 export interface HttpResponseData {
   status: number;
@@ -83,7 +92,8 @@ export interface PageSnapshot {
 export interface Driver {
   readonly engine: 'http' | 'browser';
   request(spec: HttpRequestSpec, signal: AbortSignal): Promise<HttpResponseData>;
-  navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal }): Promise<{ status: number | null; url: string; retryAfter?: string | null }>;
+  /** `checkHop`: as HttpRequestSpec's (the HTTP engine; the browser's hops are Chromium's, see the engines' README). */
+  navigate(url: URL, opts: { waitUntil?: LoadState; step: string; signal: AbortSignal; checkHop?: HopCheck }): Promise<{ status: number | null; url: string; retryAfter?: string | null }>;
   /** The current document (rendered DOM in the browser); null when none is loaded. */
   snapshot(): Promise<PageSnapshot | null>;
   /** The URL of the page the browser shows now (where a fill or select sends its value). */
@@ -182,6 +192,12 @@ function urlSpellings(url: URL): string[] {
   return [url.href, decode(url.href), decode(url.href.replace(/\+/g, ' '))];
 }
 
+/** A value a template could not use (template.ts: too large, nested too deeply): template.ts knows no steps, so the interpreter names it. */
+function valueRefusal(e: ServiceError): boolean {
+  const details = e.details as { reason?: unknown; step?: unknown } | undefined;
+  return details?.reason === 'value_too_large' && details.step === undefined;
+}
+
 /** The same refusal, its details naming the recipe step it arose in. */
 function atStep(e: ServiceError, step: string | undefined): ServiceError {
   return new ServiceError(e.code, e.message, { details: { step, ...(e.details as object) } });
@@ -239,6 +255,8 @@ export class Interpreter {
   async run(): Promise<unknown> {
     try {
       await this.runSteps(this.recipe.steps, '');
+      // The output is no step: a failure rendering it names none.
+      this.state.currentStep = undefined;
       const out = renderValue(this.recipe.output, this.state.scope);
       return out === undefined ? null : out;
     } catch (e) {
@@ -254,7 +272,7 @@ export class Interpreter {
       if (e instanceof ServiceError && e.code !== 'workflow_execution_failed') return e;
       return timeoutError(step);
     }
-    if (e instanceof ServiceError) return e;
+    if (e instanceof ServiceError) return valueRefusal(e) && step !== undefined ? atStep(e, step) : e;
     if (e instanceof TemplateError) {
       if (e.kind === 'missing_secret') {
         const err = new ServiceError('credentials_missing', `The connection value ${e.ref} that this operation needs is missing`, { details: { name: e.ref } });
@@ -333,7 +351,7 @@ export class Interpreter {
       case 'navigate': {
         const url = this.resolveUrl(step.url, path);
         this.assertSecretsStayHome(url.hostname, () => urlSpellings(url), path, step.url);
-        const res = await this.driver.navigate(url, { waitUntil: step.wait_until, step: path, signal: this.signal });
+        const res = await this.driver.navigate(url, { waitUntil: step.wait_until, step: path, signal: this.signal, checkHop: this.hopCheck(path) });
         this.afterPageChange(res);
         const snap = await this.pageSnapshot();
         if (snap) detectChallenge(snap.html, url.hostname, path);
@@ -414,10 +432,29 @@ export class Interpreter {
   private assertSecretsStayHome(host: string | (() => string), outgoing: () => Array<string | undefined>, path: string, templates: unknown): void {
     // Most runs use no connection: then nothing is decoded or gathered on the request path.
     if (this.secretHomes.length === 0) return;
-    const to = siteHost(typeof host === 'string' ? host : host());
-    const texts = outgoing().filter((t): t is string => !!t);
+    this.secretsStay(typeof host === 'string' ? host : host(), outgoing(), this.derivedFrom(templates), path);
+  }
+
+  /**
+   * The secret-host check of a redirect hop (undefined when the run has no connection). A hop's URL
+   * is the website's answer to what the run sent: a site with an open redirect passes a secret, or
+   * a value derived from one, on to another declared host (`/go?to=http://b/?k=…`), and a
+   * same-origin hop carries the step's headers and body again. So each hop is checked like the
+   * step's own request, on what it carries; and its URL, read from a website after the run sent it
+   * derived values (this step's included), is derived from them like any answer read then, as a
+   * next link read from a page is. Judged when the hop is about to be sent: what the run has sent
+   * and decided by then.
+   */
+  private hopCheck(path: string): HopCheck | undefined {
+    if (this.secretHomes.length === 0) return undefined;
+    return (url, carried) => this.secretsStay(url.hostname, [...urlSpellings(url), ...carried], new Set(this.state.derivedSent), path);
+  }
+
+  /** assertSecretsStayHome's check of `outgoing` texts going to `host`, carrying values derived from the secrets `derived` (indices into secretHomes) besides those the run decided on. */
+  private secretsStay(host: string, outgoing: Array<string | undefined>, derived: Set<number>, path: string): void {
+    const to = siteHost(host);
+    const texts = outgoing.filter((t): t is string => !!t);
     const lower = texts.map((t) => t.toLowerCase());
-    const derived = this.derivedFrom(templates);
     for (const i of this.state.decidedBy) derived.add(i);
     for (const [i, { forms, sites }] of this.secretHomes.entries()) {
       // The site itself or a host under it (a key for example.com used on api.example.com).
@@ -597,21 +634,21 @@ export class Interpreter {
     for (const [k, v] of Object.entries(step.query ?? {})) {
       const r = renderValue(v, scope);
       if (r === undefined || r === null || r === '') continue;
-      url.searchParams.append(k, typeof r === 'object' ? JSON.stringify(r) : String(r));
+      url.searchParams.append(k, typeof r === 'object' ? toJson(r) : String(r));
     }
     const usesSecrets = this.state.secretsSent;
     const headers: Record<string, string> = { 'user-agent': DEFAULT_UA };
     headers.accept = step.parse === 'json' ? 'application/json' : step.parse === 'html' ? 'text/html,application/xhtml+xml' : '*/*';
     let body: string | undefined;
     if (step.json !== undefined) {
-      body = JSON.stringify(renderValue(step.json, scope) ?? null);
+      body = toJson(renderValue(step.json, scope) ?? null);
       headers['content-type'] = 'application/json';
     } else if (step.form !== undefined) {
       const form = new URLSearchParams();
       for (const [k, v] of Object.entries(step.form)) {
         const r = renderValue(v, scope);
         if (r === undefined || r === null) continue;
-        form.append(k, typeof r === 'object' ? JSON.stringify(r) : String(r));
+        form.append(k, typeof r === 'object' ? toJson(r) : String(r));
       }
       body = form.toString();
       headers['content-type'] = 'application/x-www-form-urlencoded';
@@ -638,7 +675,7 @@ export class Interpreter {
     const originOnly = Object.entries(step.headers ?? {})
       .filter(([k, v]) => secretsUsed(v).size > 0 || this.derivedFrom(v).size > 0 || this.holdsSecret(headers[k.toLowerCase()]))
       .map(([k]) => k.toLowerCase());
-    const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets, originOnly }, this.signal);
+    const res = await this.driver.request({ method: step.method ?? 'GET', url, headers, body, step: path, usesSecrets, originOnly, checkHop: this.hopCheck(path) }, this.signal);
     this.state.lastStatus = res.status;
     this.state.lastUrl = res.url;
     if (step.save_status_as) {
@@ -776,6 +813,8 @@ export class Interpreter {
     for (let page = 0; page < maxPages && acc.length < limit; page++) {
       vars[step.collect.split('.')[0]!] = undefined;
       await this.runSteps(step.steps, `${path}.steps`);
+      // What follows (collecting, the stop condition, the next page) is the pagination's own work.
+      this.state.currentStep = path;
       const [head, ...rest] = step.collect.split('.');
       // Whether it goes on depends on the list (its length, whether it grew).
       for (const i of this.state.derived.get(head!) ?? []) derived.add(i);
@@ -783,11 +822,14 @@ export class Interpreter {
       let got: unknown = vars[head!];
       for (const k of rest) got = got && typeof got === 'object' && !Array.isArray(got) ? (got as Record<string, unknown>)[k] : undefined;
       const list = Array.isArray(got) ? got : [];
+      // Item by item, never spread: a site's page of 130,000 items is past the arguments limit (a
+      // RangeError, which would end the run as our internal_error and retry it against the site).
       if (step.cumulative) {
         const grew = list.length > acc.length;
-        acc.splice(0, acc.length, ...list);
+        acc.length = 0;
+        for (const item of list) acc.push(item);
         if (!grew) break;
-      } else acc.push(...list);
+      } else for (const item of list) acc.push(item);
       this.ctx.heartbeat({ step: path, type: 'paginate', page: page + 1, items: acc.length });
       if (acc.length >= limit || list.length === 0) break;
       if (step.stop && (await this.holds(step.stop))) break;
@@ -819,7 +861,7 @@ export class Interpreter {
           if (this.state.htmlDoc && this.driver.engine === 'http') {
             // the page came from a request step: load the next one the same way
             const res = await this.driver.request(
-              { method: 'GET', url, headers: { 'user-agent': DEFAULT_UA, accept: 'text/html,application/xhtml+xml' }, step: path, usesSecrets: false },
+              { method: 'GET', url, headers: { 'user-agent': DEFAULT_UA, accept: 'text/html,application/xhtml+xml' }, step: path, usesSecrets: false, checkHop: this.hopCheck(path) },
               this.signal,
             );
             this.checkStatus(res.status, url, {}, path, false, headerValue(res.headers['retry-after']));
@@ -827,7 +869,7 @@ export class Interpreter {
             this.state.lastUrl = res.url;
             this.state.lastStatus = res.status;
           } else {
-            const res = await this.driver.navigate(url, { step: path, signal: this.signal });
+            const res = await this.driver.navigate(url, { step: path, signal: this.signal, checkHop: this.hopCheck(path) });
             this.afterPageChange(res);
             this.checkStatus(res.status, url, {}, path, false, res.retryAfter);
           }

@@ -361,12 +361,54 @@ const base = {
   action: z.boolean().optional(),
 };
 
+/**
+ * Header names a recipe may not set, in any letter case (`reservedHeader`). The host list and the
+ * secret-host check judge a request by its URL's host, but undici takes a `host` header as the
+ * request's Host and TLS server name: on a CDN serving many sites at one address, a recipe
+ * declaring bank.example could send its secrets and cookies to another site there. The others
+ * belong to the connection or the message's framing, not to what is asked (hop-by-hop fields,
+ * RFC 9110 §7.6.1 and RFC 9113 §8.2.2; Content-Length, Transfer-Encoding, Expect): the engine
+ * writes them itself, and undici refuses most of them only as it sends, which looked like a
+ * retryable network failure instead of the recipe's fault. `proxy-` headers speak to a proxy; a
+ * recipe has none (the browser's is the service's own).
+ */
+export const RESERVED_HEADERS: ReadonlySet<string> = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'http2-settings',
+  'content-length',
+  'expect',
+]);
+
+/** Whether a recipe may not set a header of this name (RESERVED_HEADERS or `proxy-*`, any letter case). */
+export function reservedHeader(name: string): boolean {
+  const n = name.toLowerCase();
+  return RESERVED_HEADERS.has(n) || n.startsWith('proxy-');
+}
+
+const requestHeaders = z
+  .record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/, 'must be an HTTP header name'), z.string().max(4000))
+  .superRefine((headers, ctx) => {
+    for (const name of Object.keys(headers))
+      if (reservedHeader(name))
+        ctx.addIssue({
+          code: 'custom',
+          message: `the ${name.toLowerCase()} header cannot be set by a recipe: the engine sends the request to the URL's host and manages the connection itself`,
+          path: [name],
+        });
+  });
+
 const RequestStepSchema = z.strictObject({
   ...base,
   type: z.literal('request'),
   method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD']).optional(),
   url: nonEmpty,
-  headers: z.record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/, 'must be an HTTP header name'), z.string().max(4000)).optional(),
+  headers: requestHeaders.optional(),
   query: z.record(z.string().min(1).max(200), scalarTemplate).optional(),
   json: JsonSchema.optional(),
   form: z.record(z.string().min(1).max(200), scalarTemplate).optional(),

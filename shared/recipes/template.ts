@@ -89,12 +89,28 @@ const tooLarge = () =>
     details: { reason: 'value_too_large' },
   });
 
+/**
+ * A value as JSON text (a placeholder inside a string, a request's JSON body, an object in a query
+ * or form), within the bounds of assertBoundedValue. JSON.stringify recurses natively: a website's
+ * JSON nested 20,000 deep (40 KB of brackets, which JSON.parse reads) threw a RangeError, and the
+ * run ended as our internal_error, retried against the site until its deadline. It is a value the
+ * recipe cannot use, refused like one too large (`value_too_large`).
+ */
+export function toJson(value: unknown): string {
+  assertBoundedValue(value);
+  try {
+    return JSON.stringify(value) ?? 'null';
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    throw new ServiceError('workflow_execution_failed', 'A value the recipe writes as JSON is nested too deeply to write', { details: { reason: 'value_too_large' } });
+  }
+}
+
 function stringify(value: unknown): string {
   if (value === undefined || value === null) return '';
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  assertBoundedValue(value);
-  return JSON.stringify(value);
+  return toJson(value);
 }
 
 function resolve(body: string, scope: TemplateScope): unknown {
