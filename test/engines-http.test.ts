@@ -232,7 +232,8 @@ describe('destinations', () => {
   });
 
   it('secret headers stay with their origin: a redirect to another host receives none of them', async () => {
-    const headers = { 'x-api-key': '{{secrets.KEY}}', authorization: 'Bearer {{secrets.KEY}}', 'proxy-authorization': 'Basic {{secrets.KEY}}', cookie: 'sid={{secrets.KEY}}', accept: 'application/json' };
+    // (proxy-* headers cannot be set by a recipe at all: shared/recipes/schema.ts reservedHeader.)
+    const headers = { 'x-api-key': '{{secrets.KEY}}', authorization: 'Bearer {{secrets.KEY}}', cookie: 'sid={{secrets.KEY}}', accept: 'application/json' };
     const via = (to: string): Recipe => ({
       engine: 'http',
       hosts: ['books.example.test', 'news.example.test'],
@@ -250,7 +251,7 @@ describe('destinations', () => {
       const got = (await runner.run(via(to), {}, c())) as Record<string, string>;
       expect(got.accept, to).toBe('application/json');
       expect(JSON.stringify(got), to).not.toContain('sk_live_probe_secret');
-      for (const h of ['x-api-key', 'authorization', 'proxy-authorization', 'cookie']) expect(got[h], `${to} ${h}`).toBeUndefined();
+      for (const h of ['x-api-key', 'authorization', 'cookie']) expect(got[h], `${to} ${h}`).toBeUndefined();
     }
   });
 
