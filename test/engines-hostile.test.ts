@@ -724,6 +724,20 @@ describe('a broken answer is the website\'s failure, never ours', () => {
     expect(() => JSON.stringify(redacted)).toThrow(RangeError);
   });
 
+  it('a document nested 20,000 deep read as a text field is upstream_http_error (document_too_complex), not internal_error', async () => {
+    const { error } = await timed({
+      engine: 'http',
+      hosts: [SITE_A],
+      steps: [
+        { type: 'request', url: `http://${SITE_A}/deep-json`, parse: 'json', save_as: 'a' },
+        { type: 'extract', from: { var: 'a' }, fields: { t: { type: 'text', pointer: '/list' } }, save_as: 'p' },
+      ],
+      output: '{{vars.p.t}}',
+    });
+    expect(error?.code).toBe('upstream_http_error');
+    expect(error?.details).toMatchObject({ reason: 'document_too_complex' });
+  });
+
   it("a site's JSON list of two million items is read in a run with a connection (looking for the secret in it never spreads it into arguments)", async () => {
     const out = await runner.run(
       {

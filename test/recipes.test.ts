@@ -3,7 +3,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { RecipeValidationError, parseRecipe, safeParseRecipe, recipePerformsActions } from '../shared/recipes/schema.ts';
 import { TemplateError, renderUrl, renderValue, renderHeader, type TemplateScope } from '../shared/recipes/template.ts';
 import * as cheerio from 'cheerio';
-import { ExtractionError, MAX_TEXT, extractHtmlObject, loadHtml, normalizeText, parseDate, parseDateTime, parseInteger, parseNumber } from '../activities/engines/extract.ts';
+import { ExtractionError, MAX_TEXT, extractHtmlObject, extractJsonObject, loadHtml, normalizeText, parseDate, parseDateTime, parseInteger, parseNumber } from '../activities/engines/extract.ts';
+import { ServiceError } from '../shared/errors.ts';
 import { guardedLookup, isPrivateAddress } from '../activities/engines/net-guard.ts';
 import { linearExtract, linearTest, toRe2 } from '../shared/regex.ts';
 import { proxyTarget } from '../activities/engines/guarded-proxy.ts';
@@ -239,6 +240,20 @@ describe('reading text and markup within the work budget', () => {
       expect(error, type).toBeInstanceOf(ExtractionError);
       expect((error as Error).message).toMatch(/^reading the (markup|text) of the elements matched needs more work than a page may take \(20,000,000 steps a page/);
     }
+  });
+});
+
+describe("a website's JSON read as a field's text", () => {
+  it("nested 20,000 deep, is the website's document_too_complex, not a stack overflow", () => {
+    const deep = JSON.parse(`{"list":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`);
+    let error: unknown;
+    try {
+      extractJsonObject(deep, { t: { type: 'text', pointer: '/list' } }, { resolveLimit: Number });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ServiceError);
+    expect(error).toMatchObject({ code: 'upstream_http_error', details: { reason: 'document_too_complex' } });
   });
 });
 

@@ -190,6 +190,22 @@ function applyPattern(text: string, pattern: string | undefined): string | null 
   return linearExtract(pattern, text.slice(0, MAX_TEXT));
 }
 
+/**
+ * A website's JSON value as text. JSON.stringify recurses: an array nested 20,000 deep (40 KB of
+ * brackets, which JSON.parse reads) overflows the stack, and the RangeError would end the run as
+ * internal_error, retried as our fault. It is the website's data that cannot be read.
+ */
+function jsonText(raw: object): string {
+  try {
+    return JSON.stringify(raw);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    throw new ServiceError('upstream_http_error', "The website's data is too complex to read (JSON nested too deeply to write as text)", {
+      details: { reason: 'document_too_complex' },
+    });
+  }
+}
+
 /** Converts a scalar read from a page or JSON document to the field's type; null when it cannot. */
 export function coerce(raw: unknown, type: FieldType, f: Field): unknown {
   if (raw === undefined || raw === null) return null;
@@ -208,7 +224,7 @@ export function coerce(raw: unknown, type: FieldType, f: Field): unknown {
       case 'text':
       case 'attribute':
       case 'html':
-        return typeof raw === 'object' ? JSON.stringify(raw) : String(raw);
+        return typeof raw === 'object' ? jsonText(raw) : String(raw);
       default:
         if (typeof raw === 'number' && (type === 'date' || type === 'datetime')) {
           const iso = new Date(raw > 1e11 ? raw : raw * 1000).toISOString();
