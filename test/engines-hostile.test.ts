@@ -10,6 +10,7 @@ import { createRecipeRunner, type RecipeRunner, type RunContext } from '../activ
 import { HttpDriver, createHttpDispatcher } from '../activities/engines/http-engine.ts';
 import { Interpreter, makeUrlCheck } from '../activities/engines/interpreter.ts';
 import { ServiceError } from '../shared/errors.ts';
+import { MAX_TEXT } from '../activities/engines/extract.ts';
 import { isFinalRefusal, redact, secretSpellings } from '../activities/engines/errors.ts';
 import type { Recipe } from '../shared/recipes/schema.ts';
 
@@ -52,6 +53,8 @@ const pages: Record<string, () => string> = {
   '/siblings': () => `<html><body><ul>${'<li>item</li>'.repeat(500)}</ul><p class="x">end</p></body></html>`,
   // 400 levels of div and no span: nested :has() looks under every level again for every level
   '/deep-span': () => `<html><body>${'<div>'.repeat(400)}<b>s</b>${'</div>'.repeat(400)}<p class="x">end</p></body></html>`,
+  // 500 nested elements (within the 512 bound) over 100 KB of text: each element's text and markup hold all of it
+  '/nested-text': () => `<html><body>${'<div>a'.repeat(500)}${'x'.repeat(100_000)}</body></html>`,
   // a real page near the bounds: 400 levels deep, an element with 200 attributes
   '/busy': () =>
     `<html><body>${'<div>'.repeat(400)}<p class="x" ${Array.from({ length: 200 }, (_, i) => `data-a${i}="v${i}"`).join(' ')}>fine</p>${'</div>'.repeat(400)}</body></html>`,
@@ -318,6 +321,30 @@ describe('pathological HTML never blocks the worker', () => {
     const rows = Number((result as { rows: unknown }).rows);
     expect(rows).toBeGreaterThan(25_000);
     expect(result).toMatchObject({ prices: rows, marked: rows, second: rows, last: 'end' });
+  });
+
+  it("a list of 500 nested elements, each holding the page's 100 KB of text, is read within the work budget", async () => {
+    const list = (type: 'text' | 'html'): Recipe => ({
+      ...page('/nested-text'),
+      steps: [
+        { type: 'request', url: `http://${HOST}/nested-text`, parse: 'html', save_as: 'raw' },
+        { type: 'extract', fields: { items: { type: 'list', selector: 'div', item: { type } } }, save_as: 'p' },
+      ],
+      output: { n: '{{vars.p.items.length}}', first: '{{vars.p.items[0]}}', last: '{{vars.p.items[499]}}' },
+    });
+    // Each item's text, cut at MAX_TEXT: cheerio built each one whole, anew at every level (13 s of
+    // the thread for this page; time grew with the square of the depth times the page's size).
+    const text = await timed(list('text'));
+    expect(text.error).toBeUndefined();
+    expect(text.result).toEqual({ n: 500, first: ('a'.repeat(500) + 'x'.repeat(MAX_TEXT)).slice(0, MAX_TEXT), last: 'a' + 'x'.repeat(MAX_TEXT - 1) });
+    expect(text.stallMs).toBeLessThan(1_000);
+    // Their markup is not cut (a recipe may read it again): writing the page again for each item
+    // ends at the page's work budget, a failure of the recipe on this page.
+    const html = await timed(list('html'));
+    expect(html.error?.code).toBe('workflow_execution_failed');
+    expect(html.error?.details).toMatchObject({ step: '1' });
+    expect(html.error?.message).toContain('reading the markup of the elements matched needs more work than a page may take');
+    expect(html.stallMs).toBeLessThan(1_000);
   });
 
   it('a deep and attribute-heavy page within the bounds is read as before', async () => {
@@ -790,6 +817,20 @@ describe('a broken answer is the website\'s failure, never ours', () => {
     expect(depth).toBe(20_000);
     // what execute's size check sees: a value JSON cannot even write is too large to carry
     expect(() => JSON.stringify(redacted)).toThrow(RangeError);
+  });
+
+  it('a document nested 20,000 deep read as a text field is upstream_http_error (document_too_complex), not internal_error', async () => {
+    const { error } = await timed({
+      engine: 'http',
+      hosts: [SITE_A],
+      steps: [
+        { type: 'request', url: `http://${SITE_A}/deep-json`, parse: 'json', save_as: 'a' },
+        { type: 'extract', from: { var: 'a' }, fields: { t: { type: 'text', pointer: '/list' } }, save_as: 'p' },
+      ],
+      output: '{{vars.p.t}}',
+    });
+    expect(error?.code).toBe('upstream_http_error');
+    expect(error?.details).toMatchObject({ reason: 'document_too_complex' });
   });
 
   it("a site's JSON list of two million items is read in a run with a connection (looking for the secret in it never spreads it into arguments)", async () => {

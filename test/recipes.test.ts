@@ -3,7 +3,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { RecipeValidationError, parseRecipe, safeParseRecipe, recipePerformsActions } from '../shared/recipes/schema.ts';
 import { TemplateError, renderUrl, renderValue, renderHeader, type TemplateScope } from '../shared/recipes/template.ts';
 import * as cheerio from 'cheerio';
-import { loadHtml, parseDate, parseDateTime, parseInteger, parseNumber } from '../activities/engines/extract.ts';
+import { ExtractionError, MAX_TEXT, extractHtmlObject, extractJsonObject, loadHtml, normalizeText, parseDate, parseDateTime, parseInteger, parseNumber } from '../activities/engines/extract.ts';
+import { ServiceError } from '../shared/errors.ts';
 import { guardedLookup, isPrivateAddress } from '../activities/engines/net-guard.ts';
 import { linearExtract, linearTest, toRe2 } from '../shared/regex.ts';
 import { proxyTarget } from '../activities/engines/guarded-proxy.ts';
@@ -189,6 +190,84 @@ describe('HTML parsed in slices', () => {
     const ended = new AbortController();
     ended.abort(new Error('run ended'));
     await expect(loadHtml(tricky, ended.signal, 16)).rejects.toThrow('run ended');
+  });
+});
+
+describe('reading text and markup within the work budget', () => {
+  const opts = { resolveLimit: (n: number | string) => Number(n) };
+
+  it('text, html and json fields read what cheerio reads, text cut at MAX_TEXT characters', async () => {
+    // Text split over many nodes and levels past the cut (which falls inside a surrogate pair),
+    // comments, raw text, a template's content, CDATA in SVG, entities and escapes, ld+json.
+    const long = `<div id="long">${'<p>ab&amp;c 😀 \n\t d</p><!-- x -->'.repeat(1_500)}<b>${'😀'.repeat(6_000)}</b></div>`;
+    const doc =
+      '<!DOCTYPE html><html><head><title>A &amp; B</title><style>p > a { x: "</p>" }</style>' +
+      '<script type="application/ld+json">{"@type": "Book", "name": "A <b> & B"}</script></head><body>' +
+      '<p class=x data-y=\'"q" &amp; \u00a0\'>caf&eacute;&nbsp;&#x1F600; <i>it</i><br>tail</p><template><i>t</i>in</template>' +
+      '<svg><![CDATA[cd<a>]]><title>t</title></svg><textarea>a <b> &amp;</textarea><noscript><b>n</b></noscript>' +
+      `<table><tr><td>1<td>2</table>${long}<pre>\nx</pre></body></html>`;
+    const $ = await loadHtml(doc);
+    const c = cheerio.load(doc);
+    expect(c('#long').text().length).toBeGreaterThan(MAX_TEXT);
+    const nodes = [$.root()[0]!, ...$('*').toArray()];
+    const theirs = [c.root()[0]!, ...c('*').toArray()];
+    expect(nodes.length).toBe(theirs.length);
+    nodes.forEach((node, i) => {
+      const them = c(theirs[i]!);
+      const got = extractHtmlObject($, $(node), { t: { type: 'text' }, h: { type: 'html' }, j: { type: 'json' } }, opts);
+      let json: unknown = null;
+      try {
+        json = JSON.parse(them.text());
+      } catch {}
+      expect(got, `element ${i}`).toEqual({ t: normalizeText(them.text().slice(0, MAX_TEXT)), h: them.html() ?? '', j: json });
+    });
+    expect(extractHtmlObject($, null, { p: { type: 'list', selector: 'p', item: { type: 'text' } } }, opts)).toEqual({
+      p: c('p').toArray().map((p) => normalizeText(c(p).text().slice(0, MAX_TEXT))),
+    });
+  });
+
+  // 500 nested elements (under the 512 bound) over 100 KB of text: each element's text and markup
+  // hold the whole text. Listed as items, cheerio built each text anew at every level: 13 s.
+  const nested = `<html><body>${'<div>a'.repeat(500)}${'x'.repeat(100_000)}</body></html>`;
+
+  it('a list of 500 nested elements over 100 KB of text reads at most MAX_TEXT characters of each, at once', async () => {
+    const $ = await loadHtml(nested);
+    const started = performance.now();
+    const { items } = extractHtmlObject($, null, { items: { type: 'list', selector: 'div', item: { type: 'text' } } }, opts) as { items: string[] };
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(items).toHaveLength(500);
+    expect(items[0]).toBe(('a'.repeat(500) + 'x'.repeat(MAX_TEXT)).slice(0, MAX_TEXT));
+    expect(items[499]).toBe('a' + 'x'.repeat(MAX_TEXT - 1));
+  });
+
+  it('their markup, or their text read whole as json, ends the extraction at the work budget, at once', async () => {
+    for (const type of ['html', 'json'] as const) {
+      const $ = await loadHtml(nested);
+      const started = performance.now();
+      let error: unknown;
+      try {
+        extractHtmlObject($, null, { items: { type: 'list', selector: 'div', item: { type } } }, opts);
+      } catch (e) {
+        error = e;
+      }
+      expect(performance.now() - started, type).toBeLessThan(1_000);
+      expect(error, type).toBeInstanceOf(ExtractionError);
+      expect((error as Error).message).toMatch(/^reading the (markup|text) of the elements matched needs more work than a page may take \(20,000,000 steps a page/);
+    }
+  });
+});
+
+describe("a website's JSON read as a field's text", () => {
+  it("nested 20,000 deep, is the website's document_too_complex, not a stack overflow", () => {
+    const deep = JSON.parse(`{"list":${'['.repeat(20_000)}1${']'.repeat(20_000)}}`);
+    let error: unknown;
+    try {
+      extractJsonObject(deep, { t: { type: 'text', pointer: '/list' } }, { resolveLimit: Number });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ServiceError);
+    expect(error).toMatchObject({ code: 'upstream_http_error', details: { reason: 'document_too_complex' } });
   });
 });
 

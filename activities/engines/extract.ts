@@ -4,9 +4,9 @@
 
 import * as cheerio from 'cheerio';
 import { select as cssSelect } from 'cheerio-select';
-import type { AnyNode, Element } from 'domhandler';
+import { hasChildren, isComment, isDocument, isText, type AnyNode, type Element } from 'domhandler';
 import * as DomUtils from 'domutils';
-import { Parser } from 'parse5';
+import { Parser, serializeOuter } from 'parse5';
 import { adapter as domAdapter, type Htmlparser2TreeAdapterMap } from 'parse5-htmlparser2-tree-adapter';
 import { ServiceError } from '../../shared/errors.ts';
 import type { Field, FieldType } from '../../shared/recipes/schema.ts';
@@ -140,7 +140,8 @@ export async function loadHtml(html: string, signal?: AbortSignal, slice = HTML_
 // ------------------------------------------------------------------------------------------
 // Value coercion
 
-const MAX_TEXT = 20_000;
+/** Characters of an element's text a text field reads (before whitespace is collapsed). */
+export const MAX_TEXT = 20_000;
 
 export function normalizeText(s: string): string {
   return s.replace(/\s+/g, ' ').trim();
@@ -189,6 +190,22 @@ function applyPattern(text: string, pattern: string | undefined): string | null 
   return linearExtract(pattern, text.slice(0, MAX_TEXT));
 }
 
+/**
+ * A website's JSON value as text. JSON.stringify recurses: an array nested 20,000 deep (40 KB of
+ * brackets, which JSON.parse reads) overflows the stack, and the RangeError would end the run as
+ * internal_error, retried as our fault. It is the website's data that cannot be read.
+ */
+function jsonText(raw: object): string {
+  try {
+    return JSON.stringify(raw);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    throw new ServiceError('upstream_http_error', "The website's data is too complex to read (JSON nested too deeply to write as text)", {
+      details: { reason: 'document_too_complex' },
+    });
+  }
+}
+
 /** Converts a scalar read from a page or JSON document to the field's type; null when it cannot. */
 export function coerce(raw: unknown, type: FieldType, f: Field): unknown {
   if (raw === undefined || raw === null) return null;
@@ -207,7 +224,7 @@ export function coerce(raw: unknown, type: FieldType, f: Field): unknown {
       case 'text':
       case 'attribute':
       case 'html':
-        return typeof raw === 'object' ? JSON.stringify(raw) : String(raw);
+        return typeof raw === 'object' ? jsonText(raw) : String(raw);
       default:
         if (typeof raw === 'number' && (type === 'date' || type === 'datetime')) {
           const iso = new Date(raw > 1e11 ? raw : raw * 1000).toISOString();
@@ -269,54 +286,73 @@ function resolveUrlValue(raw: unknown, base: string | undefined): string | null 
 }
 
 // ------------------------------------------------------------------------------------------
-// Selectors within a work budget
+// Selectors, text and markup within a work budget
 
 /**
- * Steps of selector matching (calls into the document: parent, siblings, children, name,
- * attribute…) one parsed document allows, over every selector run on it. Matching is synchronous
- * CPU work on the thread every organization's runs share, and some selectors cost far more than
- * the page's size: unbounded, `li.none ~ li ~ li ~ li` over 500 items took 59 s,
- * `div:has(div:has(div:has(span)))` 400 levels deep 43 s, and `tr:nth-child(2n)` over a 5 MiB table
- * of 31,000 rows 16 s (each row counts its earlier siblings). Measured on a 5 MiB page of 31,000
- * rows, an ordinary selector (`table tr.r`, `td.price + td span`, `td:nth-child(2)`) takes at most
- * 512,000 steps, and 5,000,000 steps take about 90 ms of the thread: this bound, 20,000,000, holds
- * the thread at most about a third of a second per page, and leaves a recipe room for dozens of
- * ordinary selectors over the largest page.
+ * Steps of work one parsed document allows, over every selector run on it and every text and
+ * markup read out of it. Both are synchronous CPU work on the thread every organization's runs
+ * share.
+ *
+ * Selectors: a step is a call into the document (parent, siblings, children, name, attribute…).
+ * Some selectors cost far more than the page's size: unbounded, `li.none ~ li ~ li ~ li` over 500
+ * items took 59 s, `div:has(div:has(div:has(span)))` 400 levels deep 43 s, and `tr:nth-child(2n)`
+ * over a 5 MiB table of 31,000 rows 16 s (each row counts its earlier siblings). Measured on a
+ * 5 MiB page of 31,000 rows, an ordinary selector (`table tr.r`, `td.price + td span`,
+ * `td:nth-child(2)`) takes at most 512,000 steps, and 5,000,000 steps take about 90 ms of the
+ * thread.
+ *
+ * Reading: a node visited is a step, and so is each character read or written (textOf, htmlOf);
+ * measured, a step of reading takes between a cheap and a costly step of a selector. An element's
+ * text and markup hold those of every element inside it, so a list of nested matches reads the
+ * page again for each: 500 nested `<div>`s over 100 KB of text, listed as `div` items, built 500
+ * texts of 100 KB (cheerio builds each level's text again: 13 s), and over a 5 MiB page their
+ * strings would hold 2.5 GB. On the 5 MiB table, the text of every row takes 1,600,000 steps, the
+ * markup of every row 6,500,000 and the markup of the whole body 7,500,000.
+ *
+ * This bound, 20,000,000, holds the thread about a third of a second per page at that pace (walks
+ * over all of a large page, matching or reading, may take a few times that), leaves a recipe room
+ * for dozens of ordinary selectors over the largest page, and keeps what a page's fields hold to
+ * tens of megabytes.
  */
-export const SELECTOR_WORK_PER_DOCUMENT = 20_000_000;
+export const WORK_PER_DOCUMENT = 20_000_000;
 
-class SelectorBudgetSpent extends Error {}
+/** What is left of one document's work budget. */
+interface Work {
+  left: number;
+}
+
+class WorkSpent extends Error {}
 
 type DomAdapter = typeof DomUtils;
 /** The document functions css-select calls (its Adapter), each counting one step. */
 const COUNTED = ['isTag', 'existsOne', 'getAttributeValue', 'getChildren', 'getName', 'getParent', 'getSiblings', 'getText', 'hasAttrib', 'removeSubsets', 'findAll', 'findOne', 'prevElementSibling'] as const;
 
-const adapters = new WeakMap<CheerioDoc, DomAdapter>();
+const budgets = new WeakMap<CheerioDoc, { work: Work; adapter: DomAdapter }>();
 
-/** The counting adapter of one document: its budget is shared by every selector run on it. */
-function adapterOf($: CheerioDoc): DomAdapter {
-  let adapter = adapters.get($);
-  if (!adapter) {
-    let left = SELECTOR_WORK_PER_DOCUMENT;
+/** One document's budget and its counting adapter: every selector and read on it spends the same budget. */
+function budgetOf($: CheerioDoc): { work: Work; adapter: DomAdapter } {
+  let budget = budgets.get($);
+  if (!budget) {
+    const work: Work = { left: WORK_PER_DOCUMENT };
     const counted: Record<string, unknown> = { ...DomUtils };
     for (const name of COUNTED) {
       // Three fixed parameters (no adapter function takes more), not a rest parameter: this runs
       // for every step of every match, and a spread made the steps twice as slow.
       const fn = DomUtils[name] as (a: unknown, b: unknown, c: unknown) => unknown;
       counted[name] = (a: unknown, b: unknown, c: unknown) => {
-        if (--left < 0) throw new SelectorBudgetSpent();
+        if (--work.left < 0) throw new WorkSpent();
         return fn(a, b, c);
       };
     }
-    adapter = counted as DomAdapter;
-    adapters.set($, adapter);
+    budget = { work, adapter: counted as DomAdapter };
+    budgets.set($, budget);
   }
-  return adapter;
+  return budget;
 }
 
 /**
  * `scope.find(selector)`, or `$(selector)` without a scope, as cheerio runs them, but matching
- * through the document's counting adapter: past SELECTOR_WORK_PER_DOCUMENT steps the run fails
+ * through the document's counting adapter: past WORK_PER_DOCUMENT steps the run fails
  * (ExtractionError) instead of holding the thread.
  */
 export function selectIn($: CheerioDoc, scope: Sel | null, selector: string): Sel {
@@ -338,14 +374,14 @@ export function selectIn($: CheerioDoc, scope: Sel | null, selector: string): Se
         lowerCaseAttributeNames: o.lowerCaseAttributeNames,
         pseudos: o.pseudos,
         quirksMode: o.quirksMode,
-        adapter: adapterOf($),
+        adapter: budgetOf($).adapter,
       },
       Number.POSITIVE_INFINITY,
     );
     return $(found as Element[]);
   } catch (e) {
-    if (e instanceof SelectorBudgetSpent) {
-      throw new ExtractionError(`the selector "${selector}" needs more work than a page may take (${SELECTOR_WORK_PER_DOCUMENT.toLocaleString('en')} matching steps a page): write it without long chains of sibling (~) or :has() steps`);
+    if (e instanceof WorkSpent) {
+      throw new ExtractionError(`the selector "${selector}" needs more work than a page may take (${WORK_PER_DOCUMENT.toLocaleString('en')} steps a page): write it without long chains of sibling (~) or :has() steps`);
     }
     throw new ExtractionError(`invalid CSS selector "${selector}": ${(e as Error).message}`);
   }
@@ -356,17 +392,129 @@ function find($: CheerioDoc, scope: Sel | null, selector: string | undefined): S
   return selectIn($, scope, selector);
 }
 
-function htmlScalar($: CheerioDoc, el: Sel, f: Field): unknown {
-  if (f.type === 'html') return el.html() ?? '';
-  if (f.attribute) return el.attr(f.attribute) ?? null;
-  if (f.type === 'json') {
-    try {
-      return JSON.parse(el.text());
-    } catch {
-      return null;
+/**
+ * cheerio's `text()` of `nodes` (domutils' textContent: the data of every text node under them,
+ * CDATA's included, in document order) cut at `max` characters, spending a step of `work` for each
+ * node visited and each character taken. It stops once it has `max` characters, and never builds
+ * the text of a whole subtree: cheerio joins every level's text again, so reading the text of each
+ * of 500 nested elements took time in the square of the depth, times the page's size.
+ */
+function textOf(work: Work, nodes: readonly AnyNode[], max: number): string {
+  const parts: string[] = [];
+  let length = 0;
+  // The children lists being walked and the next index in each: at most the page's depth deep.
+  const lists: Array<readonly AnyNode[]> = [nodes];
+  const next: number[] = [0];
+  while (lists.length > 0 && length < max) {
+    const top = lists.length - 1;
+    const list = lists[top]!;
+    const i = next[top]!++;
+    if (i >= list.length) {
+      lists.pop();
+      next.pop();
+      continue;
+    }
+    const node = list[i]!;
+    if (--work.left < 0) throw new WorkSpent();
+    if (hasChildren(node) && !isComment(node)) {
+      lists.push(node.children);
+      next.push(0);
+    } else if (isText(node) && node.data.length > 0) {
+      const take = Math.min(node.data.length, max - length);
+      if ((work.left -= take) < 0) throw new WorkSpent();
+      parts.push(take === node.data.length ? node.data : node.data.slice(0, take));
+      length += take;
     }
   }
-  return el.text().slice(0, MAX_TEXT);
+  return parts.join('');
+}
+
+/**
+ * Steps an element costs besides its characters (parse5 asks the tree adapter about it several
+ * times and builds its attribute list anew): with them, a step of writing markup takes about the
+ * time of a step of reading text.
+ */
+const ELEMENT_WRITE_STEPS = 8;
+
+/** Characters that escaping may write as entities (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&nbsp;`). */
+const ESCAPED = /[&<>"\u00a0]/g;
+
+/** The most characters the serializer writes for `s`: each escaped character as at most six. */
+function escapedLength(s: string): number {
+  let n = s.length;
+  ESCAPED.lastIndex = 0;
+  while (ESCAPED.exec(s)) n += 5;
+  return n;
+}
+
+/**
+ * cheerio's `html()` of the first node of `el` ('' when it has no children): parse5's own
+ * serializer, as cheerio calls it, through a tree adapter that spends a step of `work` for each
+ * node and for each character it will write (text, comments, tag and attribute names, values
+ * with their escapes), and stops it when the budget is spent. Unbounded, a list of nested
+ * elements wrote the page again for each, and kept every copy.
+ */
+function htmlOf(work: Work, el: Sel): string {
+  const node = el[0];
+  if (!node || !hasChildren(node)) return '';
+  const spend = (n: number) => {
+    if ((work.left -= n) < 0) throw new WorkSpent();
+  };
+  const treeAdapter: typeof domAdapter = {
+    ...domAdapter,
+    getChildNodes(parent) {
+      const children = domAdapter.getChildNodes(parent);
+      spend(children.length + 1);
+      return children;
+    },
+    getAttrList(element) {
+      const attrs = domAdapter.getAttrList(element);
+      let n = 2 * element.name.length + 5 + ELEMENT_WRITE_STEPS;
+      for (const a of attrs) n += a.name.length + escapedLength(a.value) + 4;
+      spend(n);
+      return attrs;
+    },
+    getTextNodeContent(text) {
+      const data = domAdapter.getTextNodeContent(text);
+      spend(escapedLength(data));
+      return data;
+    },
+    getCommentNodeContent(comment) {
+      const data = domAdapter.getCommentNodeContent(comment);
+      spend(data.length + 7);
+      return data;
+    },
+  };
+  let out = '';
+  for (const child of node.children) {
+    // cheerio writes a document among the nodes as its children: a template's content is one
+    if (isDocument(child)) for (const c of treeAdapter.getChildNodes(child)) out += serializeOuter(c, { treeAdapter });
+    else out += serializeOuter(child, { treeAdapter });
+  }
+  return out;
+}
+
+function htmlScalar($: CheerioDoc, el: Sel, f: Field): unknown {
+  if (f.attribute && f.type !== 'html') return el.attr(f.attribute) ?? null;
+  const { work } = budgetOf($);
+  let text: string;
+  try {
+    if (f.type === 'html') return htmlOf(work, el);
+    // A json field parses the whole text (an ld+json script may be large): it is bounded by the budget alone.
+    text = textOf(work, el.toArray(), f.type === 'json' ? Number.POSITIVE_INFINITY : MAX_TEXT);
+  } catch (e) {
+    if (!(e instanceof WorkSpent)) throw e;
+    const what = `the ${f.type === 'html' ? 'markup' : 'text'} of ${f.selector ? `"${f.selector}"` : 'the elements matched'}`;
+    throw new ExtractionError(
+      `reading ${what} needs more work than a page may take (${WORK_PER_DOCUMENT.toLocaleString('en')} steps a page, with its selectors'): nested matches read the same text again for each`,
+    );
+  }
+  if (f.type !== 'json') return text;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
 }
 
 export function extractHtmlField($: CheerioDoc, scope: Sel | null, f: Field, opts: ExtractOptions): unknown {
