@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { runner } from 'node-pg-migrate';
+import pg from 'pg';
 import { expect } from 'vitest';
 import { createPool, type Db } from '../../shared/db/pool.ts';
 import { ROOT } from './processes.ts';
@@ -15,8 +16,21 @@ const NAMES = fs.readdirSync(DIR).filter((f) => f.endsWith('.sql')).map((f) => f
 const created: string[] = [];
 const pools: Db[] = [];
 
-const migrate = (databaseUrl: string, count: number) =>
-  runner({ databaseUrl, dir: DIR, direction: 'up', migrationsTable: 'pgmigrations', checkOrder: true, count, log: () => {} });
+/**
+ * On a connection of our own, closed before this returns: the runner's own client is ended without
+ * waiting, so `dropAll` right after a migration could terminate it (DROP … WITH (FORCE)) while it
+ * closed, and its FATAL reached a client with no error listener (an uncaught exception).
+ */
+async function migrate(databaseUrl: string, count: number) {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    await runner({ dbClient: client, dir: DIR, direction: 'up', migrationsTable: 'pgmigrations', checkOrder: true, count, log: () => {} });
+  } finally {
+    await client.end();
+  }
+}
 
 export async function databaseBefore(target: string) {
   const name = `wqs_mig_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
