@@ -192,10 +192,13 @@ function urlSpellings(url: URL): string[] {
   return [url.href, decode(url.href), decode(url.href.replace(/\+/g, ' '))];
 }
 
-/** A value a template could not use (template.ts: too large, nested too deeply): template.ts knows no steps, so the interpreter names it. */
+/**
+ * A value a template could not use (template.ts: too large, nested too deeply), or a website's
+ * data too deep to read (extract.ts): neither module knows steps, so the interpreter names it.
+ */
 function valueRefusal(e: ServiceError): boolean {
   const details = e.details as { reason?: unknown; step?: unknown } | undefined;
-  return details?.reason === 'value_too_large' && details.step === undefined;
+  return (details?.reason === 'value_too_large' || details?.reason === 'document_too_complex') && details.step === undefined;
 }
 
 /** The same refusal, its details naming the recipe step it arose in. */
