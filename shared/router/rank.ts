@@ -73,8 +73,12 @@ const NOUN_NEXT = new Set(['status', 'history', 'number', 'details', 'detail', '
 // English: a prompt in another language has no action verb here, so it never asks for an action.
 // A mention that is not a request makes the router abstain (`action_not_asked`, decide()).
 
-/** Words that may stand between a clause's start (or an ask) and its verb: "please", "just", "go ahead and". */
-const FILLERS = new Set(['please', 'pls', 'plz', 'kindly', 'just', 'now', 'also', 'then', 'go', 'ahead', 'and']);
+/**
+ * Words that may stand between a clause's start (or an ask) and its verb: "please", "just", "go ahead
+ * and", a greeting ("hi, please book …"). "and" alone does not start a clause: "check the price and
+ * order …" could be anyone's plan ("my colleague will check … and order …"); ", then order …" does.
+ */
+const FILLERS = new Set(['please', 'pls', 'plz', 'kindly', 'just', 'now', 'also', 'then', 'go', 'ahead', 'and', 'hi', 'hello', 'hey', 'ok', 'okay', 'yes']);
 /** First-person asks that end right before the verb (words as `words()` spells them: "I'd" is "id"). */
 const ASKS = [
   ['i', 'want', 'to'], ['i', 'need', 'to'], ['id', 'like', 'to'], ['i', 'would', 'like', 'to'],
