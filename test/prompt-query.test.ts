@@ -313,6 +313,24 @@ describe('what costs nothing', () => {
     expect((await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = $1 AND operation = 'place_order'`, [org.org_id])).rows[0].n).toBe(0);
   });
 
+  // docs/contract-decisions.md, "Actions need an explicit request": each of these names a booking or
+  // an order with every input it needs, yet asks for neither (a hedge, a negation, a question).
+  it('an action named without being asked for abstains: 422 prompt_unroutable, nothing booked, ordered or charged', async () => {
+    for (const prompt of [
+      'Is 20261124-DERM-1500 still free? I might want to book it for Chris Evans chris@evans.org',
+      "I don't want to order 2 NW-MUG-STL",
+      'Is it possible to order 2 NW-MUG-STL?',
+    ]) {
+      const org = await newOrg(20);
+      const res = await query(org.api_key, { prompt, allowed_apis: DEMO });
+      await expectFree(res, org.org_id, 422, 'prompt_unroutable');
+      expect(res.body.error.param, prompt).toBe('prompt');
+      const acted = await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = $1 AND operation IN ('book_appointment', 'place_order')`, [org.org_id]);
+      expect(acted.rows[0].n, prompt).toBe(0);
+      expect(await balanceOf(org.org_id), prompt).toEqual({ granted: 20, available: 20, reserved: 0, charged: 0 });
+    }
+  });
+
   it('a required input the prompt does not give: 422 prompt_input_missing listing each field', async () => {
     const org = await newOrg(20);
     const res = await query(org.api_key, { prompt: 'What is the current weather?', api: '@weather' });

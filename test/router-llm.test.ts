@@ -310,6 +310,28 @@ describe.skipIf(!installed && !process.env.CI)('LLM path against a real local Op
     expect(await requestCount(org.org_id)).toBe(0);
   });
 
+  it('a model that refuses the action the offline router chose, or picks another operation, stops it: 422, nothing booked or charged', async () => {
+    const prompt = 'Book 20261124-DERM-1500 for Chris Evans chris@evans.org'; // the offline router chooses @clinic book_appointment
+    const another = (body: any): string => body.tools[0].function.parameters.properties.operation.enum.find((id: string) => id !== 'none' && !id.endsWith('/book_appointment'));
+    const cases: Array<[string, Behaviour]> = [
+      ['none', (body) => (forced(body) === 'choose_operation' ? toolAnswer('choose_operation', { operation: 'none' }) : 'forward')],
+      ['another operation', (body) => (forced(body) === 'choose_operation' ? toolAnswer('choose_operation', { operation: another(body) }) : 'forward')],
+    ];
+    for (const [what, b] of cases) {
+      behaviour = b;
+      seen = [];
+      const org = await newOrg(20);
+      const res = await query(org.api_key, { prompt, allowed_apis: DEMO }, {}, base);
+      // The model was asked (the offline router had chosen the action), and disagreed.
+      expect(seen.map((s) => forced(s.body)), what).toEqual(['choose_operation']);
+      expect(offered(seen[0]!.body, 'book_appointment'), what).toBeDefined();
+      expect(res.status, `${what}: ${res.text}`).toBe(422);
+      expect(res.body.error.code, what).toBe('prompt_unroutable');
+      expect(await ledgerOf(org.org_id), what).toEqual([]);
+      expect(await requestCount(org.org_id), what).toBe(0);
+    }
+  });
+
   it('a hostile prompt cannot widen the scope, change the price or reach another organization\'s operations', async () => {
     const [owner, caller] = await Promise.all([newOrg(5), newOrg(20)]);
     const handle = `@weather-vault-${Math.random().toString(36).slice(2, 8)}`;

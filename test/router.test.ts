@@ -134,6 +134,45 @@ describe('rank: abstention and actions', () => {
     const notAsked = await router.rank('NW-MUG-STL 2', { orgId: orgB, allowedApis: DEMO });
     expect(notAsked.chosen?.operation).not.toBe('place_order');
   });
+
+  // docs/contract-decisions.md, "Actions need an explicit request": an imperative or a first-person
+  // ask, not negated, hedged, asked about, someone else's wish or a reminder.
+  it('an action named without being asked for (negated, hedged, a question, a reminder, a third party) runs nothing', async () => {
+    for (const prompt of [
+      'Is 20261124-DERM-1500 still free? I might want to book it for Chris Evans chris@evans.org',
+      "I don't want to order 2 NW-MUG-STL",
+      'Is it possible to order 2 NW-MUG-STL?',
+      'What happens if I try to order 2 NW-MUG-STL?',
+      'Remind me to order 2 NW-MUG-STL next week',
+      'My colleague wants to buy 2 NW-MUG-STL; what is the price?',
+      'how to order 2 NW-MUG-STL',
+      'order 2 NW-MUG-STL?',
+    ]) {
+      // Named in a verb's place without being asked for: the router abstains, as for an action not asked.
+      const r = await router.rank(prompt, { orgId: orgB, allowedApis: DEMO });
+      expect(r.chosen?.performs_actions ?? false, `${prompt} -> ${pick(r)}`).toBe(false);
+      expect(r.chosen, prompt).toBeNull();
+      expect(r.reason, prompt).toBe('action_not_asked');
+    }
+    // Not in a verb's place at all: the action is never a candidate to run (a read may be).
+    for (const prompt of ['Should I order 2 NW-MUG-STL?', 'I never book 20261124-DERM-1500 for Chris Evans chris@evans.org']) {
+      const r = await router.rank(prompt, { orgId: orgB, allowedApis: DEMO });
+      expect(r.chosen?.performs_actions ?? false, `${prompt} -> ${pick(r)}`).toBe(false);
+    }
+  });
+
+  it('an explicit request still runs its action: an imperative, "please", "can you …?", "I want to", "let\'s"', async () => {
+    const cases: Array<[string, string]> = [
+      ['Book 20261124-DERM-1500 for Chris Evans chris@evans.org', '@clinic.book_appointment'],
+      ['I want to book 20261124-DERM-1500 for Chris Evans chris@evans.org', '@clinic.book_appointment'],
+      ["I'd like to book 20261124-DERM-1500 for Chris Evans chris@evans.org", '@clinic.book_appointment'],
+      ['Could you please book 20261124-DERM-1500 for Chris Evans chris@evans.org?', '@clinic.book_appointment'],
+      ['Please order 2 NW-MUG-STL', '@shop.place_order'],
+      ['Can you order 2 NW-MUG-STL?', '@shop.place_order'],
+      ["Let's order 2 NW-MUG-STL", '@shop.place_order'],
+    ];
+    for (const [prompt, op] of cases) expect(pick(await router.rank(prompt, { orgId: orgB, allowedApis: DEMO })), prompt).toBe(op);
+  });
 });
 
 describe('fill', () => {

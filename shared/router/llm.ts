@@ -4,7 +4,8 @@
 // through a forced tool call (`tool_choice` naming the function) whose parameters are the choice's
 // enum or the operation's input schema, with its verified examples as few-shot. Its answer is used
 // only when every rule of the offline router still holds; otherwise, and on any error, timeout or
-// refusal, the offline router answers and the reason is recorded. See README.md, "The LLM path".
+// refusal, the offline router answers and the reason is recorded, except that a model refusing or
+// replacing an action the offline router chose stops it (llmVetoesAction). See README.md, "The LLM path".
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { Config } from '../config.ts';
@@ -53,6 +54,18 @@ export function llmSettings(c: Pick<Config, 'OPENAI_BASE_URL' | 'OPENAI_API_KEY'
  */
 export function llmMayAnswer(ranked: RankResult): boolean {
   return ranked.candidates.length > 0 && (ranked.chosen !== null || ranked.reason === 'no_clear_winner');
+}
+
+/**
+ * Whether the model's fallback vetoes the action the offline router chose. An action runs only on
+ * an explicit request (docs/contract-decisions.md): when the model was asked and answered "none",
+ * picked another operation (`action_not_asked`) or named one outside the candidates, the two
+ * routers disagree about what the prompt asks, and the action does not run: the prompt abstains
+ * (422 prompt_unroutable, free). A model that could not answer at all (error, timeout, a reply not
+ * OpenAI-shaped) vetoes nothing: the offline router answers as if no model were configured.
+ */
+export function llmVetoesAction(ranked: RankResult, fallback: LlmFallback): boolean {
+  return ranked.chosen?.performs_actions === true && (fallback === 'refused' || fallback === 'action_not_asked' || fallback === 'unknown_operation');
 }
 
 export class LlmRouter {

@@ -2,8 +2,9 @@
 // candidate gets a score in 0..1 from: how well the prompt's words meet the operation's own words
 // (name, label, labels first; field names, enum values, API and sites next; descriptions last),
 // how many of its required fields the prompt fills, and whether the prompt holds a value only this
-// operation takes (an enum value, an id of its pattern). Actions need an explicit verb for them
-// and every required input from the prompt.
+// operation takes (an enum value, an id of its pattern). Actions need an explicit request for them
+// (actionMentions: an imperative or a first-person ask, not negated, hedged or asked about) and
+// every required input from the prompt; a prompt that names an action without asking for it abstains.
 import type { Candidate, RankResult } from './types.ts';
 import type { RouteRow } from './retrieve.ts';
 import { fillDetailed, operationVocabulary, targetVocabulary } from './fill.ts';
@@ -55,31 +56,117 @@ const ACTION_VERBS = new Set(
     'hire checkout rebook reschedule sign renew top-up transfer withdraw deposit unfollow reply'
   ).split(' '),
 );
-/** Words before a verb that make it a request ("please book", "I want to order", "can you cancel"). */
-const LEADS = new Set(['please', 'to', 'and', 'then', 'pls', 'plz', 'kindly', 'now', 'also', 'just', 'go', 'ahead']);
 /** Words after "order"/"book" that make it a noun ("order status", "book details"). */
 const NOUN_NEXT = new Set(['status', 'history', 'number', 'details', 'detail', 'id', 'info', 'page', 'price', 'prices', 'list', 'of', 'is', 'was', 'by', 'about', 'with']);
 
+// Actions need an explicit request (docs/contract-decisions.md, "Actions need an explicit request").
+// An action verb in a verb's place (a clause's first word, or after "please", "to", "and"…) is a
+// *mention*; a mention is a *request* only when all of these hold:
+//   1. it is an imperative at the start of a clause ("Book …", "please order …", "…, then buy …"),
+//      or follows "can/could/would/will you" at the start of a clause, or a first-person ask
+//      ("I want to", "I'd like to", "I would like to", "I need to", "we want to"…, "let's");
+//   2. its sentence has no negation (not, n't, never, no…), conditional or hedge (if, whether,
+//      unless, might, maybe, perhaps, possible, "should I", "what happens"…) and no reminder
+//      ("remind me to …");
+//   3. its sentence is not a question ending in "?", unless the ask is "can/could/would/will you …?".
+// A third party's wish ("my colleague wants to buy …") matches none of the asks in 1. The words are
+// English: a prompt in another language has no action verb here, so it never asks for an action.
+// A mention that is not a request makes the router abstain (`action_not_asked`, decide()).
+
+/**
+ * Words that may stand between a clause's start (or an ask) and its verb: "please", "just", "go ahead
+ * and", a greeting ("hi, please book …"). "and" alone does not start a clause: "check the price and
+ * order …" could be anyone's plan ("my colleague will check … and order …"); ", then order …" does.
+ */
+const FILLERS = new Set(['please', 'pls', 'plz', 'kindly', 'just', 'now', 'also', 'then', 'go', 'ahead', 'and', 'hi', 'hello', 'hey', 'ok', 'okay', 'yes']);
+/** First-person asks that end right before the verb (words as `words()` spells them: "I'd" is "id"). */
+const ASKS = [
+  ['i', 'want', 'to'], ['i', 'need', 'to'], ['id', 'like', 'to'], ['i', 'would', 'like', 'to'],
+  ['we', 'want', 'to'], ['we', 'need', 'to'], ['wed', 'like', 'to'], ['we', 'would', 'like', 'to'],
+  ['lets'], ['let', 'us'],
+];
+/** "can you …", "could you …": a request even as a question. */
+const POLITE = new Set(['can', 'could', 'would', 'will']);
+/** A sentence with one of these words asks for no action (negations, hedges and conditionals, reminders). */
+const NOT_A_REQUEST = new Set([
+  'not', 'no', 'never', 'nor', 'cannot', 'dont', 'doesnt', 'didnt', 'wont', 'cant', 'shouldnt', 'wouldnt', 'couldnt', 'isnt', 'arent', 'wasnt', 'werent', 'havent', 'hasnt', 'neednt', 'mustnt',
+  'if', 'whether', 'unless', 'might', 'maybe', 'perhaps', 'possible', 'possibly', 'wonder', 'wondering',
+  'remind', 'reminder', 'reminders',
+]);
+/** Two-word hedges: "should I order…?", "what happens when I book…". */
+const NOT_A_REQUEST_PAIRS = [['should', 'i'], ['should', 'we'], ['what', 'happens'], ['what', 'happen'], ['in', 'case']];
+
+export interface ActionMentions {
+  /** Action verbs the prompt asks for. */
+  requested: string[];
+  /** Action verbs the prompt names in a verb's place without asking for them (negated, hedged, asked about, someone else's). */
+  declined: string[];
+}
+
 /** The action verbs the prompt uses as requests. */
 export function requestedActions(facts: PromptFacts): string[] {
+  return actionMentions(facts).requested;
+}
+
+/** The action verbs the prompt names as verbs, split into the ones it asks for and the ones it does not. */
+export function actionMentions(facts: PromptFacts): ActionMentions {
   const toks = facts.tokens.map((t) => words(t.raw).join(''));
-  const out: string[] = [];
+  // The text between token k-1 and token k, with token k-1's stripped trailing punctuation ("…STL?" → "?").
+  const gapBefore = (k: number) => (k <= 0 ? '' : facts.tokens[k - 1]!.raw.slice(-1) + facts.text.slice(facts.tokens[k - 1]!.end, facts.tokens[k]!.start).trim());
+  const sentenceBreak = (k: number) => k <= 0 || /[.!?;]/.test(gapBefore(k).slice(1));
+  const clauseBreak = (k: number) => k <= 0 || /[.!?;,:]/.test(gapBefore(k).slice(1));
+  // Sentences as [first, last] token indexes, and whether each ends with "?".
+  const sentenceOf: number[] = [];
+  const sentences: { first: number; last: number; question: boolean }[] = [];
+  toks.forEach((_, k) => {
+    if (sentenceBreak(k)) sentences.push({ first: k, last: k, question: false });
+    sentences[sentences.length - 1]!.last = k;
+    sentenceOf.push(sentences.length - 1);
+  });
+  for (const s of sentences) {
+    const after = s.last + 1 < toks.length ? gapBefore(s.last + 1).slice(1) : facts.text.slice(facts.tokens[s.last]!.end);
+    s.question = /^[^.!;]*\?/.test(after);
+  }
+  const hedged = sentences.map((s) => {
+    const w = toks.slice(s.first, s.last + 1);
+    const raws = facts.tokens.slice(s.first, s.last + 1).map((t) => t.raw);
+    return w.some((x) => NOT_A_REQUEST.has(x)) || raws.some((r) => /n['’]t$/i.test(r)) || w.some((x, j) => NOT_A_REQUEST_PAIRS.some(([a, b]) => x === a && w[j + 1] === b));
+  });
+  // Skip fillers back from k (inclusive), not past the sentence's first token.
+  const skipFillers = (k: number, first: number) => {
+    while (k >= first && FILLERS.has(toks[k]!)) k--;
+    return k;
+  };
+  // Whether token k starts a clause, after optional fillers ("please", "just").
+  const startsClause = (k: number, first: number) => {
+    const j = skipFillers(k - 1, first);
+    return j < first || clauseBreak(j + 1);
+  };
+
+  const requested: string[] = [];
+  const declined: string[] = [];
   toks.forEach((w, i) => {
     if (!ACTION_VERBS.has(w)) return;
     const prev = toks[i - 1];
     const next = toks[i + 1];
-    const gap = i === 0 ? '' : facts.tokens[i - 1]!.raw.slice(-1) + facts.text.slice(facts.tokens[i - 1]!.end, facts.tokens[i]!.start).trim();
-    const clauseStart = i === 0 || /[.!?;,:]$/.test(gap);
-    // "please book", "I want to order", "can you buy" — but not "do you sell" (a question about what is sold).
-    const lead = prev !== undefined && (LEADS.has(prev) || (prev === 'you' && /^(can|could|would|will)$/.test(toks[i - 2] ?? '')));
+    // A verb's place: a clause's first word, or after a word that leads a verb ("please", "to", "can you").
+    const clauseStart = i === 0 || /[.!?;,:]$/.test(gapBefore(i));
+    const lead = prev !== undefined && (['please', 'to', 'and', 'then', 'pls', 'plz', 'kindly', 'now', 'also', 'just', 'go', 'ahead', 'lets', 'us'].includes(prev) || (prev === 'you' && POLITE.has(toks[i - 2] ?? '')));
     if (!clauseStart && !lead) return;
     if (next !== undefined && NOUN_NEXT.has(next)) return;
     // "order ORD-100001": an id named after the word makes it a noun; "book 20261124-DERM-1500" stays a verb.
     const nextRaw = (facts.tokens[i + 1]?.raw ?? '').toLowerCase();
     if (/[0-9]/.test(nextRaw) && nextRaw.startsWith(w.slice(0, 3))) return;
-    out.push(w);
+
+    const s = sentences[sentenceOf[i]!]!;
+    const j = skipFillers(i - 1, s.first); // the word before the verb and its fillers
+    const imperative = j < s.first || clauseBreak(j + 1);
+    const polite = j >= s.first + 1 && toks[j] === 'you' && POLITE.has(toks[j - 1]!) && startsClause(j - 1, s.first);
+    const ask = ASKS.some((a) => a.every((x, n) => toks[j - a.length + 1 + n] === x) && j - a.length + 1 >= s.first);
+    const isRequest = (imperative || polite || ask) && !hedged[sentenceOf[i]!] && (!s.question || polite);
+    (isRequest ? requested : declined).push(w);
   });
-  return out;
+  return { requested, declined };
 }
 
 const verbMatches = (verb: string, vocab: string) => sameWord(verb, vocab) || (verb.length >= 5 && vocab.length >= 5 && verb.slice(0, 5) === vocab.slice(0, 5));
@@ -188,6 +275,8 @@ export interface PromptFeatures {
   candidates: CandidateFeatures[];
   /** The prompt asks for an action (book, order, cancel…). */
   actions: string[];
+  /** Action verbs the prompt names without asking for them ("I don't want to order…", "is it possible to book…?"). */
+  declined: string[];
   /** Every candidate carries a dense cosine: TUNING_DENSE applies. */
   dense: boolean;
 }
@@ -201,7 +290,7 @@ function nameCover(row: RouteRow, tokens: string[]): number {
 
 /** `dense`: the cosine of each row with the prompt, in row order, when embeddings are ready. */
 export function features(rows: RouteRow[], facts: PromptFacts, rankText: string, dense?: number[]): PromptFeatures {
-  const actions = requestedActions(facts);
+  const { requested: actions, declined } = actionMentions(facts);
   const named = facts.tokens.filter((t) => /^@[a-z0-9][a-z0-9_-]*$/.test(t.lower)).map((t) => t.lower);
   const budgets = rows.map(() => new WordBudget(RANK_ROW_UNITS));
   const fills = rows.map((row, i) => fillDetailed(row.input_schema, facts, targetVocabulary(row.operation, row.label, row.labels, row.input_schema), [], budgets[i]));
@@ -255,7 +344,7 @@ export function features(rows: RouteRow[], facts: PromptFacts, rankText: string,
       why,
     };
   });
-  return { candidates, actions, dense: dense !== undefined };
+  return { candidates, actions, declined, dense: dense !== undefined };
 }
 
 export function score(f: CandidateFeatures, t: Tuning = TUNING): number {
@@ -284,6 +373,10 @@ export function decide(pf: PromptFeatures, t: Tuning = pf.dense ? TUNING_DENSE :
   // A prompt asking for an action (book, order, cancel…) may only run an operation that performs
   // that action, with every input from the prompt; otherwise action operations are not candidates.
   let pool = scored.filter((s) => s.f.eligible);
+  // A prompt that talks about an action without asking for it (negated, hedged, a question, a
+  // reminder, someone else's wish) runs nothing: what it wants is unclear, and guessing a read-only
+  // neighbour is no better. The caller can pick a candidate in direct mode.
+  if (pf.actions.length === 0 && pf.declined.length > 0) return abstain('action_not_asked');
   if (pf.actions.length > 0) {
     const asked = scored.filter((s) => s.f.row.performs_actions && s.f.why !== 'action_not_asked');
     if (asked.length === 0) return abstain(scored.length === 0 ? 'no_candidates' : 'action_not_offered');

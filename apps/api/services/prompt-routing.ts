@@ -11,7 +11,7 @@ import type { RoutingAudit } from '../../../shared/db/requests.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { QueryRequest } from '../../../shared/schemas/query.ts';
 import type { Candidate, FillResult, FillTarget, PromptAttachment, PromptRouter, RouteScope } from '../../../shared/router/types.ts';
-import { llmMayAnswer, type LlmRouter } from '../../../shared/router/llm.ts';
+import { llmMayAnswer, llmVetoesAction, type LlmRouter } from '../../../shared/router/llm.ts';
 
 /** A successful prompt search costs this much on top of the operation's own price (spec: Credits). */
 export const PROMPT_SEARCH_CREDITS = 5;
@@ -98,7 +98,10 @@ export class PromptRouting {
     let chosen: Candidate, op: ResolvedOperation, filled: FillResult;
     if (viaLlm?.ok) ({ chosen, value: op, filled } = viaLlm);
     else {
-      if (!ranked.chosen) {
+      // The model answered "none" or another operation than the action the offline router chose:
+      // no action runs on a split decision, so the prompt abstains as one with no clear match.
+      const vetoed = viaLlm !== undefined && !viaLlm.ok && llmVetoesAction(ranked, viaLlm.fallback);
+      if (!ranked.chosen || vetoed) {
         throw new ServiceError(
           'prompt_unroutable',
           candidates.length
