@@ -77,15 +77,30 @@ export async function retrieve(db: Db, prompt: string, scope: RouteScope): Promi
   const tq = `to_tsquery('english', ${p(ws.map((w) => (w.length >= 4 ? `${w}:*` : w)).join(' | '))})`;
   // A private API of the caller shadows a public one of the same handle only when asked by
   // visibility; otherwise both are candidates and the ranking decides.
+  //
+  // Typos: a prompt word in the vocabulary is taken as typed, any other is expanded to its nearest
+  // few words. The vocabulary is the listed (public, active) workflows' words (`router_keywords`,
+  // migrations/1700000002900_router_keywords_listed.sql) plus those of the caller's own active
+  // private workflows, never another organization's private words: whether a word expands shows in
+  // the candidates, so those would tell any caller which words someone's private workflow uses.
   const sql = `
     WITH pw AS (SELECT unnest(${wordsP}::text[]) AS w),
+    own AS MATERIALIZED (
+      SELECT DISTINCT w.word FROM apis a
+        JOIN router_documents d ON d.api_id = a.id
+        CROSS JOIN LATERAL unnest(d.words) AS w(word)
+       WHERE a.owner_org_id = ${p(scope.orgId)} AND a.visibility = 'private' AND a.status = 'active'),
     near AS (
       SELECT coalesce(array_agg(DISTINCT n.word), '{}') AS ws FROM pw
         CROSS JOIN LATERAL (
-          SELECT k.word FROM router_keywords k
+          SELECT x.word FROM (
+              SELECT k.word FROM router_keywords k WHERE k.word % pw.w
+              UNION
+              SELECT o.word FROM own o WHERE o.word % pw.w) x
            WHERE NOT EXISTS (SELECT 1 FROM router_keywords e WHERE e.word = pw.w)
-             AND k.word % pw.w AND similarity(k.word, pw.w) >= ${NEAR_MIN_SIMILARITY}
-           ORDER BY similarity(k.word, pw.w) DESC, k.word LIMIT ${NEAR_WORDS}) n),
+             AND NOT EXISTS (SELECT 1 FROM own e WHERE e.word = pw.w)
+             AND similarity(x.word, pw.w) >= ${NEAR_MIN_SIMILARITY}
+           ORDER BY similarity(x.word, pw.w) DESC, x.word LIMIT ${NEAR_WORDS}) n),
     hits AS (
       SELECT d.operation_id, d.api_id,
              ts_rank(d.tsv, ${tq})

@@ -21,12 +21,12 @@ const pools: Db[] = [];
  * waiting, so `dropAll` right after a migration could terminate it (DROP … WITH (FORCE)) while it
  * closed, and its FATAL reached a client with no error listener (an uncaught exception).
  */
-async function migrate(databaseUrl: string, count: number) {
+async function migrate(databaseUrl: string, count: number, direction: 'up' | 'down' = 'up') {
   const client = new pg.Client({ connectionString: databaseUrl });
   client.on('error', () => {});
   await client.connect();
   try {
-    await runner({ dbClient: client, dir: DIR, direction: 'up', migrationsTable: 'pgmigrations', checkOrder: true, count, log: () => {} });
+    await runner({ dbClient: client, dir: DIR, direction, migrationsTable: 'pgmigrations', checkOrder: true, count, log: () => {} });
   } finally {
     await client.end();
   }
@@ -49,6 +49,11 @@ export async function databaseBefore(target: string) {
     async migrateNext() {
       await migrate(url.toString(), 1);
       expect((await pool.query('SELECT name FROM pgmigrations ORDER BY id DESC LIMIT 1')).rows[0].name).toBe(target);
+    },
+    /** Runs `target`'s Down migration (after `migrateNext`); checks that it was the one undone. */
+    async migrateBack() {
+      await migrate(url.toString(), 1, 'down');
+      expect((await pool.query('SELECT 1 FROM pgmigrations WHERE name = $1', [target])).rowCount).toBe(0);
     },
   };
 }
