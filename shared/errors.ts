@@ -159,6 +159,11 @@ export function errorEnvelope(code: ErrorCode, opts: ErrorOptions = {}): ErrorEn
   return { success: false, error };
 }
 
+/** A ServiceError's envelope (its code, message, param, details, request id; `requestId` when it names none). */
+export function serviceErrorEnvelope(err: ServiceError, opts: { baseUrl?: string; requestId?: string } = {}): ErrorEnvelope {
+  return errorEnvelope(err.code, { message: err.message, param: err.param, details: err.details, requestId: err.requestId ?? opts.requestId, baseUrl: opts.baseUrl });
+}
+
 /**
  * A failure that carries a catalog code. Thrown by API code, activities and engines;
  * the API's central handler and the workflow turn it into the envelope.

@@ -85,6 +85,8 @@ const ASKS = [
   ['we', 'want', 'to'], ['we', 'need', 'to'], ['wed', 'like', 'to'], ['we', 'would', 'like', 'to'],
   ['lets'], ['let', 'us'],
 ];
+/** Words after which an action verb stands in a verb's place ("please book", "to order", "let's buy"): a mention, a request only by the rules above. */
+const VERB_LEADS = new Set(['please', 'to', 'and', 'then', 'pls', 'plz', 'kindly', 'now', 'also', 'just', 'go', 'ahead', 'lets', 'us']);
 /** "can you …", "could you …": a request even as a question. */
 const POLITE = new Set(['can', 'could', 'would', 'will']);
 /** A sentence with one of these words asks for no action (negations, hedges and conditionals, reminders). */
@@ -151,7 +153,7 @@ export function actionMentions(facts: PromptFacts): ActionMentions {
     const next = toks[i + 1];
     // A verb's place: a clause's first word, or after a word that leads a verb ("please", "to", "can you").
     const clauseStart = i === 0 || /[.!?;,:]$/.test(gapBefore(i));
-    const lead = prev !== undefined && (['please', 'to', 'and', 'then', 'pls', 'plz', 'kindly', 'now', 'also', 'just', 'go', 'ahead', 'lets', 'us'].includes(prev) || (prev === 'you' && POLITE.has(toks[i - 2] ?? '')));
+    const lead = prev !== undefined && (VERB_LEADS.has(prev) || (prev === 'you' && POLITE.has(toks[i - 2] ?? '')));
     if (!clauseStart && !lead) return;
     if (next !== undefined && NOUN_NEXT.has(next)) return;
     // "order ORD-100001": an id named after the word makes it a noun; "book 20261124-DERM-1500" stays a verb.

@@ -1,6 +1,6 @@
 // Runs through MCP: the same QueryService path as POST /v1/query (validation, admission,
 // idempotency, billing, receipts), waited on for at most `wait_seconds`.
-import { ERRORS, ServiceError, errorEnvelope, type ErrorBody } from '../../../shared/errors.ts';
+import { ERRORS, ServiceError, serviceErrorEnvelope, type ErrorBody } from '../../../shared/errors.ts';
 import { resolveOperation } from '../../../shared/db/catalog.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { TerminalEnvelope } from '../../../shared/workflow-contract.ts';
@@ -324,7 +324,7 @@ function fromEnvelope(row: RequestRow, env: TerminalEnvelope, replayed: boolean)
 
 function fromError(err: unknown, baseUrl: string, none: Omit<RunResult, 'status'>): ToolAnswer {
   if (err instanceof ServiceError) {
-    const env = errorEnvelope(err.code, { message: err.message, param: err.param, details: err.details, requestId: err.requestId, baseUrl });
+    const env = serviceErrorEnvelope(err, { baseUrl });
     const retryAfter = err.headers?.['retry-after'];
     const message = retryAfter && ERRORS[err.code].retryable ? `${err.message} (retry after ${retryAfter} s)` : err.message;
     return { isError: true, result: { ...none, request_id: err.requestId ?? none.request_id, status: 'failed', error: { ...env.error }, message } };

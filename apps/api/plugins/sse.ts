@@ -6,7 +6,7 @@
 // organization holds at most streamsPerOrg streams in this process.
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
-import { ERRORS, ServiceError, errorEnvelope } from '../../../shared/errors.ts';
+import { ERRORS, ServiceError, errorEnvelope, serviceErrorEnvelope } from '../../../shared/errors.ts';
 import type { ApiReference, Progress, Stage, TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import { deadlineEnvelope, envelopeHeaders } from '../routes/query.ts';
 import type { Claim, QueryService } from '../services/query-service.ts';
@@ -274,10 +274,7 @@ function engineUnavailable(requestId: string, baseUrl: string): TerminalEnvelope
 
 /** A failed start as the terminal event: the ServiceError's envelope, or internal_error. */
 function startFailure(err: unknown, requestId: string, baseUrl: string): TerminalEnvelope {
-  if (err instanceof ServiceError) {
-    const details = err.details ?? undefined;
-    return { status: ERRORS[err.code].status, body: errorEnvelope(err.code, { requestId: err.requestId ?? requestId, baseUrl, message: err.message, param: err.param, details }) };
-  }
+  if (err instanceof ServiceError) return { status: ERRORS[err.code].status, body: serviceErrorEnvelope(err, { requestId, baseUrl }) };
   return { status: ERRORS.internal_error.status, body: errorEnvelope('internal_error', { requestId, baseUrl }) };
 }
 
