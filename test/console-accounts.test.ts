@@ -743,12 +743,14 @@ describe('pages of an organization', () => {
     expect(bad.text).toMatch(/<input id="name" name="name"[^>]* aria-invalid="true"/);
     // A secret redaction could not protect (shared/secrets.ts) is refused, its field marked; nothing stored.
     const before = (await db().query('SELECT count(*)::int AS n FROM connections WHERE org_id = $1', [org.org_id])).rows[0].n;
-    const short = await add('q9');
+    // Two characters no generated name or id holds (they are lower-case base36): 'q9' was found in
+    // an organization name ("Console org rcwq9i") once.
+    const short = await add('Q~');
     expect(short.status).toBe(400);
     expect(short.text).toContain('Not saved: secret field &quot;password&quot; must be at least 3 characters');
     expect(short.text).toMatch(/<input id="conn-password"[^>]* aria-invalid="true" aria-describedby="add-error"/);
     // The page's CSRF token is random and may hold any two characters: it is left out of the check.
-    expect(short.text.replace(/name="_csrf" value="[^"]*"/g, 'name="_csrf"')).not.toContain('q9');
+    expect(short.text.replace(/name="_csrf" value="[^"]*"/g, 'name="_csrf"')).not.toContain('Q~');
     const key = await client.submit('/console/connections', '/console/connections', { kind: 'access_key', name: 'WEATHER_API_KEY', site: 'weather.example.test', value: 'k' });
     expect(key.status).toBe(400);
     expect(key.text).toMatch(/<input id="conn-value"[^>]* aria-invalid="true"/);
