@@ -232,6 +232,17 @@ const ConfigSchema = z.object({
   AUTH_FAILURES_PER_ADDRESS_PER_SECOND: z.coerce.number().positive().max(1_000_000).default(0.5),
   /** Addresses whose failure bucket is kept at most (a bucket that refilled is dropped anyway); past it, the oldest is forgotten, so addresses an attacker rotates through cannot grow memory. */
   AUTH_FAILURE_ADDRESSES_MAX: int(50_000),
+  /**
+   * Keyless reads of PostgreSQL (catalog search, detail, suggest and sitemap; icons), at once in one
+   * API process, and at once from one client address (IPv6 by /64; see TRUST_PROXY). A read past
+   * either waits its turn up to KEYLESS_READ_WAIT_MS, then gets 503 catalog_unavailable with
+   * Retry-After. So anonymous traffic, from one address or many, holds at most
+   * KEYLESS_READS_IN_FLIGHT of the API's 20 pooled connections, and one address at most
+   * KEYLESS_READS_PER_ADDRESS of those. Together with AUTH_LOOKUPS_IN_FLIGHT at most 19.
+   */
+  KEYLESS_READS_IN_FLIGHT: int(4),
+  KEYLESS_READS_PER_ADDRESS: int(2),
+  KEYLESS_READ_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
   /** JSON object host -> "127.0.0.1:port": routes real-looking recipe hosts to local sites (dev, tests). */
   SITE_HOST_MAP: z.string().optional(),
   /** Debian's Chromium: the headless shell when installed, else the full browser (defaultChromiumPath). */
@@ -453,5 +464,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     }
   }
   if (c.OPENAI_BASE_URL && !c.OPENAI_MODEL) throw new Error('Invalid configuration:\n  OPENAI_MODEL: required when OPENAI_BASE_URL is set');
+  if (c.KEYLESS_READS_IN_FLIGHT + c.AUTH_LOOKUPS_IN_FLIGHT > API_DB_POOL_SIZE - 1) {
+    throw new Error(
+      `Invalid configuration:\n  KEYLESS_READS_IN_FLIGHT: with AUTH_LOOKUPS_IN_FLIGHT (${c.AUTH_LOOKUPS_IN_FLIGHT}) must leave the API's ${API_DB_POOL_SIZE} pooled connections room for keyed requests: at most ${API_DB_POOL_SIZE - 1 - c.AUTH_LOOKUPS_IN_FLIGHT}`,
+    );
+  }
   return { ...c, dataDir: path.resolve(c.DATA_DIR), siteHostMap, consoleSignup: (c.CONSOLE_SIGNUP ?? (c.DATABASE_URL ? 'closed' : 'open')) === 'open' };
 }

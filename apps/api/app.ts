@@ -20,6 +20,7 @@ import { dependencyCheck } from './routes/probes.ts';
 import queryRoutes from './routes/query.ts';
 import requestRoutes from './routes/requests.ts';
 import catalogRoutes from './routes/catalog.ts';
+import { KeylessGate } from './services/keyless-gate.ts';
 import { QueryService } from './services/query-service.ts';
 import { createLlmRouter, createRouter } from '../../shared/router/index.ts';
 
@@ -148,6 +149,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(requestRoutes);
   await app.register(import('./routes/files.ts'), { config: deps.config });
   await app.register(import('./routes/feedback.ts'));
+  // Keyless reads of PostgreSQL (catalog, icons): bounded in flight, per process and per address.
+  const keyless = new KeylessGate({ inFlight: c.KEYLESS_READS_IN_FLIGHT, perAddress: c.KEYLESS_READS_PER_ADDRESS, waitMs: c.KEYLESS_READ_WAIT_MS });
+  app.decorate('keylessReads', keyless);
+  app.metrics.watchKeylessReads(keyless);
   await app.register(catalogRoutes);
   await app.register(import('./routes/oauth-metadata.ts'));
   // MCP sign-in with OAuth: registration, token and revocation endpoints (form bodies in their own scope).
@@ -170,6 +175,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 declare module 'fastify' {
   interface FastifyInstance {
     queries: QueryService;
+    /** Keyless reads of PostgreSQL run through this (services/keyless-gate.ts). */
+    keylessReads: KeylessGate;
     /** Every method + path registered (HEAD included), in registration order. */
     routeTable: ReadonlyArray<{ method: string; url: string }>;
     /** /readyz answers 503 from now on; the process keeps serving until it is closed. */

@@ -9,6 +9,7 @@ import { ERRORS } from '../../../shared/errors.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import { singleFlight } from '../../../shared/single-flight.ts';
 import type { CredentialGuard } from '../services/credential-guard.ts';
+import type { KeylessGate } from '../services/keyless-gate.ts';
 import type { StalledConnections } from './stalled-connections.ts';
 
 /** 1 ms to the 170 s query deadline (and a little beyond it, for settlement). */
@@ -164,6 +165,31 @@ export class ApiMetrics {
       registers,
       collect() {
         this.set(guard.addresses);
+      },
+    });
+  }
+
+  /** The keyless reads' bounds (services/keyless-gate.ts): what they refused, and what they hold now. */
+  watchKeylessReads(gate: KeylessGate) {
+    const registers = [this.registry];
+    new Counter({
+      name: 'wqs_keyless_read_refusals_total',
+      help: 'Keyless catalog and icon reads refused with 503 catalog_unavailable after waiting KEYLESS_READ_WAIT_MS for their turn',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(gate.refused);
+      },
+    });
+    new Gauge({
+      name: 'wqs_keyless_reads',
+      help: "Keyless catalog and icon reads: in_flight (holding one of KEYLESS_READS_IN_FLIGHT) and waiting (for their address's turn or the process's)",
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const { inFlight, waiting } = gate.reads;
+        this.set({ state: 'in_flight' }, inFlight);
+        this.set({ state: 'waiting' }, waiting);
       },
     });
   }

@@ -25,7 +25,11 @@ import {
 import { ToolsParams, ToolsResponse } from '../../../shared/schemas/tools.ts';
 
 const PUBLIC_CACHE = 'public, max-age=30';
-/** PostgreSQL unavailable on these routes: 503 catalog_unavailable with Retry-After (plugins/errors.ts). */
+/**
+ * PostgreSQL unavailable on these routes: 503 catalog_unavailable with Retry-After (plugins/errors.ts).
+ * The keyless routes read it through `app.keylessReads` (services/keyless-gate.ts): bounded at once,
+ * per process and per client address, so that anonymous traffic cannot take the pool.
+ */
 const config = { unavailableCode: 'catalog_unavailable' as const };
 const open = { tags: ['Catalog'], security: [] };
 
@@ -48,7 +52,7 @@ export default async function catalogRoutes(fastify: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const page = await searchCatalog(app.db, { ...request.query, baseUrl: app.baseUrl() });
+      const page = await app.keylessReads.run(request.ip, () => searchCatalog(app.db, { ...request.query, baseUrl: app.baseUrl() }));
       reply.header('cache-control', PUBLIC_CACHE);
       return { success: true as const, data: page };
     },
@@ -71,7 +75,7 @@ export default async function catalogRoutes(fastify: FastifyInstance) {
     },
     async (request, reply) => {
       const q = request.query;
-      const detail = await catalogDetail(app.db, { ...q, baseUrl: app.baseUrl() });
+      const detail = await app.keylessReads.run(request.ip, () => catalogDetail(app.db, { ...q, baseUrl: app.baseUrl() }));
       // Private and unknown handles are indistinguishable.
       if (!detail) throw new ServiceError('unknown_api_slug', `No public workflow ${q.api}`, { param: 'api' });
       reply.header('cache-control', PUBLIC_CACHE);
@@ -93,7 +97,7 @@ export default async function catalogRoutes(fastify: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const items = await suggest(app.db, { ...request.query, baseUrl: app.baseUrl() });
+      const items = await app.keylessReads.run(request.ip, () => suggest(app.db, { ...request.query, baseUrl: app.baseUrl() }));
       reply.header('cache-control', PUBLIC_CACHE);
       return { success: true as const, data: { items } };
     },
@@ -132,7 +136,7 @@ export default async function catalogRoutes(fastify: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      const data = await sitemap(app.db, { page: request.query.page, baseUrl: app.baseUrl() });
+      const data = await app.keylessReads.run(request.ip, () => sitemap(app.db, { page: request.query.page, baseUrl: app.baseUrl() }));
       reply.header('cache-control', 'public, max-age=300');
       return { success: true as const, data };
     },

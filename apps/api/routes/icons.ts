@@ -44,13 +44,18 @@ export default async function iconRoutes(fastify: FastifyInstance) {
       const etag = `"${hash}"`;
       const cache = { etag, 'cache-control': 'public, max-age=31536000, immutable' };
       const inm = request.headers['if-none-match'];
-      if (inm && inm.split(',').some((t) => t.trim() === etag || t.trim() === `W/${etag}` || t.trim() === '*')) {
+      const revalidating = !!inm && inm.split(',').some((t) => t.trim() === etag || t.trim() === `W/${etag}` || t.trim() === '*');
+      // A keyless read (services/keyless-gate.ts): bounded at once, per process and per address.
+      const row = await app.keylessReads.run(request.ip, async () => {
         // Only answer 304 for bytes we hold.
-        const exists = await app.db.query('SELECT 1 FROM icons WHERE sha256 = $1', [hash]);
-        if (exists.rowCount) return reply.code(304).headers(cache).send(undefined);
-      }
-      const r = await app.db.query<{ content_type: string; bytes: Buffer }>('SELECT content_type, bytes FROM icons WHERE sha256 = $1', [hash]);
-      const row = r.rows[0];
+        if (revalidating) {
+          const exists = await app.db.query('SELECT 1 FROM icons WHERE sha256 = $1', [hash]);
+          if (exists.rowCount) return 'not-modified' as const;
+        }
+        const r = await app.db.query<{ content_type: string; bytes: Buffer }>('SELECT content_type, bytes FROM icons WHERE sha256 = $1', [hash]);
+        return r.rows[0];
+      });
+      if (row === 'not-modified') return reply.code(304).headers(cache).send(undefined);
       if (!row) throw new ServiceError('icon_not_found', `No icon ${hash}`, { param: 'sha256' });
       const type = ALLOWED_TYPES.test(row.content_type) ? row.content_type : 'application/octet-stream';
       reply.headers({

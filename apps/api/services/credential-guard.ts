@@ -24,6 +24,7 @@ import { ServiceError } from '../../../shared/errors.ts';
 import { sha256 } from '../../../shared/ids.ts';
 import { addressBucket } from './client-address.ts';
 import { FullBucketSweep, take, tokensAt, type Bucket, type BucketLimits } from './org-rate.ts';
+import { Slots } from './slots.ts';
 
 export interface GuardLimits {
   /** Lookups of not-yet-known credentials in flight at once. */
@@ -36,46 +37,6 @@ export interface GuardLimits {
   addressesMax: number;
   /** Credentials remembered as having passed (the least recently passed is forgotten first). */
   knownMax: number;
-}
-
-/** A counting semaphore whose waiters give up after a while. */
-class Slots {
-  inFlight = 0;
-  readonly waiting = new Set<() => void>();
-  constructor(private readonly max: number) {}
-
-  /** true once a slot is this caller's; false after `waitMs` without one. */
-  acquire(waitMs: number): Promise<boolean> {
-    if (this.inFlight < this.max) {
-      this.inFlight++;
-      return Promise.resolve(true);
-    }
-    return new Promise((resolve) => {
-      const granted = () => {
-        clearTimeout(timer);
-        resolve(true);
-      };
-      const timer = setTimeout(() => {
-        this.waiting.delete(granted);
-        resolve(false);
-      }, waitMs);
-      this.waiting.add(granted);
-    });
-  }
-
-  /** Hand the slot to the next waiter, if any, else free it. */
-  release(): void {
-    const next = this.waiting.values().next();
-    if (next.done) this.inFlight--;
-    else {
-      this.waiting.delete(next.value);
-      next.value();
-    }
-  }
-
-  get idle(): boolean {
-    return this.inFlight === 0 && this.waiting.size === 0;
-  }
 }
 
 type Checked = { ok: true; orgId: string } | { ok: false };
