@@ -90,6 +90,10 @@ export function serviceEnv(o: ServicePairOptions): Record<string, string> {
     // Every test sends from 127.0.0.1, and many send wrong keys on purpose: the per-address bucket of
     // failed checks (30, then 30 a minute by default) is tested by files that set it themselves.
     AUTH_FAILURES_PER_ADDRESS_BURST: '1000000',
+    // Keyless catalog and icon reads, 2 at once per address by default: every file reads the catalog
+    // from 127.0.0.1 at once. test/keyless-reads.test.ts sets the bounds it tests.
+    KEYLESS_READS_PER_ADDRESS: '1000000',
+    KEYLESS_READ_WAIT_MS: '30000',
     // Likewise failed console sign-ins: 50 per address in 15 minutes by default, and the suite, run in
     // one window, makes 30 to 40 on purpose (31 counted once console-accounts ended), so one more
     // throttle test would make a later file's sign-in a 429. The per-address throttle is tested by a
