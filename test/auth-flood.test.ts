@@ -16,6 +16,7 @@ import { sha256 } from '../shared/ids.ts';
 import { call, closeDb, db, newOrg, stack, until, type Call } from './helpers/stack.ts';
 import { processPool } from './helpers/processes.ts';
 import { startPgProxy } from './helpers/pg-proxy.ts';
+import { signedIn } from './helpers/console-http.ts';
 
 const s = () => stack();
 const pool = processPool(() => ({ databaseUrl: s().databaseUrl, temporalAddress: s().temporalAddress, hostMap: s().hostMap, taskQueue: 'auth-flood-unused' }));
@@ -343,5 +344,39 @@ describe('a flood of invalid keys on an API process', () => {
     // A fourth: the oldest bucket goes, so memory does not grow with the addresses an attacker rotates through.
     expect((await authAs(url, inventedKey(), '192.0.2.4')).status).toBe(401);
     expect((await authAs(url, inventedKey(), '192.0.2.1')).body.error.code).toBe('invalid_api_key');
+  }, 60_000);
+});
+
+describe('console session cookies', () => {
+  /** A well-formed session id nobody was given (32 random bytes, base64url). */
+  const inventedSession = () => randomBytes(32).toString('base64url');
+
+  it('are checked like keys: invented ones count against the address, then a 429 page before PostgreSQL; a session in use is served; a dead cookie is cleared', async () => {
+    const url = await api({ TRUST_PROXY: '127.0.0.1', AUTH_FAILURES_PER_ADDRESS_BURST: '3', AUTH_FAILURES_PER_ADDRESS_PER_SECOND: '0.05' });
+    const from = '198.51.100.23';
+    const { client } = await signedIn('owner', undefined, url);
+    // In use from the flooding address, and seen pass in this process before the flood.
+    expect((await client.get('/console', { 'x-forwarded-for': from })).status).toBe(200);
+    const withCookie = (id: string, address = from) =>
+      fetch(`${url}/console`, { headers: { cookie: `wqs_session=${id}`, 'x-forwarded-for': address }, redirect: 'manual' });
+    for (let i = 0; i < 3; i++) {
+      const res = await withCookie(inventedSession());
+      // Treated as signed out (to the sign-in page), and the cookie of no session is cleared.
+      expect(res.status).toBe(303);
+      expect(res.headers.get('location')).toMatch(/^\/console\/sign-in/);
+      expect(res.headers.getSetCookie().some((c) => /^wqs_session=;/.test(c))).toBe(true);
+    }
+    const refused = await withCookie(inventedSession());
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const page = await refused.text();
+    expect(page).toContain('Too many attempts');
+    expect(page).not.toMatch(/authentication_rate_limited|stack|postgres/i);
+    // The session in use from that address is not locked out; another address is not refused.
+    expect((await client.get('/console', { 'x-forwarded-for': from })).status).toBe(200);
+    expect((await withCookie(inventedSession(), '203.0.113.23')).status).toBe(303);
+    const metrics = await metricsOf(url);
+    expect(metrics).toContain('wqs_credential_refusals_total{code="authentication_rate_limited"} 1\n');
   }, 60_000);
 });

@@ -37,6 +37,8 @@ export async function createSession(db: Db, userId: string, orgId: string, t: Se
 }
 
 const SESSION_ID_RE = /^[A-Za-z0-9_-]{43}$/;
+/** Whether `id` has the shape of a session id (32 random bytes, base64url): only such ids are looked up. */
+export const isSessionId = (id: string): boolean => SESSION_ID_RE.test(id);
 
 /**
  * The live session of a cookie value, or null (unknown, idle too long, past its absolute end, or the

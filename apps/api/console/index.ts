@@ -14,6 +14,7 @@ import view from '@fastify/view';
 import { Eta } from 'eta';
 import type { Config } from '../../../shared/config.ts';
 import { isDatabaseUnavailable } from '../../../shared/db/unavailable.ts';
+import { ERRORS, ServiceError } from '../../../shared/errors.ts';
 import { isSessionFormToken, looksLikeSessionFormToken, registerConsoleSession, sessionFormToken } from '../plugins/console-session.ts';
 import { ConsolePageError, barePage, consoleCsp, layoutData, when, ROLE_LABELS, type ConsoleContext } from './context.ts';
 import { PAGES } from './pages/index.ts';
@@ -113,6 +114,23 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
     } else if (error.code === 'FST_CSRF_INVALID_TOKEN' || error.code === 'FST_CSRF_MISSING_SECRET') {
       status = 403;
       ({ title, message } = FORM_EXPIRED);
+    } else if (error instanceof ServiceError) {
+      if (error.code !== 'authentication_rate_limited' && error.code !== 'api_key_verification_unavailable') {
+        request.log.error({ err: error }, 'console page failed');
+        return renderError(request, reply, status, title, message);
+      }
+      // The session cookie's check (plugins/console-session.ts, bounded like an API key's).
+      status = ERRORS[error.code].status;
+      reply.headers(error.headers ?? {});
+      const retry = error.headers?.['retry-after'];
+      const after = retry ? `Try again in ${retry} second${retry === '1' ? '' : 's'}.` : 'Try again in a moment.';
+      if (error.code === 'authentication_rate_limited') {
+        title = 'Too many attempts';
+        message = `Too many requests from your network carried a sign-in that is not valid. ${after}`;
+      } else {
+        title = 'Temporarily unavailable';
+        message = `Sign-ins cannot be checked right now. ${after}`;
+      }
     } else if (isDatabaseUnavailable(error)) {
       status = 503;
       title = 'Temporarily unavailable';

@@ -4,7 +4,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { servesHttps, type Config } from '../../../shared/config.ts';
-import { createSession, deleteSession, loadSession, type Session, type SessionTimes } from '../../../shared/accounts/sessions.ts';
+import { createSession, deleteSession, isSessionId, loadSession, type Session, type SessionTimes } from '../../../shared/accounts/sessions.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -75,8 +75,21 @@ export function registerConsoleSession(app: FastifyInstance, config: Config) {
   const times = sessionTimes(config);
   const cookieOptions = { path: '/', httpOnly: true, sameSite: 'lax' as const, secure: policy.secure };
   app.decorateRequest('consoleSession', null);
-  app.addHook('onRequest', async (request) => {
-    request.consoleSession = await loadSession(app.db, request.cookies[policy.session], times);
+  // The session cookie is a credential, checked as API keys are (services/credential-guard.ts):
+  // lookups of sessions this process has not seen pass are bounded in flight, and failed ones per
+  // client address (a flood of invented, well-formed cookies is refused before PostgreSQL; sessions
+  // in use are spared). A cookie of no live session is cleared, so a browser does not keep
+  // counting against its address with a session that expired.
+  app.addHook('onRequest', async (request, reply) => {
+    const id = request.cookies[policy.session];
+    request.consoleSession = null;
+    if (!id || !isSessionId(id)) return;
+    const checked = await app.credentialGuard.check(request.ip, `console session ${id}`, async () => {
+      const session = await loadSession(app.db, id, times);
+      return session ? { ok: true as const, orgId: session.orgId, session } : { ok: false as const };
+    });
+    if (checked.ok) request.consoleSession = checked.session;
+    else reply.clearCookie(policy.session, cookieOptions);
   });
   return {
     policy,
