@@ -6,10 +6,17 @@
 // the organization's rating lock; only a change waits for it.
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { call, closeDb, db, newOrg, query, until, type Call } from './helpers/stack.ts';
+import { call, closeDb, db, newOrg, query, sleep, stack, until, type Call } from './helpers/stack.ts';
+import { processPool } from './helpers/processes.ts';
+import { startPgProxy } from './helpers/pg-proxy.ts';
 import { pruneRatingChanges } from '../shared/db/feedback.ts';
 
-afterAll(closeDb);
+const s = () => stack();
+const pool = processPool(() => ({ databaseUrl: s().databaseUrl, temporalAddress: s().temporalAddress, hostMap: s().hostMap, taskQueue: 'feedback-flood-unused' }));
+afterAll(async () => {
+  await pool.killAll();
+  await closeDb();
+});
 
 const unknownId = () => `req_${randomBytes(9).toString('hex')}`;
 const rate = (key: string, id: string, body: unknown, baseUrl?: string) => call('POST', `/v1/query/requests/${id}/feedback`, { key, body, baseUrl });
@@ -38,6 +45,99 @@ async function run(key: string, input: Record<string, unknown> = { city: 'London
   });
   return id;
 }
+
+describe('a burst of one organization\'s feedback calls', () => {
+  it('with its statements held back, at most FEEDBACK_WRITES_PER_ORG reach PostgreSQL; the rest wait, then 429 organization_concurrency_limit; another organization is served at once', async () => {
+    const flooder = await newOrg(1);
+    const other = await newOrg(1);
+    // Every statement that names the flooding organization (its lookups, its lock) is held: a slow
+    // database for exactly that organization's feedback calls.
+    const proxy = await startPgProxy(s().databaseUrl, () => false, (bind) => bind.includes(flooder.org_id));
+    try {
+      const p = await pool.spawn('api', {
+        databaseUrl: proxy.url,
+        temporalAddress: s().temporalAddress,
+        hostMap: s().hostMap,
+        taskQueue: 'feedback-flood-unused',
+        env: { WQS_SKIP_MIGRATIONS: '1', FEEDBACK_WRITES_PER_ORG: '2', FEEDBACK_WRITE_WAIT_MS: '800' },
+      });
+      const url = String(p.started.url);
+      // Both keys seen once, nothing held.
+      expect((await call('GET', '/v1/auth', { key: flooder.api_key, baseUrl: url })).status).toBe(200);
+      expect((await call('GET', '/v1/auth', { key: other.api_key, baseUrl: url })).status).toBe(200);
+      expect((await rate(flooder.api_key, unknownId(), { value: null }, url)).status).toBe(404);
+
+      proxy.hold();
+      const started = Date.now();
+      let flood: Array<Call & { ms: number }> = [];
+      let served: Array<(Call & { ms: number }) | 'pending'> = [];
+      let heldDuring = 0;
+      let heldAfterWait = 0;
+      try {
+        // 40 at once: twice the API's 20 pooled connections.
+        const id = unknownId();
+        let answered = 0;
+        const sent = Array.from({ length: 40 }, () =>
+          rate(flooder.api_key, id, { value: null }, url).then((r) => {
+            answered++;
+            return { ...r, ms: Date.now() - started };
+          }),
+        );
+        await until(async () => proxy.held() >= 2, 10_000, 20);
+        await sleep(200); // room for more to arrive, had they been let through
+        heldDuring = proxy.held();
+        // Another organization meanwhile: its key check, its feedback and its request status.
+        served = [
+          await within(1_500, call('GET', '/v1/auth', { key: other.api_key, baseUrl: url })),
+          await within(1_500, rate(other.api_key, unknownId(), { value: 1 }, url)),
+          await within(1_500, status(other.api_key, unknownId(), url)),
+        ];
+        // Past the wait, all but the two in PostgreSQL have been answered (or, without the bound, none).
+        await until(async () => answered >= 38, 10_000, 20).catch(() => undefined);
+        heldAfterWait = proxy.held();
+        proxy.release();
+        flood = await Promise.all(sent);
+      } finally {
+        proxy.release();
+      }
+      const [auth, feedback, lookup] = served;
+      expect(auth).not.toBe('pending');
+      expect(feedback).not.toBe('pending');
+      expect(lookup).not.toBe('pending');
+      if (auth === 'pending' || feedback === 'pending' || lookup === 'pending') return;
+      expect(auth.status, auth.text).toBe(200);
+      expect(feedback.status, feedback.text).toBe(404);
+      expect(feedback.body.error).toMatchObject({ code: 'request_not_found', param: 'request_id' });
+      expect(lookup.status, lookup.text).toBe(404);
+      // No more than the bound reached PostgreSQL, then or after the others' wait.
+      expect(heldDuring).toBe(2);
+      expect(heldAfterWait).toBe(2);
+
+      // The two that reached PostgreSQL: answered once released (an unknown id).
+      const found = flood.filter((r) => r.status === 404);
+      expect(found).toHaveLength(2);
+      for (const r of found) expect(r.body.error).toMatchObject({ code: 'request_not_found', param: 'request_id' });
+      // The rest: refused after their wait, with the retryable 429 and Retry-After.
+      const refused = flood.filter((r) => r.status !== 404);
+      expect(refused).toHaveLength(38);
+      for (const r of refused) {
+        expect(r.status, r.text).toBe(429);
+        expect(r.body).toMatchObject({
+          success: false,
+          error: { code: 'organization_concurrency_limit', type: 'rate_limit_error', status: 429, retryable: true, details: { feedback_in_flight: 2 } },
+        });
+        expect(r.headers.get('retry-after')).toBe('1');
+        expect(r.text).not.toMatch(/postgres|pg_|select |stack/i);
+        expect(r.ms).toBeGreaterThanOrEqual(750);
+        expect(r.ms).toBeLessThan(3_000);
+      }
+      // Released: the organization's next call goes through.
+      expect((await rate(flooder.api_key, unknownId(), { value: 1 }, url)).status).toBe(404);
+    } finally {
+      await proxy.close();
+    }
+  }, 120_000);
+});
 
 describe("the organization's rating lock", () => {
   it('unknown and foreign ids, refusals and values already stored do not wait for it; a change does, and is applied once it is free', async () => {
