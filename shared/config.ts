@@ -191,6 +191,21 @@ const ConfigSchema = z.object({
   SSE_MAX_BUFFERED_BYTES: z.coerce.number().int().min(16 * 1024).default(256 * 1024),
   SSE_DRAIN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
   /**
+   * Feedback calls (POST /v1/query/requests/{id}/feedback) of one organization reading or writing
+   * PostgreSQL at once in one API process. One past it waits its turn up to FEEDBACK_WRITE_WAIT_MS,
+   * in memory and holding no pooled connection, then gets 429 organization_concurrency_limit with
+   * Retry-After 1. An organization's rating changes take its lock one at a time anyway: without a
+   * bound, a burst of them (its request bucket allows 300) each held one of the API's 20 pooled
+   * connections waiting for that lock, and every organization's requests waited for the pool.
+   */
+  FEEDBACK_WRITES_PER_ORG: z.coerce
+    .number()
+    .int()
+    .positive()
+    .max(API_DB_POOL_SIZE - 1, `must leave the API's ${API_DB_POOL_SIZE} pooled connections room for other organizations: at most ${API_DB_POOL_SIZE - 1}`)
+    .default(2),
+  FEEDBACK_WRITE_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
+  /**
    * Each organization's request rate in one API process (a token bucket per organization, in
    * memory; N API processes take N times as much). Every request with an organization's credential
    * takes a token: request status, feedback, /v1/auth, uploads, tool listings, each JSON-RPC

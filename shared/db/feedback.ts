@@ -66,22 +66,39 @@ export type SetFeedbackResult =
   | { ok: false; reason: FeedbackUnavailableReason }
   | null;
 
+/** What a call asking for `value` gets without writing anything, given what the request shows now; undefined when it needs a write. */
+function withoutWrite(ctx: RatingContext, orgId: string, requestId: string, value: FeedbackValue | null, now: Date): SetFeedbackResult | undefined {
+  if (value !== null) {
+    const reason = feedbackUnavailableReason(ctx, orgId, now);
+    if (reason) return { ok: false, reason };
+  }
+  if (ctx.value === value) return { ok: true, request_id: requestId, value };
+  return undefined;
+}
+
 /**
  * Rate a request (1 or -1, replacing an earlier rating) or remove its rating (null; always
  * allowed, a no-op when there is none). Null result: no such request for this organization.
+ *
+ * The request is read first without any lock, on a connection of its own for one statement: an
+ * unknown id or another organization's (the same null), a refusal, and a value already stored
+ * are answered from that read, as of its instant, and never wait on the organization's lock. Only
+ * a change takes the lock and reads again under it, so two at once cannot both pass the cap.
+ * Old rows of the `popular` cursors' rating changes are pruned after the commit (pruneRatingChanges).
  */
 export async function setFeedback(db: Db, orgId: string, requestId: string, value: FeedbackValue | null, now: Date = new Date()): Promise<SetFeedbackResult> {
-  return tx(db, async (c) => {
-    // One organization's ratings one after another, so two at once cannot both pass the cap.
+  const seen = await loadRatingContext(db, orgId, requestId, now);
+  if (!seen) return null;
+  const settled = withoutWrite(seen, orgId, requestId, value, now);
+  if (settled !== undefined) return settled;
+  const result = await tx<{ result: SetFeedbackResult; changed: boolean }>(db, async (c) => {
+    // One organization's rating changes one after another, so two at once cannot both pass the cap.
     await c.query(`SELECT pg_advisory_xact_lock(hashtextextended('feedback:' || $1, 0))`, [orgId]);
     const ctx = await loadRatingContext(c, orgId, requestId, now);
-    if (!ctx) return null;
-    if (value !== null) {
-      const reason = feedbackUnavailableReason(ctx, orgId, now);
-      if (reason) return { ok: false, reason };
-    }
+    if (!ctx) return { result: null, changed: false };
+    const decided = withoutWrite(ctx, orgId, requestId, value, now);
+    if (decided !== undefined) return { result: decided, changed: false };
     const old = ctx.value;
-    if (old === value) return { ok: true, request_id: requestId, value };
     if (value === null) {
       await c.query('DELETE FROM request_feedback WHERE request_id = $1', [requestId]);
     } else {
@@ -92,8 +109,14 @@ export async function setFeedback(db: Db, orgId: string, requestId: string, valu
       );
     }
     if (ctx.api_id !== null) await countRating(c, ctx.api_id, old, value);
-    return { ok: true, request_id: requestId, value };
+    return { result: { ok: true as const, request_id: requestId, value }, changed: true };
   });
+  // Popular cursors live 24 hours; older changes are no longer needed. About one change in a
+  // hundred prunes them, after its commit: no longer inside the transaction, where the deletes ran
+  // holding the organization's lock and the workflow's catalog_api_stats row (every organization's
+  // ratings of that workflow waited on them), and a failed prune rolled the rating back.
+  if (result.changed && Math.random() < RATING_PRUNE_CHANCE) await pruneRatingChangesOnce(db);
+  return result.result;
 }
 
 /** Move the workflow's rating counters and record the change for "as of" paging. */
@@ -112,9 +135,40 @@ async function countRating(c: DbClient, apiId: number, from: FeedbackValue | nul
      ON CONFLICT (api_id, at) DO UPDATE SET points = b.points + excluded.points`,
     [apiId, up - down],
   );
-  // Popular cursors live 24 hours; older changes are no longer needed.
-  if (Math.random() < 0.01) {
-    await c.query(`DELETE FROM catalog_rating_buckets WHERE at < now() - interval '25 hours'`);
-    await c.query(`DELETE FROM catalog_rating_events WHERE at < now() - interval '25 hours'`);
+}
+
+/** The share of rating changes that prune old rating changes afterwards. */
+const RATING_PRUNE_CHANCE = 0.01;
+/** Rows one prune deletes at most (per table): a backlog goes in several, each statement short. */
+const RATING_PRUNE_BATCH = 5_000;
+let pruning = false;
+
+/** pruneRatingChanges, one at a time in this process; a failure is left for the next one (nothing needs it now). */
+async function pruneRatingChangesOnce(db: Db): Promise<void> {
+  if (pruning) return;
+  pruning = true;
+  try {
+    await pruneRatingChanges(db, 25, RATING_PRUNE_BATCH);
+  } catch {
+    // The rating is committed: its caller gets it. Old rows wait for the next prune.
+  } finally {
+    pruning = false;
   }
+}
+
+/**
+ * Delete rating changes older than `olderThanHours` (the `popular` cursors' 24 hours and an hour),
+ * at most `limit` rows of each table, each DELETE a statement of its own outside any transaction:
+ * the rows are hours old, so no rating in progress holds them and nothing waits on this.
+ */
+export async function pruneRatingChanges(db: Db, olderThanHours: number, limit: number): Promise<number> {
+  let deleted = 0;
+  for (const table of ['catalog_rating_buckets', 'catalog_rating_events']) {
+    const r = await db.query(
+      `DELETE FROM ${table} WHERE ctid IN (SELECT ctid FROM ${table} WHERE at < now() - $1::int * interval '1 hour' LIMIT $2)`,
+      [olderThanHours, limit],
+    );
+    deleted += r.rowCount ?? 0;
+  }
+  return deleted;
 }

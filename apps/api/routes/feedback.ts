@@ -1,11 +1,13 @@
 // POST /v1/query/requests/{request_id}/feedback: rate a request (1 or -1) or remove the rating (null).
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { loadConfig, type Config } from '../../../shared/config.ts';
 import { ServiceError } from '../../../shared/errors.ts';
 import { setFeedback } from '../../../shared/db/feedback.ts';
 import { FeedbackBody, FeedbackResponse } from '../../../shared/openapi/schemas.ts';
 import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
 import { RequestIdParams } from './requests.ts';
+import { Slots } from '../services/slots.ts';
 
 const REASON_TEXT = {
   own_api: 'your organization owns this workflow',
@@ -15,7 +17,50 @@ const REASON_TEXT = {
   not_independent: 'your organization has already rated 3 other requests of this workflow in the last 30 days',
 } as const;
 
-export default async function feedbackRoutes(app: FastifyInstance) {
+type FeedbackLimits = Pick<Config, 'FEEDBACK_WRITES_PER_ORG' | 'FEEDBACK_WRITE_WAIT_MS'>;
+
+/**
+ * Each organization's feedback calls in this process, at most FEEDBACK_WRITES_PER_ORG at once past
+ * this point (each takes a pooled connection: its lookup, and for a change the organization's lock
+ * in a transaction). One more waits its turn in memory, holding no connection, up to
+ * FEEDBACK_WRITE_WAIT_MS, then is 429 organization_concurrency_limit: the organization's own
+ * burst, so its own retryable refusal, not a 503 about the service. An idle organization's slots
+ * are dropped.
+ */
+export class FeedbackGate {
+  private readonly byOrg = new Map<string, Slots>();
+  constructor(readonly limits: FeedbackLimits) {}
+
+  /** Organizations with a call in flight or waiting. */
+  get organizations(): number {
+    return this.byOrg.size;
+  }
+
+  async run<T>(orgId: string, write: () => Promise<T>): Promise<T> {
+    let slots = this.byOrg.get(orgId);
+    if (!slots) this.byOrg.set(orgId, (slots = new Slots(this.limits.FEEDBACK_WRITES_PER_ORG)));
+    try {
+      if (!(await slots.acquire(this.limits.FEEDBACK_WRITE_WAIT_MS))) {
+        throw new ServiceError(
+          'organization_concurrency_limit',
+          `The organization has ${this.limits.FEEDBACK_WRITES_PER_ORG} feedback calls in progress on this server; send this one again after Retry-After`,
+          { headers: { 'retry-after': '1' }, details: { feedback_in_flight: this.limits.FEEDBACK_WRITES_PER_ORG } },
+        );
+      }
+      try {
+        return await write();
+      } finally {
+        slots.release();
+      }
+    } finally {
+      if (slots.idle && this.byOrg.get(orgId) === slots) this.byOrg.delete(orgId);
+    }
+  }
+}
+
+export default async function feedbackRoutes(app: FastifyInstance, opts: { config?: FeedbackLimits } = {}) {
+  // app.ts registers this route without options: the process's configuration, as main.ts reads it.
+  const gate = new FeedbackGate(opts.config ?? loadConfig());
   app.withTypeProvider<ZodTypeProvider>().route({
     method: 'POST',
     url: '/v1/query/requests/:request_id/feedback',
@@ -24,7 +69,7 @@ export default async function feedbackRoutes(app: FastifyInstance) {
       summary: 'Rate a request',
       tags: ['Query'],
       security: BEARER,
-      description: 'One rating per request: a new value replaces the old one, null removes it. Only succeeded requests of public workflows the organization does not own, within 30 days of completion; `can_rate` and `feedback_unavailable_reason` on the request status say when not.',
+      description: 'One rating per request: a new value replaces the old one, null removes it. Only succeeded requests of public workflows the organization does not own, within 30 days of completion; `can_rate` and `feedback_unavailable_reason` on the request status say when not. One API process handles at most FEEDBACK_WRITES_PER_ORG (2) feedback calls of one organization at once; one more waits its turn up to FEEDBACK_WRITE_WAIT_MS (2 s), then is 429 organization_concurrency_limit with Retry-After.',
       params: RequestIdParams,
       body: named('FeedbackBody', FeedbackBody),
       response: { 200: named('FeedbackResponse', FeedbackResponse) },
@@ -34,7 +79,8 @@ export default async function feedbackRoutes(app: FastifyInstance) {
     onRequest: app.authenticate,
     handler: async (request) => {
       const id = request.params.request_id;
-      const r = await setFeedback(app.db, request.auth!.orgId, id, request.body.value);
+      const orgId = request.auth!.orgId;
+      const r = await gate.run(orgId, () => setFeedback(app.db, orgId, id, request.body.value));
       if (r === null) throw new ServiceError('request_not_found', `No request ${id} for this organization`, { param: 'request_id' });
       if (!r.ok) {
         throw new ServiceError('feedback_unavailable', `This request cannot be rated: ${REASON_TEXT[r.reason]}`, {
