@@ -148,7 +148,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(queryRoutes, { queries });
   await app.register(requestRoutes);
   await app.register(import('./routes/files.ts'), { config: deps.config });
-  await app.register(import('./routes/feedback.ts'));
+  await app.register(import('./routes/feedback.ts'), { config: deps.config });
   // Keyless reads of PostgreSQL (catalog, icons): bounded in flight, per process and per address.
   const keyless = new KeylessGate({ inFlight: c.KEYLESS_READS_IN_FLIGHT, perAddress: c.KEYLESS_READS_PER_ADDRESS, waitMs: c.KEYLESS_READ_WAIT_MS });
   app.decorate('keylessReads', keyless);

@@ -1,13 +1,13 @@
 // POST /v1/query/requests/{request_id}/feedback: rate a request (1 or -1) or remove the rating (null).
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { loadConfig, type Config } from '../../../shared/config.ts';
+import type { Config } from '../../../shared/config.ts';
 import { ServiceError } from '../../../shared/errors.ts';
 import { setFeedback } from '../../../shared/db/feedback.ts';
 import { FeedbackBody, FeedbackResponse } from '../../../shared/openapi/schemas.ts';
 import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
 import { RequestIdParams } from './requests.ts';
-import { Slots } from '../services/slots.ts';
+import { KeyedSlots } from '../services/slots.ts';
 
 const REASON_TEXT = {
   own_api: 'your organization owns this workflow',
@@ -28,39 +28,29 @@ type FeedbackLimits = Pick<Config, 'FEEDBACK_WRITES_PER_ORG' | 'FEEDBACK_WRITE_W
  * are dropped.
  */
 export class FeedbackGate {
-  private readonly byOrg = new Map<string, Slots>();
-  constructor(readonly limits: FeedbackLimits) {}
+  private readonly byOrg: KeyedSlots;
+  constructor(readonly limits: FeedbackLimits) {
+    this.byOrg = new KeyedSlots(limits.FEEDBACK_WRITES_PER_ORG);
+  }
 
   /** Organizations with a call in flight or waiting. */
   get organizations(): number {
-    return this.byOrg.size;
+    return this.byOrg.keys;
   }
 
-  async run<T>(orgId: string, write: () => Promise<T>): Promise<T> {
-    let slots = this.byOrg.get(orgId);
-    if (!slots) this.byOrg.set(orgId, (slots = new Slots(this.limits.FEEDBACK_WRITES_PER_ORG)));
-    try {
-      if (!(await slots.acquire(this.limits.FEEDBACK_WRITE_WAIT_MS))) {
-        throw new ServiceError(
-          'organization_concurrency_limit',
-          `The organization has ${this.limits.FEEDBACK_WRITES_PER_ORG} feedback calls in progress on this server; send this one again after Retry-After`,
-          { headers: { 'retry-after': '1' }, details: { feedback_in_flight: this.limits.FEEDBACK_WRITES_PER_ORG } },
-        );
-      }
-      try {
-        return await write();
-      } finally {
-        slots.release();
-      }
-    } finally {
-      if (slots.idle && this.byOrg.get(orgId) === slots) this.byOrg.delete(orgId);
-    }
+  run<T>(orgId: string, write: () => Promise<T>): Promise<T> {
+    const { FEEDBACK_WRITES_PER_ORG: perOrg, FEEDBACK_WRITE_WAIT_MS: waitMs } = this.limits;
+    return this.byOrg.run(orgId, waitMs, write, () =>
+      new ServiceError('organization_concurrency_limit', `The organization has ${perOrg} feedback calls in progress on this server; send this one again after Retry-After`, {
+        headers: { 'retry-after': '1' },
+        details: { feedback_in_flight: perOrg },
+      }),
+    );
   }
 }
 
-export default async function feedbackRoutes(app: FastifyInstance, opts: { config?: FeedbackLimits } = {}) {
-  // app.ts registers this route without options: the process's configuration, as main.ts reads it.
-  const gate = new FeedbackGate(opts.config ?? loadConfig());
+export default async function feedbackRoutes(app: FastifyInstance, opts: { config: FeedbackLimits }) {
+  const gate = new FeedbackGate(opts.config);
   app.withTypeProvider<ZodTypeProvider>().route({
     method: 'POST',
     url: '/v1/query/requests/:request_id/feedback',

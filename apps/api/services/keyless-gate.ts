@@ -14,7 +14,7 @@
 // one page after another (a person, a crawler, the bench) never meets the bounds.
 import { ServiceError } from '../../../shared/errors.ts';
 import { addressBucket } from './client-address.ts';
-import { Slots } from './slots.ts';
+import { KeyedSlots, Slots } from './slots.ts';
 
 export interface KeylessLimits {
   /** Keyless reads at once in this process. */
@@ -27,8 +27,7 @@ export interface KeylessLimits {
 
 export class KeylessGate {
   private readonly all: Slots;
-  /** Slots of each address with a read in flight or waiting (an idle one is dropped). */
-  private readonly byAddress = new Map<string, Slots>();
+  private readonly byAddress: KeyedSlots;
   /** Reads refused after waiting their turn too long (for /metrics). */
   refused = 0;
 
@@ -37,41 +36,32 @@ export class KeylessGate {
     private readonly clock: () => number = () => performance.now(),
   ) {
     this.all = new Slots(limits.inFlight);
+    this.byAddress = new KeyedSlots(limits.perAddress);
   }
 
   /** Reads holding a slot now, and reads waiting for one (for their address's, or the process's). */
   get reads(): { inFlight: number; waiting: number } {
-    let waitingOwn = 0;
-    for (const slots of this.byAddress.values()) waitingOwn += slots.waiting.size;
-    return { inFlight: this.all.inFlight, waiting: waitingOwn + this.all.waiting.size };
+    return { inFlight: this.all.inFlight, waiting: this.byAddress.waiting + this.all.waiting.size };
   }
 
   /** Addresses with a read in flight or waiting. */
   get addresses(): number {
-    return this.byAddress.size;
+    return this.byAddress.keys;
   }
 
   /** `read()` within the bounds, for the client at `ip`; 503 catalog_unavailable when its turn did not come in time. */
-  async run<T>(ip: string | undefined, read: () => Promise<T>): Promise<T> {
-    const address = addressBucket(ip);
-    let own = this.byAddress.get(address);
-    if (!own) this.byAddress.set(address, (own = new Slots(this.limits.perAddress)));
+  run<T>(ip: string | undefined, read: () => Promise<T>): Promise<T> {
     const deadline = this.clock() + this.limits.waitMs;
-    try {
-      if (!(await own.acquire(this.limits.waitMs))) throw this.refusal();
+    const refusal = () => this.refusal();
+    // The address's turn first, then the process's, within one wait.
+    return this.byAddress.run(addressBucket(ip), this.limits.waitMs, async () => {
+      if (!(await this.all.acquire(Math.max(0, deadline - this.clock())))) throw refusal();
       try {
-        if (!(await this.all.acquire(Math.max(0, deadline - this.clock())))) throw this.refusal();
-        try {
-          return await read();
-        } finally {
-          this.all.release();
-        }
+        return await read();
       } finally {
-        own.release();
+        this.all.release();
       }
-    } finally {
-      if (own.idle && this.byAddress.get(address) === own) this.byAddress.delete(address);
-    }
+    }, refusal);
   }
 
   private refusal(): ServiceError {
