@@ -1,5 +1,6 @@
 // GET /v1/query/requests/{request_id}, the route agents poll: it reads a large retained result
-// only when it shows it (a keyed request within its retention), and shows it as stored.
+// only when it shows it (a keyed request within its retention), and shows it as stored; and a
+// request_id too long to route is refused as the parameter it is, on the status and feedback routes.
 // The reads are measured on an API process of this file's own whose PostgreSQL connections go
 // through a proxy that counts the bytes PostgreSQL sends back.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -98,5 +99,32 @@ describe('a poll reads the retained result only when it shows it', () => {
     const head = await fetch(`${url}/v1/query/requests/${keyed}`, { method: 'HEAD', headers: { authorization: `Bearer ${org.api_key}` } });
     expect(head.status).toBe(200);
     expect(await head.text()).toBe('');
+  });
+});
+
+describe('a request_id too long to route', () => {
+  const id = (n: number) => `req_${'a'.repeat(n)}`;
+
+  it('is refused as request_id on the status and feedback routes, as one a character shorter than the router allows is', async () => {
+    const routes = [
+      (rid: string) => call('GET', `/v1/query/requests/${rid}`, { key: org.api_key }),
+      (rid: string) => call('POST', `/v1/query/requests/${rid}/feedback`, { key: org.api_key, body: { value: 1 } }),
+    ];
+    for (const send of routes) {
+      // 65 characters: the route's schema refuses it. 97 and 300: the router does, before the schema.
+      const schema = await send(id(65));
+      expect(schema.status, schema.text).toBe(400);
+      expect(schema.body.error).toMatchObject({ code: 'invalid_input', param: 'request_id', details: { issues: [{ path: 'request_id' }] } });
+      for (const n of [96, 97, 300]) {
+        const res = await send(id(n));
+        expect(res.status, res.text).toBe(400);
+        expect(res.body).toEqual(schema.body);
+      }
+    }
+    // Other paths keep the refusal of the request as a whole.
+    const icon = await call('GET', `/v1/icons/${'a'.repeat(300)}`);
+    expect(icon.status).toBe(400);
+    expect(icon.body.error).not.toHaveProperty('param');
+    expect(icon.body.error.details.issues).toEqual([{ path: '', message: icon.body.error.message }]);
   });
 });

@@ -72,9 +72,12 @@ function statusBody(r: StatusRow, orgId: string, rating: RatingContext): string 
   return `${head.slice(0, -2)},"result":${resultText ?? 'null'},${JSON.stringify(rest).slice(1)}}`;
 }
 
+/** The refusal of a request_id (also one too long to route: apps/api/plugins/errors.ts). */
+export const REQUEST_ID_MESSAGE = 'must match ^req_[A-Za-z0-9_-]{10,64}$';
+
 /** The path parameter of every request route. */
 export const RequestIdParams = z.strictObject({
-  request_id: z.string().regex(REQUEST_ID_PATTERN, 'must match ^req_[A-Za-z0-9_-]{10,64}$'),
+  request_id: z.string().regex(REQUEST_ID_PATTERN, REQUEST_ID_MESSAGE),
 });
 
 export default async function requestRoutes(app: FastifyInstance) {
