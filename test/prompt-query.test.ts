@@ -162,6 +162,16 @@ describe('response shaping and attachments apply to the routed operation', () =>
     expect(res.status, res.text).toBe(200);
     expect(res.body.data.receipt).toMatchObject({ api: '@weather', operation: 'current_weather', billing: { charged_credits: PRICE } });
   });
+
+  it('a file listed more than once is taken (read once, test/prompt-validation.test.ts); the run is the same', async () => {
+    const org = await newOrg(20);
+    const notes = await createFile(db(), { orgId: org.org_id, name: 'trip.txt', contentType: 'text/plain', bytes: Buffer.from('Packing list for a trip') });
+    const attachments = (['context', 'input', 'input', 'context'] as const).map((purpose) => ({ id: notes.id, purpose }));
+    const res = await query(org.api_key, { prompt: LONDON, allowed_apis: DEMO, attachments });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.output.city).toBe('London');
+    expect(res.body.data.receipt).toMatchObject({ api: '@weather', operation: 'current_weather', billing: { charged_credits: PRICE } });
+  });
 });
 
 describe('idempotency: the prompt is part of the request identity', () => {

@@ -1,7 +1,9 @@
 // Prompt mode's validation rules over real HTTP (issue 10): each is refused with the precise
 // `param` and `details.issues`, before any routing, with no request row and nothing charged.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { balanceOf, call, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, db, ledgerOf, newOrg, query, stack } from './helpers/stack.ts';
+import { startPgByteCounter } from './helpers/pg-bytes.ts';
+import { createPool, type Db } from '../shared/db/pool.ts';
 import { createFile } from '../shared/db/files.ts';
 import { CONTEXT_TEXT_BYTES, PromptRouting } from '../apps/api/services/prompt-routing.ts';
 import type { PromptAttachment, PromptRouter } from '../shared/router/types.ts';
@@ -120,14 +122,76 @@ describe('attachments must be the organization\'s own, unexpired files', () => {
 
 describe('an attachment is read only as far as routing can use it', () => {
   // A router that records what it was handed, and abstains.
-  const recording = () => {
+  const recording = (through: Db = db()) => {
     const seen: PromptAttachment[][] = [];
     const router: PromptRouter = {
       rank: async (_prompt, _scope, attachments) => (seen.push(attachments ?? []), { chosen: null, candidates: [], router: 'offline' }),
       fill: async () => ({ input: {}, missing: [] }),
     };
-    return { seen, routing: new PromptRouting({ db: db(), router: async () => router, maxInputBytes: 100_000 }) };
+    return { seen, routing: new PromptRouting({ db: through, router: async () => router, maxInputBytes: 100_000 }) };
   };
+
+  /** `fn` with a router reading files through a proxy that counts what PostgreSQL sends; returns those bytes. */
+  async function bytesRead(fn: (r: ReturnType<typeof recording>) => Promise<void>): Promise<number> {
+    const counter = await startPgByteCounter(stack().databaseUrl);
+    const counted = createPool(counter.url, 1);
+    try {
+      await counted.query('SELECT 1'); // connected before counting
+      const before = counter.received();
+      await fn(recording(counted));
+      return counter.received() - before;
+    } finally {
+      await counted.end();
+      await counter.close();
+    }
+  }
+  // What an input file is read to (maxInputBytes 100,000 and the margin), and a context file.
+  const INPUT_READ = 100_000 + 1_024;
+  const tenMbText = () => Buffer.from('London weather. '.repeat(655_360));
+
+  it('a file listed four times is read once, as far as its furthest use, in base64 rather than hex', async () => {
+    const big = await createFile(db(), { orgId: org.org_id, name: 'big.txt', contentType: 'text/plain', bytes: tenMbText() });
+    let seen: PromptAttachment[] = [];
+    const read = await bytesRead(async (r) => {
+      const attachments = (['input', 'input', 'context', 'input'] as const).map((purpose) => ({ id: big.id, purpose }));
+      await expect(r.routing.plan(org.org_id, { prompt: 'weather', attachments })).rejects.toMatchObject({ code: 'prompt_unroutable' });
+      seen = r.seen[0]!;
+    });
+    // Once, as base64 (4/3 and a newline every 76): not four times, nor as hex (2 characters a byte).
+    expect(read).toBeGreaterThan(INPUT_READ);
+    expect(read).toBeLessThan(INPUT_READ * 1.45);
+    expect(Buffer.byteLength(seen[0]!.text!)).toBeGreaterThan(100_000);
+    for (const later of seen.slice(1)) expect(Buffer.byteLength(later.text!)).toBeLessThanOrEqual(CONTEXT_TEXT_BYTES);
+    expect(seen.map((a) => [a.id, a.purpose])).toEqual([[big.id, 'input'], [big.id, 'input'], [big.id, 'context'], [big.id, 'input']]);
+  });
+
+  it('four files: only the first input file is read as far as an input can use; the others as context', async () => {
+    const files = await Promise.all([1, 2, 3, 4].map((n) => createFile(db(), { orgId: org.org_id, name: `big${n}.txt`, contentType: 'text/plain', bytes: tenMbText() })));
+    let seen: PromptAttachment[] = [];
+    const read = await bytesRead(async (r) => {
+      const attachments = files.map((f, i) => ({ id: f.id, purpose: i === 2 ? ('context' as const) : ('input' as const) }));
+      await expect(r.routing.plan(org.org_id, { prompt: 'weather', attachments })).rejects.toMatchObject({ code: 'prompt_unroutable' });
+      seen = r.seen[0]!;
+    });
+    expect(read).toBeLessThan((INPUT_READ + 3 * CONTEXT_TEXT_BYTES) * 1.45);
+    expect(seen.map((a) => a.id)).toEqual(files.map((f) => f.id));
+    expect(Buffer.byteLength(seen[0]!.text!)).toBeGreaterThan(100_000);
+    for (const other of seen.slice(1)) {
+      expect(other.text!.length).toBeGreaterThanOrEqual(500);
+      expect(Buffer.byteLength(other.text!)).toBeLessThanOrEqual(CONTEXT_TEXT_BYTES);
+    }
+  });
+
+  it('a file that is not text has none of its bytes read', async () => {
+    const blob = await createFile(db(), { orgId: org.org_id, name: 'blob.bin', contentType: 'application/octet-stream', bytes: Buffer.alloc(10 * 1024 * 1024, 7) });
+    let seen: PromptAttachment[] = [];
+    const read = await bytesRead(async (r) => {
+      await expect(r.routing.plan(org.org_id, { prompt: 'weather', attachments: [{ id: blob.id, purpose: 'input' }] })).rejects.toMatchObject({ code: 'prompt_unroutable' });
+      seen = r.seen[0]!;
+    });
+    expect(read).toBeLessThan(5_000);
+    expect(seen).toEqual([{ id: blob.id, purpose: 'input', name: 'blob.bin', content_type: 'application/octet-stream', text: null }]);
+  });
 
   it('a 10 MB file attached four times: the start of its text as context, as input no more than a query can carry', async () => {
     const text = 'London weather. '.repeat(655_360); // 10 MB of text

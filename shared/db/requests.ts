@@ -157,6 +157,37 @@ export async function findForOrg(c: Q, orgId: string, requestId: string): Promis
   return r.rows[0] as RequestRow | undefined;
 }
 
+/** What GET /v1/query/requests/{request_id} shows of a request (findStatusForOrg). */
+export interface StatusRow
+  extends Pick<
+    RequestRow,
+    'id' | 'fingerprint' | 'api' | 'operation' | 'status' | 'billing_status' | 'reserved_credits' | 'charged_credits' | 'response_status' | 'result_expires_at' | 'error_code' | 'routing'
+  > {
+  /**
+   * The retained envelope as PostgreSQL's own JSON text of it (never parsed here), only for a keyed
+   * request whose retention has not ended: the one case the status shows it. Otherwise null.
+   */
+  result_text: string | null;
+}
+
+/**
+ * The status route's read: every column it shows, and the retained result only when it is shown.
+ * Agents poll this route, and a result may be ~1.5 MB: read with the row (SELECT *), it was sent,
+ * parsed and dropped on every poll of an unkeyed request, and parsed and serialized again on every
+ * poll of a keyed one. Here an unkeyed or expired request's result is never detoasted nor sent, and
+ * a shown one comes as text the route splices into its answer unparsed.
+ */
+export async function findStatusForOrg(c: Q, orgId: string, requestId: string): Promise<StatusRow | undefined> {
+  const r = await c.query(
+    `SELECT id, fingerprint, api, operation, status, billing_status, reserved_credits, charged_credits, response_status,
+            result_expires_at, error_code, routing,
+            CASE WHEN fingerprint IS NOT NULL AND (result_expires_at IS NULL OR result_expires_at > now()) THEN result::text END AS result_text
+       FROM requests WHERE id = $1 AND org_id = $2`,
+    [requestId, orgId],
+  );
+  return r.rows[0] as StatusRow | undefined;
+}
+
 export async function findById(c: Q, requestId: string): Promise<RequestRow | undefined> {
   const r = await c.query('SELECT * FROM requests WHERE id = $1', [requestId]);
   return r.rows[0] as RequestRow | undefined;

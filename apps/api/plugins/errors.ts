@@ -8,6 +8,7 @@ import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors, validatorCompiler as zodValidatorCompiler } from 'fastify-type-provider-zod';
 import { ERRORS, ServiceError, errorEnvelope, type ErrorCode, type ErrorOptions, type ValidationIssue } from '../../../shared/errors.ts';
 import { isDatabaseUnavailable } from '../../../shared/db/unavailable.ts';
+import { REQUEST_ID_MESSAGE } from '../routes/requests.ts';
 
 declare module 'fastify' {
   interface FastifyReply {
@@ -149,16 +150,35 @@ export function clientErrorResponder(getApp: () => FastifyInstance | undefined, 
  * own JSON. They are the client's: 400 invalid_input.
  */
 export function frameworkErrorResponder(baseUrl: () => string, always: AlwaysHeaders = {}) {
-  return (err: FastifyError, _request: FastifyRequest, reply: FastifyReply) => {
+  return (err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const known: Record<string, string> = {
       FST_ERR_BAD_URL: 'The path is not valid percent-encoding',
       FST_ERR_MAX_PARAM_LENGTH: 'A path parameter is longer than 100 characters',
     };
+    const send = (code: ErrorCode, opts: ErrorOptions) =>
+      reply.code(ERRORS[code].status).headers(always).type('application/json; charset=utf-8').send(JSON.stringify(errorEnvelope(code, { baseUrl: baseUrl(), ...opts })));
+    // On a route whose parameter is known, an over-long one is refused as that parameter, as the
+    // route's schema refuses one of 65 to 100 characters: the router stops at 100 before the schema runs.
+    const param = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? longParamOf(request.url) : undefined;
+    if (param) return send('invalid_input', { message: `${param.name}: ${param.message}`, param: param.name, details: { issues: [{ path: param.name, message: param.message, code: param.code }] } });
     const message = known[err.code];
-    const code: ErrorCode = message ? 'invalid_input' : 'internal_error';
-    const body = errorEnvelope(code, { baseUrl: baseUrl(), message: message ?? 'Unexpected error', ...(message ? { details: { issues: [{ path: '', message }] } } : {}) });
-    return reply.code(ERRORS[code].status).headers(always).type('application/json; charset=utf-8').send(JSON.stringify(body));
+    if (!message) return send('internal_error', { message: 'Unexpected error' });
+    return send('invalid_input', { message, details: { issues: [{ path: '', message }] } });
   };
+}
+
+/**
+ * Routes with one path parameter and its schema's refusal (keyword and message, as the type
+ * provider reports them): GET /v1/query/requests/{request_id} and its feedback route, whatever
+ * the method (as the schema would, the parameter is what is wrong).
+ */
+const LONG_PARAM_ROUTES: Array<{ path: RegExp; name: string; message: string; code: string }> = [
+  { path: /^\/v1\/query\/requests\/[^/]+(?:\/feedback)?$/, name: 'request_id', message: REQUEST_ID_MESSAGE, code: 'invalid_format' },
+];
+
+function longParamOf(url: string) {
+  const path = url.split('?')[0]!;
+  return LONG_PARAM_ROUTES.find((r) => r.path.test(path));
 }
 
 export default fp(

@@ -1,5 +1,5 @@
 // GET /v1/query/requests/{request_id}: the request's status, receipt, retained result and rating.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { BEARER, errors, named } from '../../../shared/openapi/document.ts';
@@ -9,8 +9,12 @@ import { feedbackUnavailableReason, loadRatingContext, type RatingContext } from
 import { RequestStatusResponse } from '../../../shared/openapi/schemas.ts';
 import type { RequestStatusValue } from '../../../shared/schemas/query.ts';
 import type { RequestRow } from '../services/query-service.ts';
+import { findStatusForOrg, type StatusRow } from '../../../shared/db/requests.ts';
 
-export function receiptOf(r: RequestRow) {
+/** The columns the status shows besides the retained result (a full row has them all). */
+type StatusFields = Omit<StatusRow, 'fingerprint' | 'result_text'>;
+
+export function receiptOf(r: StatusFields) {
   return {
     request_id: r.id,
     api: r.api,
@@ -23,16 +27,13 @@ export function receiptOf(r: RequestRow) {
   };
 }
 
-export function requestStatusOf(r: RequestRow, orgId: string, rating: RatingContext) {
-  // Only keyed requests retain their result (the fingerprint is stored only with a key).
-  const keyed = r.fingerprint !== null;
-  const retained = keyed && r.result !== null && (!r.result_expires_at || r.result_expires_at.getTime() > Date.now());
+/** The status with `result` as given: `retained` says whether the result (and its status and expiry) are shown. */
+function statusOf<R>(r: StatusFields, orgId: string, rating: RatingContext, retained: boolean, result: R) {
   const reason = feedbackUnavailableReason(rating, orgId);
   return {
     request_id: r.id,
     status: r.status as RequestStatusValue,
-    // A copy: the retained envelope as the plain JSON object the response schema describes.
-    result: retained && r.result ? { ...r.result } : null,
+    result,
     response_status: retained ? r.response_status : null,
     result_expires_at: retained && r.result_expires_at ? r.result_expires_at.toISOString() : null,
     error_code: r.error_code,
@@ -44,9 +45,39 @@ export function requestStatusOf(r: RequestRow, orgId: string, rating: RatingCont
   };
 }
 
+const withinRetention = (r: { result_expires_at: Date | null }) => !r.result_expires_at || r.result_expires_at.getTime() > Date.now();
+
+/** The status of a full row (the console's request page). */
+export function requestStatusOf(r: RequestRow, orgId: string, rating: RatingContext) {
+  // Only keyed requests retain their result (the fingerprint is stored only with a key).
+  const retained = r.fingerprint !== null && r.result !== null && withinRetention(r);
+  // A copy: the retained envelope as the plain JSON object the response schema describes.
+  return statusOf(r, orgId, rating, retained, retained && r.result ? { ...r.result } : null);
+}
+
+/**
+ * The route's 200 body as JSON text. Everything but the result is checked and encoded by the
+ * response schema as the route's serializer did; the retained result is spliced in as
+ * PostgreSQL's text of the jsonb value (always valid JSON; only its spacing differs from
+ * JSON.stringify's), so a large result is neither parsed nor serialized again on each poll.
+ */
+function statusBody(r: StatusRow, orgId: string, rating: RatingContext): string {
+  const resultText = r.fingerprint !== null && r.result_text !== null && withinRetention(r) ? r.result_text : null;
+  // The schema's result is an object: anything else was (and is) a 500, never sent.
+  if (resultText !== null && !resultText.startsWith('{')) throw new Error(`retained result of ${r.id} is not a JSON object`);
+  const { data } = RequestStatusResponse.encode({ success: true, data: statusOf(r, orgId, rating, resultText !== null, null) });
+  // request_id, status and result lead the schema's order; the rest keeps it.
+  const { request_id, status, result: _placeholder, ...rest } = data;
+  const head = JSON.stringify({ success: true, data: { request_id, status } });
+  return `${head.slice(0, -2)},"result":${resultText ?? 'null'},${JSON.stringify(rest).slice(1)}}`;
+}
+
+/** The refusal of a request_id (also one too long to route: apps/api/plugins/errors.ts). */
+export const REQUEST_ID_MESSAGE = 'must match ^req_[A-Za-z0-9_-]{10,64}$';
+
 /** The path parameter of every request route. */
 export const RequestIdParams = z.strictObject({
-  request_id: z.string().regex(REQUEST_ID_PATTERN, 'must match ^req_[A-Za-z0-9_-]{10,64}$'),
+  request_id: z.string().regex(REQUEST_ID_PATTERN, REQUEST_ID_MESSAGE),
 });
 
 export default async function requestRoutes(app: FastifyInstance) {
@@ -69,14 +100,17 @@ export default async function requestRoutes(app: FastifyInstance) {
       reply.header('cache-control', 'no-store');
       return payload;
     },
-    handler: async (request) => {
+    handler: async (request, reply) => {
       const id = request.params.request_id;
       const orgId = request.auth!.orgId;
-      const r = await app.db.query<RequestRow>('SELECT * FROM requests WHERE id = $1 AND org_id = $2', [id, orgId]);
-      const rating = r.rows[0] ? await loadRatingContext(app.db, orgId, id) : null;
+      const row = await findStatusForOrg(app.db, orgId, id);
+      const rating = row ? await loadRatingContext(app.db, orgId, id) : null;
       // Another organization's request is indistinguishable from a missing one.
-      if (!r.rows[0] || !rating) throw new ServiceError('request_not_found', `No request ${id} for this organization`, { param: 'request_id' });
-      return { success: true as const, data: requestStatusOf(r.rows[0], orgId, rating) };
+      if (!row || !rating) throw new ServiceError('request_not_found', `No request ${id} for this organization`, { param: 'request_id' });
+      // JSON text with a JSON type is sent as it is (the schema encoded all of it but the result);
+      // the reply is untyped here because the typed one takes only the schema's object.
+      const text: FastifyReply = reply;
+      return text.type('application/json; charset=utf-8').send(statusBody(row, orgId, rating));
     },
   });
 }

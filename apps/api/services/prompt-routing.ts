@@ -5,7 +5,6 @@
 // the filled input with the operation's schema and runs it exactly like direct mode.
 import { z } from 'zod';
 import { ServiceError } from '../../../shared/errors.ts';
-import { getFileHead } from '../../../shared/db/files.ts';
 import { resolveOperation, type ResolvedOperation } from '../../../shared/db/catalog.ts';
 import type { RoutingAudit } from '../../../shared/db/requests.ts';
 import type { Db } from '../../../shared/db/pool.ts';
@@ -29,6 +28,8 @@ export interface PromptPlan {
 export type RouterSource = () => Promise<PromptRouter>;
 
 const TEXT_TYPES = /^(text\/|application\/(json|xml|csv|x-ndjson)\b)/;
+/** TEXT_TYPES in PostgreSQL's regular expressions (`\M` ends a word there as `\b` does here): a file of another type has no bytes read. */
+const TEXT_TYPES_SQL = '^(text/|application/(json|xml|csv|x-ndjson)\\M)';
 /**
  * A file's text, when it is UTF-8 text; bytes are never handed to the router. `bytes` may be the
  * start of the file only: a character cut at its end is left out (streamed decoding), not an error.
@@ -44,11 +45,13 @@ function textOf(contentType: string, bytes: Buffer, cut: boolean): string | null
 
 /**
  * How much of an attachment is read (a file may be 10 MB, and four may be attached, the same one
- * four times even). A `context` file informs ranking with the start of its text only (500
- * characters, shared/router/index.ts): 2,000 bytes hold them. An `input` file's text may fill a
- * text field of the input, which a query can carry only up to MAX_WORKFLOW_INPUT_BYTES: a text
- * read up to that and a little beyond is either all of it or already too large to run (413
- * payload_too_large, as the whole text would be), so the rest is never loaded.
+ * four times even). Only the first `input` attachment's text can fill the input
+ * (shared/router/fill.ts): it is read up to what a query can carry, MAX_WORKFLOW_INPUT_BYTES, and a
+ * little beyond, so the text is either all of it or already too large to run (413
+ * payload_too_large, as the whole text would be) and the rest is never loaded. Every other
+ * attachment (a `context` file, a later `input` file) informs ranking with the start of its text
+ * at most (500 characters, shared/router/index.ts): 2,000 bytes hold them. A file listed more than
+ * once is read once, as far as its furthest use; a file that is not text has no bytes read at all.
  */
 export const CONTEXT_TEXT_BYTES = 2_000;
 const INPUT_TEXT_MARGIN_BYTES = 1_024;
@@ -165,24 +168,41 @@ export class PromptRouting {
   /**
    * Each attachment must be the organization's own file. Another organization's file is
    * indistinguishable from none (404 file_not_found); the organization's own file past its
-   * retention but not yet purged is 410 file_expired.
+   * retention but not yet purged is 410 file_expired. One statement reads every file listed, each
+   * once and only as far as routing can use it (CONTEXT_TEXT_BYTES above), as base64 text rather
+   * than the hex text bytea comes as (1.33 rather than 2 characters a byte).
    */
   private async attachments(orgId: string, items: NonNullable<QueryRequest['attachments']>): Promise<PromptAttachment[]> {
+    if (items.length === 0) return [];
+    const firstInput = items.findIndex((a) => a.purpose === 'input');
+    const reachOf = (i: number) => (i === firstInput ? this.deps.maxInputBytes + INPUT_TEXT_MARGIN_BYTES : CONTEXT_TEXT_BYTES);
+    const reach = new Map<string, number>();
+    for (const [i, a] of items.entries()) reach.set(a.id, Math.max(reach.get(a.id) ?? 0, reachOf(i)));
+    let rows: Array<{ id: string; name: string; size: string | number; content_type: string; expires_at: Date; head: string | null }>;
+    try {
+      // Whatever the files' expiry: expiry is decided here (410 rather than 404).
+      const r = await this.deps.db.query(
+        `SELECT f.id, f.name, f.size, f.content_type, f.expires_at,
+                CASE WHEN f.content_type ~ $4 THEN encode(substring(f.bytes FROM 1 FOR w.n), 'base64') END AS head
+           FROM unnest($2::text[], $3::int[]) AS w(id, n)
+           JOIN files f ON f.id = w.id AND f.org_id = $1`,
+        [orgId, [...reach.keys()], [...reach.values()], TEXT_TYPES_SQL],
+      );
+      rows = r.rows;
+    } catch {
+      throw new ServiceError('catalog_unavailable', 'Files cannot be read right now', { headers: { 'retry-after': '5' } });
+    }
+    const files = new Map(rows.map((f) => [f.id, { ...f, size: Number(f.size), head: f.head === null ? null : Buffer.from(f.head, 'base64') }]));
     const out: PromptAttachment[] = [];
     for (const [i, a] of items.entries()) {
-      let file;
-      try {
-        // The epoch as "now" finds the organization's file whatever its expiry; expiry is decided here.
-        const maxBytes = a.purpose === 'context' ? CONTEXT_TEXT_BYTES : this.deps.maxInputBytes + INPUT_TEXT_MARGIN_BYTES;
-        file = await getFileHead(this.deps.db, orgId, a.id, maxBytes, new Date(0));
-      } catch {
-        throw new ServiceError('catalog_unavailable', 'Files cannot be read right now', { headers: { 'retry-after': '5' } });
-      }
+      const file = files.get(a.id);
       const param = `attachments.${i}.id`;
       if (!file) throw new ServiceError('file_not_found', `No file ${a.id} for this organization`, { param, details: { issues: [{ path: param, message: 'no such file for this organization' }] } });
       if (new Date(file.expires_at).getTime() <= Date.now())
-        throw new ServiceError('file_expired', `File ${a.id} expired at ${file.expires_at}; upload it again`, { param, details: { issues: [{ path: param, message: 'the file has expired' }] } });
-      out.push({ id: file.id, purpose: a.purpose, name: file.name, content_type: file.content_type, text: textOf(file.content_type, file.bytes, file.bytes.length < file.size_bytes) });
+        throw new ServiceError('file_expired', `File ${a.id} expired at ${file.expires_at.toISOString()}; upload it again`, { param, details: { issues: [{ path: param, message: 'the file has expired' }] } });
+      // A file listed again for a shorter use gets as much as that use would have read.
+      const bytes = file.head === null ? null : file.head.subarray(0, reachOf(i));
+      out.push({ id: file.id, purpose: a.purpose, name: file.name, content_type: file.content_type, text: bytes === null ? null : textOf(file.content_type, bytes, bytes.length < file.size) });
     }
     return out;
   }
