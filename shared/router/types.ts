@@ -27,8 +27,9 @@ export interface PromptAttachment {
   content_type: string;
   /**
    * The file's text when it is text (UTF-8), else null; bytes are never handed to the router. Only
-   * as much as can be used is read (apps/api/services/prompt-routing.ts): the start of a context
-   * file's text; an input file's text up to just past what a query can carry.
+   * as much as can be used is read (apps/api/services/prompt-routing.ts): the first `input`
+   * attachment's text up to just past what a query can carry (only it can fill an input field);
+   * every other attachment's, context or later input, only its start (2,000 bytes).
    */
   text: string | null;
 }
