@@ -1,6 +1,7 @@
 // POST /v1/files on the real stack: names, sizes, sniffed types, hashes, the 10 MB limit enforced
 // while streaming, organization privacy (getFile) and retention (purgeExpiredFiles).
 import { createHash } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -124,6 +125,21 @@ function slowReaderUpload(key: string, total: number, stallMs: number): Promise<
       );
       pump();
     });
+  });
+}
+
+/** One upload over node:http with exactly the headers given (fetch adds or refuses some). */
+function rawUpload(headers: Record<string, string>, body: Buffer): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any }> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(`${stack().baseUrl}/v1/files`);
+    const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end(body);
   });
 }
 
@@ -264,6 +280,36 @@ describe('POST /v1/files', () => {
     });
     expect(bare.status).toBe(415);
     expect(JSON.parse(bare.body).error.code).toBe('unsupported_media_type');
+  });
+
+  it('refuses a compressed body (Content-Encoding other than identity) with 415 on Content-Encoding, storing nothing', async () => {
+    const org = await newOrg(5);
+    const text = Buffer.from('plain words, compressed on the way\n'.repeat(50));
+    const gz = gzipSync(text);
+    const headers = (encoding: string) => ({
+      authorization: `Bearer ${org.api_key}`,
+      'content-type': 'application/octet-stream',
+      'x-file-name': 'notes.txt',
+      'content-encoding': encoding,
+    });
+    for (const encoding of ['gzip', 'GZIP', 'br', 'deflate', 'gzip, identity', 'x-custom']) {
+      const res = await rawUpload(headers(encoding), gz);
+      expect(res.status, encoding).toBe(415);
+      expect(res.body).toEqual({
+        success: false,
+        error: expect.objectContaining({ code: 'unsupported_media_type', type: 'validation_error', status: 415, retryable: false, param: 'Content-Encoding' }),
+      });
+      expect(res.body.error.details.issues).toEqual([{ path: 'Content-Encoding', message: "must be identity or absent: send the file's bytes as they are, not compressed" }]);
+    }
+    // Refused before the body is read: a compressed body past the limit is 415, not 413.
+    const big = await rawUpload(headers('gzip'), Buffer.alloc(MB10 + 1, 0x61));
+    expect(big.status).toBe(415);
+    const n = await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [org.org_id]);
+    expect(n.rows[0].n).toBe(0);
+    // identity is the bytes as they are: stored, hashed and typed as sent.
+    const plain = await rawUpload(headers('identity'), text);
+    expect(plain.status).toBe(201);
+    expect(plain.body.data).toMatchObject({ size_bytes: text.length, sha256: sha(text), content_type: 'text/plain' });
   });
 
   it('refuses X-File-Name sent twice instead of storing the joined copies as one name', async () => {

@@ -53,6 +53,26 @@ function fileNameOf(request: FastifyRequest): string {
   return r.name;
 }
 
+/**
+ * A Content-Encoding other than identity is refused (415): the body would be stored as sent, so a
+ * gzip upload became a file of its compressed bytes, with their hash and sniffed type, not the
+ * file's. Nothing is decoded here (a decoded body could be far larger than the 10 MB sent).
+ */
+function refuseContentEncoding(request: FastifyRequest): void {
+  const header = request.headers['content-encoding'];
+  if (header === undefined) return;
+  const codings = String(header)
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== '');
+  if (codings.every((c) => c === 'identity')) return;
+  const message = "must be identity or absent: send the file's bytes as they are, not compressed";
+  throw new ServiceError('unsupported_media_type', `Content-Encoding ${message}`, {
+    param: 'Content-Encoding',
+    details: { issues: [{ path: 'Content-Encoding', message }] },
+  });
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Content type from the bytes: a known signature, else text/plain for UTF-8 text, else binary. */
@@ -225,6 +245,7 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
     // first: an organization alone past its own limit is told so (429), whatever others send.
     preParsing: async (request, reply) => {
       fileNameOf(request);
+      refuseContentEncoding(request);
       const releaseSlot = inFlight.take(request.auth!.orgId);
       if (!releaseSlot) {
         throw new ServiceError('organization_concurrency_limit', `The organization has ${opts.config.FILES_UPLOADS_PER_ORG} uploads in progress; send this one when one of them has finished`, {
