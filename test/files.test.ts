@@ -282,6 +282,24 @@ describe('POST /v1/files', () => {
     expect(JSON.parse(bare.body).error.code).toBe('unsupported_media_type');
   });
 
+  it('an empty body without Content-Type is 415 on Content-Type, as a missing type is with any body', async () => {
+    const org = await newOrg(5);
+    const headers = { authorization: `Bearer ${org.api_key}`, 'x-file-name': 'empty.txt' };
+    const res = await rawUpload({ ...headers, 'content-length': '0' }, Buffer.alloc(0));
+    expect(res.status).toBe(415);
+    expect(res.body).toEqual({
+      success: false,
+      error: expect.objectContaining({ code: 'unsupported_media_type', type: 'validation_error', status: 415, param: 'Content-Type' }),
+    });
+    expect(res.body.error.details.issues).toEqual([{ path: 'Content-Type', message: 'must be application/octet-stream' }]);
+    // With the type, an empty body is the body's fault: 400 (the test above).
+    const typed = await rawUpload({ ...headers, 'content-type': 'application/octet-stream', 'content-length': '0' }, Buffer.alloc(0));
+    expect(typed.status).toBe(400);
+    expect(typed.body.error.details.issues).toEqual([{ path: '', message: 'must not be empty' }]);
+    const n = await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [org.org_id]);
+    expect(n.rows[0].n).toBe(0);
+  });
+
   it('refuses a compressed body (Content-Encoding other than identity) with 415 on Content-Encoding, storing nothing', async () => {
     const org = await newOrg(5);
     const text = Buffer.from('plain words, compressed on the way\n'.repeat(50));

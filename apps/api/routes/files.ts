@@ -273,6 +273,12 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
     handler: async (request, reply) => {
       const name = fileNameOf(request);
       const bytes = request.body;
+      // Fastify parses no body that is empty and untyped, so its type was never checked: a missing
+      // type is 415 whatever the body, as any other type (checked before the body's own rules).
+      if (request.headers['content-type'] === undefined) {
+        const { message, ...where } = contentTypeRefusal('Send the file as the raw body with Content-Type: application/octet-stream', 'application/octet-stream');
+        throw new ServiceError('unsupported_media_type', message, where);
+      }
       if (!Buffer.isBuffer(bytes) || bytes.length === 0) {
         // The body as a whole (the file): no param, as every whole-body refusal.
         throw new ServiceError('invalid_input', 'The file is empty; send its bytes as the body', { details: { issues: [{ path: '', message: 'must not be empty' }] } });
