@@ -63,6 +63,46 @@ export interface FileQuota {
 const FILES_LOCK_CLASS = 601;
 
 /**
+ * The 429 file_storage_limit for an upload of `size` bytes, or null when it fits the organization's
+ * quota. `size` null: not known yet (a chunked body), counted as one byte (a file has at least one),
+ * and `details.size_bytes` left out.
+ */
+async function storageRefusal(db: Db | DbClient, orgId: string, size: number | null, quota: FileQuota, now: Date): Promise<ServiceError | null> {
+  const r = await db.query<{ n: number; bytes: string; oldest: Date | null }>(
+    'SELECT count(*)::int AS n, coalesce(sum(size), 0)::text AS bytes, min(expires_at) AS oldest FROM files WHERE org_id = $1 AND expires_at > $2',
+    [orgId, now],
+  );
+  const held = r.rows[0]!;
+  const bytes = Number(held.bytes);
+  const adding = size ?? 1;
+  if (held.n + 1 <= quota.maxFiles && bytes + adding <= quota.maxBytes) return null;
+  // When the oldest file expires (room frees then; whether enough depends on the sizes).
+  const wait = held.oldest ? Math.max(1, Math.ceil((held.oldest.getTime() - now.getTime()) / 1000)) : 1;
+  const what = size === null ? 'this one' : `this one (${size})`;
+  return new ServiceError(
+    'file_storage_limit',
+    held.n + 1 > quota.maxFiles
+      ? `The organization keeps ${held.n} files, its limit; files expire 30 days after upload`
+      : `The organization's files take ${bytes} bytes; with ${what} they would pass its limit of ${quota.maxBytes}; files expire 30 days after upload`,
+    {
+      headers: { 'retry-after': String(wait) },
+      details: { files: held.n, bytes, max_files: quota.maxFiles, max_bytes: quota.maxBytes, ...(size === null ? {} : { size_bytes: size }) },
+    },
+  );
+}
+
+/**
+ * Before an upload's body is read: throws 429 file_storage_limit when an upload of `size` bytes
+ * (its Content-Length; null for a chunked body) cannot fit the organization's quota now, so a body
+ * that could never be stored is not taken in. Not under the organization's lock: createFile checks
+ * again, atomically, when it stores the file.
+ */
+export async function checkFileStorage(db: Db, orgId: string, size: number | null, quota: FileQuota, now: Date = new Date()): Promise<void> {
+  const refusal = await storageRefusal(db, orgId, size, quota, now);
+  if (refusal) throw refusal;
+}
+
+/**
  * Store an upload; the id, hash and expiry are decided here. With `quota`, the organization's
  * unexpired files are summed and the new one inserted in one transaction under the organization's
  * lock, so uploads sent at once can never together pass the limit (file_storage_limit).
@@ -76,27 +116,8 @@ export async function createFile(
   if (!quota) return insertFile(db, f);
   return tx(db, async (c) => {
     await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [FILES_LOCK_CLASS, f.orgId]);
-    const now = f.now ?? new Date();
-    const r = await c.query<{ n: number; bytes: string; oldest: Date | null }>(
-      'SELECT count(*)::int AS n, coalesce(sum(size), 0)::text AS bytes, min(expires_at) AS oldest FROM files WHERE org_id = $1 AND expires_at > $2',
-      [f.orgId, now],
-    );
-    const held = r.rows[0]!;
-    const bytes = Number(held.bytes);
-    if (held.n + 1 > quota.maxFiles || bytes + f.bytes.length > quota.maxBytes) {
-      // When the oldest file expires (room frees then; whether enough depends on the sizes).
-      const wait = held.oldest ? Math.max(1, Math.ceil((held.oldest.getTime() - now.getTime()) / 1000)) : 1;
-      throw new ServiceError(
-        'file_storage_limit',
-        held.n + 1 > quota.maxFiles
-          ? `The organization keeps ${held.n} files, its limit; files expire 30 days after upload`
-          : `The organization's files take ${bytes} bytes; with this one (${f.bytes.length}) they would pass its limit of ${quota.maxBytes}; files expire 30 days after upload`,
-        {
-          headers: { 'retry-after': String(wait) },
-          details: { files: held.n, bytes, max_files: quota.maxFiles, max_bytes: quota.maxBytes, size_bytes: f.bytes.length },
-        },
-      );
-    }
+    const refusal = await storageRefusal(c, f.orgId, f.bytes.length, quota, f.now ?? new Date());
+    if (refusal) throw refusal;
     return insertFile(c, f);
   });
 }

@@ -6,7 +6,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { fileTypeFromBuffer } from 'file-type';
 import { z } from 'zod';
 import { ServiceError } from '../../../shared/errors.ts';
-import { createFile, MAX_FILE_BYTES } from '../../../shared/db/files.ts';
+import { checkFileStorage, createFile, MAX_FILE_BYTES } from '../../../shared/db/files.ts';
 import { FileResponse } from '../../../shared/openapi/schemas.ts';
 import { BEARER, errors, named, rawBody } from '../../../shared/openapi/document.ts';
 import type { Config } from '../../../shared/config.ts';
@@ -146,18 +146,63 @@ const FileNameHeader = z
   })
   .describe(`URI-encoded file name, at most ${MAX_FILE_NAME_CHARS} characters once decoded; no path separators or control characters`);
 
-type FilesConfig = Pick<Config, 'FILES_MAX_BYTES_PER_ORG' | 'FILES_MAX_PER_ORG' | 'FILES_UPLOADS_PER_ORG' | 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES'>;
+type FilesConfig = Pick<
+  Config,
+  | 'FILES_MAX_BYTES_PER_ORG'
+  | 'FILES_MAX_PER_ORG'
+  | 'FILES_UPLOADS_PER_ORG'
+  | 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES'
+>;
+
+/** The body's declared length, or null when it declares none (chunked) or none that can be read. */
+function declaredLength(headers: IncomingMessage['headers']): number | null {
+  const raw = headers['content-length'];
+  const declared = Number(raw);
+  if (raw === undefined || headers['transfer-encoding'] !== undefined || !Number.isSafeInteger(declared) || declared < 0) return null;
+  return declared;
+}
 
 /**
- * What an upload takes of the process's budget before its body is read: its declared length (Node
+ * What an upload takes of the in-flight bounds before its body is read: its declared length (Node
  * delivers exactly that many bytes), or the largest file when it declares none (chunked). One that
  * declares more than the largest file takes nothing: it is refused 413 unread.
  */
 function bytesToReserve(headers: IncomingMessage['headers']): number {
-  const raw = headers['content-length'];
-  const declared = Number(raw);
-  if (raw === undefined || headers['transfer-encoding'] !== undefined || !Number.isSafeInteger(declared) || declared < 0) return MAX_FILE_BYTES;
+  const declared = declaredLength(headers);
+  if (declared === null) return MAX_FILE_BYTES;
   return declared > MAX_FILE_BYTES ? 0 : declared;
+}
+
+/**
+ * What one upload holds of the in-flight bounds (its organization's slot, the process's bytes),
+ * from before its body is read until it is answered or its connection goes.
+ */
+class Hold {
+  private readonly releases: Array<() => void> = [];
+  private ended = false;
+
+  constructor(response: NodeJS.EventEmitter) {
+    const end = () => {
+      this.ended = true;
+      this.release();
+    };
+    response.once('close', end);
+    response.once('finish', end);
+  }
+
+  /** Whether the upload was answered or its connection went (nothing taken now would be given back). */
+  get over(): boolean {
+    return this.ended;
+  }
+
+  add(release: () => void): void {
+    if (this.ended) release();
+    else this.releases.push(release);
+  }
+
+  private release(): void {
+    for (const r of this.releases.splice(0)) r();
+  }
 }
 
 export default async function filesRoutes(app: FastifyInstance, opts: { config: FilesConfig }) {
@@ -240,35 +285,41 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
     },
     // Authenticate before the body is read: anonymous uploads are refused without taking them in.
     onRequest: app.authenticate,
-    // A bad name, an upload past the organization's in-flight limit, and one past the process's
-    // in-flight bytes are refused before the body is read. The organization's limit is checked
-    // first: an organization alone past its own limit is told so (429), whatever others send.
+    // A bad name or encoding, an upload past the organization's in-flight limits or its stored
+    // files, and one past the process's in-flight bytes are refused before the body is read. The
+    // organization's own limits are checked first: an organization alone past one is told so
+    // (429), whatever others send.
     preParsing: async (request, reply) => {
       fileNameOf(request);
       refuseContentEncoding(request);
-      const releaseSlot = inFlight.take(request.auth!.orgId);
+      const orgId = request.auth!.orgId;
+      const releaseSlot = inFlight.take(orgId);
       if (!releaseSlot) {
         throw new ServiceError('organization_concurrency_limit', `The organization has ${opts.config.FILES_UPLOADS_PER_ORG} uploads in progress; send this one when one of them has finished`, {
           headers: { 'retry-after': '1' },
           details: { uploads_in_flight: opts.config.FILES_UPLOADS_PER_ORG },
         });
       }
-      const releaseBytes = inFlightBytes.take(bytesToReserve(request.headers));
+      // Everything taken from here on is given back once the upload is answered or its connection goes.
+      const hold = new Hold(reply.raw);
+      hold.add(releaseSlot);
+      // An organization whose stored files are at their limit is told so before it sends a body
+      // that could not be stored (createFile checks again, atomically, when storing). The slot
+      // bounds how many of these checks one organization runs at once. An empty body (refused
+      // anyway) and one over 10 MB (413 unread) are not looked at.
+      const declared = declaredLength(request.headers);
+      if (declared === null || (declared > 0 && declared <= MAX_FILE_BYTES)) await checkFileStorage(app.db, orgId, declared, quota);
+      if (hold.over) return; // the client left meanwhile: nothing more is taken
+      const reserve = bytesToReserve(request.headers);
+      const releaseBytes = inFlightBytes.take(reserve);
       if (!releaseBytes) {
-        releaseSlot();
         // Nothing about what others send: only that this process is receiving as much as it takes.
         throw new ServiceError('admission_unavailable', 'This server is receiving as many uploads as it can hold at once; send this one again after Retry-After', {
           headers: { 'retry-after': '2' },
           details: { reason: 'uploads_in_flight' },
         });
       }
-      const release = () => {
-        releaseSlot();
-        releaseBytes();
-      };
-      // Held until the answer is written or the connection goes (an upload cut off mid-body).
-      reply.raw.once('close', release);
-      reply.raw.once('finish', release);
+      hold.add(releaseBytes);
     },
     handler: async (request, reply) => {
       const name = fileNameOf(request);

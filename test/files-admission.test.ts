@@ -1,0 +1,146 @@
+// What uploads in progress may hold of an API process (POST /v1/files): one organization's share
+// of the process's in-flight bytes, the idle timeout that frees what a silent sender holds, the
+// storage quota checked before the body is read, and an upload's slot kept while its file is
+// stored even when its client has left. An API process of this file's own, with a short idle
+// timeout and a small file quota; everything else at its defaults.
+import http from 'node:http';
+import net from 'node:net';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { closeDb, db, newOrg, sleep, stack, until } from './helpers/stack.ts';
+import { processPool } from './helpers/processes.ts';
+
+const MIB = 1024 * 1024;
+const MB10 = 10 * MIB;
+const IDLE_MS = 2_000;
+const MAX_FILES = 6;
+
+const s = () => stack();
+const pool = processPool(() => ({ databaseUrl: s().databaseUrl, temporalAddress: s().temporalAddress, hostMap: s().hostMap, taskQueue: 'files-admission-unused' }));
+let url = '';
+beforeAll(async () => {
+  const api = await pool.spawn('api', {
+    databaseUrl: s().databaseUrl,
+    temporalAddress: s().temporalAddress,
+    hostMap: s().hostMap,
+    taskQueue: 'files-admission-unused',
+    env: { WQS_SKIP_MIGRATIONS: '1', FILES_UPLOAD_IDLE_TIMEOUT_MS: String(IDLE_MS), FILES_MAX_PER_ORG: String(MAX_FILES) },
+  });
+  url = String(api.started.url);
+});
+afterAll(async () => {
+  await pool.killAll();
+  await closeDb();
+});
+
+interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: any;
+  /** When the answer was complete, ms after the upload began. */
+  ms: number;
+}
+
+/**
+ * An upload begun and left open: chunked, or with Content-Length `declared`. `first` bytes are sent
+ * at once; with `trickle`, one byte more every 200 ms (a slow sender, never idle) until `finish`
+ * (sends the rest) or `abort` (drops the connection).
+ */
+function openUpload(key: string, o: { declared?: number; first?: number; trickle?: boolean } = {}) {
+  const u = new URL(`${url}/v1/files`);
+  const length: Record<string, string> = o.declared === undefined ? { 'transfer-encoding': 'chunked' } : { 'content-length': String(o.declared) };
+  const began = Date.now();
+  const req = http.request({
+    host: u.hostname,
+    port: u.port,
+    path: u.pathname,
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'x-file-name': 'slow.bin', ...length },
+  });
+  let sent = 0;
+  let answer: Answer | undefined;
+  let closedAt: number | undefined;
+  const answered = new Promise<Answer | undefined>((resolve) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', () => {
+        answer = { status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text), ms: Date.now() - began };
+        resolve(answer);
+      });
+    });
+    req.on('error', () => resolve(answer));
+    req.on('close', () => (closedAt ??= Date.now() - began));
+  });
+  const write = (n: number) => {
+    if (n <= 0 || req.destroyed) return;
+    sent += n;
+    req.write(Buffer.alloc(n, 0x61));
+  };
+  req.flushHeaders();
+  write(o.first ?? 1024);
+  const timer = o.trickle ? setInterval(() => answer === undefined && write(1), 200) : undefined;
+  return {
+    answered,
+    early: () => answer,
+    closedAt: () => closedAt,
+    finish: () => {
+      clearInterval(timer);
+      req.end(o.declared === undefined ? Buffer.alloc(10, 0x62) : Buffer.alloc(o.declared - sent, 0x62));
+      return answered;
+    },
+    abort: () => {
+      clearInterval(timer);
+      req.destroy();
+    },
+  };
+}
+
+async function upload(key: string, bytes: Buffer) {
+  const res = await fetch(`${url}/v1/files`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'x-file-name': 'f.bin' },
+    body: new Uint8Array(bytes),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: JSON.parse(text), text };
+}
+
+const countFiles = async (orgId: string) => (await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [orgId])).rows[0].n as number;
+
+describe('uploads in flight', () => {
+  it("an organization at its stored-files limit is refused 429 file_storage_limit before its body is read, declared or chunked", async () => {
+    const org = await newOrg(1);
+    for (let i = 0; i < MAX_FILES; i++) expect((await upload(org.api_key, Buffer.from(`file ${i}`))).status).toBe(201);
+    // A 5 MB body begun and trickled (never idle, never ended): answered at once, not after it is sent.
+    const declared = openUpload(org.api_key, { declared: 5_000_000, trickle: true });
+    const chunked = openUpload(org.api_key, { trickle: true });
+    try {
+      const d = await Promise.race([declared.answered, sleep(IDLE_MS + 3_000).then(() => undefined)]);
+      expect(d?.status).toBe(429);
+      expect(Number(d!.headers['retry-after'])).toBeGreaterThan(29 * 86_400);
+      expect(d!.body).toEqual({
+        success: false,
+        error: expect.objectContaining({
+          code: 'file_storage_limit',
+          type: 'rate_limit_error',
+          status: 429,
+          retryable: false,
+          details: { files: MAX_FILES, bytes: 36, max_files: MAX_FILES, max_bytes: 1024 * MIB, size_bytes: 5_000_000 },
+        }),
+      });
+      expect(d!.body.error).not.toHaveProperty('param');
+      // A chunked body's size is not known yet: the same refusal, without size_bytes.
+      const c = await Promise.race([chunked.answered, sleep(IDLE_MS + 3_000).then(() => undefined)]);
+      expect(c?.status).toBe(429);
+      expect(c!.body.error).toMatchObject({ code: 'file_storage_limit', details: { files: MAX_FILES, bytes: 36, max_files: MAX_FILES, max_bytes: 1024 * MIB } });
+      expect(c!.body.error.details).not.toHaveProperty('size_bytes');
+      expect(await countFiles(org.org_id)).toBe(MAX_FILES);
+    } finally {
+      declared.abort();
+      chunked.abort();
+    }
+  });
+
+});
