@@ -110,6 +110,46 @@ async function upload(key: string, bytes: Buffer) {
 const countFiles = async (orgId: string) => (await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [orgId])).rows[0].n as number;
 
 describe('uploads in flight', () => {
+  it("two organizations' slow uploads cannot take the process's bound: each holds at most its share (429 past it), and a third organization's uploads are stored", async () => {
+    const [a1, a2, b] = await Promise.all([newOrg(1), newOrg(1), newOrg(1)]);
+    // Each opens four chunked uploads (each counts 10 MB) and keeps them alive with a byte now and
+    // then: 80 MB asked of the 64 MiB bound. One of each fits its 16 MiB share; the other three are
+    // refused before their bodies end.
+    const begun = [a1, a2].map((org) => Array.from({ length: 4 }, () => openUpload(org.api_key, { trickle: true })));
+    try {
+      for (const mine of begun) {
+        await until(async () => mine.filter((u) => u.early()).length >= 3, 20_000, 50);
+        const refused = mine.filter((u) => u.early());
+        expect(refused.length).toBe(3);
+        for (const r of refused) {
+          const res = r.early()!;
+          expect(res.status).toBe(429);
+          expect(res.headers['retry-after']).toBe('1');
+          expect(res.body).toEqual({
+            success: false,
+            error: expect.objectContaining({ code: 'organization_concurrency_limit', type: 'rate_limit_error', status: 429, retryable: true, details: { upload_bytes_in_flight: 16 * MIB } }),
+          });
+          expect(res.body.error).not.toHaveProperty('param');
+        }
+      }
+      // Organization B is not refused: 10 MiB and 5 MB uploads are stored.
+      const big = await upload(b.api_key, Buffer.alloc(MB10, 0x62));
+      expect(big.status, big.text).toBe(201);
+      const five = await upload(b.api_key, Buffer.alloc(5_000_000, 0x63));
+      expect(five.status, five.text).toBe(201);
+      expect(await countFiles(b.org_id)).toBe(2);
+      // The uploads held were slow, never idle: each is stored when it ends, well past the idle timeout.
+      const held = begun.map((mine) => mine.find((u) => !u.early())!);
+      await sleep(IDLE_MS + 500);
+      for (const h of held) expect(h.early()).toBeUndefined();
+      for (const h of held) expect((await h.finish())?.status).toBe(201);
+      expect(await countFiles(a1.org_id)).toBe(1);
+      expect(await countFiles(a2.org_id)).toBe(1);
+    } finally {
+      for (const u of begun.flat()) u.abort();
+    }
+  });
+
   it("an organization at its stored-files limit is refused 429 file_storage_limit before its body is read, declared or chunked", async () => {
     const org = await newOrg(1);
     for (let i = 0; i < MAX_FILES; i++) expect((await upload(org.api_key, Buffer.from(`file ${i}`))).status).toBe(201);

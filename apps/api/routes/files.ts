@@ -9,9 +9,9 @@ import { ServiceError } from '../../../shared/errors.ts';
 import { checkFileStorage, createFile, MAX_FILE_BYTES } from '../../../shared/db/files.ts';
 import { FileResponse } from '../../../shared/openapi/schemas.ts';
 import { BEARER, errors, named, rawBody } from '../../../shared/openapi/document.ts';
-import type { Config } from '../../../shared/config.ts';
+import { filesUploadBytesPerOrg, type Config } from '../../../shared/config.ts';
 import { OrgSlots } from '../services/org-slots.ts';
-import { ByteBudget } from '../services/byte-budget.ts';
+import { ByteBudget, OrgByteBudget } from '../services/byte-budget.ts';
 import { contentTypeRefusal } from '../plugins/errors.ts';
 import { headerCopies } from '../services/header-copies.ts';
 import { displayTextProblem } from '../../../shared/accounts/display-text.ts';
@@ -152,6 +152,7 @@ type FilesConfig = Pick<
   | 'FILES_MAX_PER_ORG'
   | 'FILES_UPLOADS_PER_ORG'
   | 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES'
+  | 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG'
 >;
 
 /** The body's declared length, or null when it declares none (chunked) or none that can be read. */
@@ -174,8 +175,8 @@ function bytesToReserve(headers: IncomingMessage['headers']): number {
 }
 
 /**
- * What one upload holds of the in-flight bounds (its organization's slot, the process's bytes),
- * from before its body is read until it is answered or its connection goes.
+ * What one upload holds of the in-flight bounds (its organization's slot and bytes, the process's
+ * bytes), from before its body is read until it is answered or its connection goes.
  */
 class Hold {
   private readonly releases: Array<() => void> = [];
@@ -213,6 +214,10 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
   // ...and of all organizations together, in bytes: the per-organization bound times the number of
   // organizations is no bound on the process's memory.
   const inFlightBytes = new ByteBudget(opts.config.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES);
+  // ...of which one organization holds at most its share, so that a few organizations (sign-up is
+  // open) cannot hold all of it between them with slow uploads.
+  const orgBytesShare = filesUploadBytesPerOrg(opts.config);
+  const orgBytes = new OrgByteBudget(orgBytesShare);
   // This scope's own wording for a wrong body type; everything else goes to the central handler.
   app.setErrorHandler((err: FastifyError) => {
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.code === 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE') {
@@ -311,6 +316,15 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       if (declared === null || (declared > 0 && declared <= MAX_FILE_BYTES)) await checkFileStorage(app.db, orgId, declared, quota);
       if (hold.over) return; // the client left meanwhile: nothing more is taken
       const reserve = bytesToReserve(request.headers);
+      const releaseOrgBytes = orgBytes.take(orgId, reserve);
+      if (!releaseOrgBytes) {
+        throw new ServiceError(
+          'organization_concurrency_limit',
+          `The organization's uploads in progress on this server count as many bytes as it may send at once (${orgBytesShare}; one without Content-Length counts ${MAX_FILE_BYTES}); send this one when one of them has finished`,
+          { headers: { 'retry-after': '1' }, details: { upload_bytes_in_flight: orgBytesShare } },
+        );
+      }
+      hold.add(releaseOrgBytes);
       const releaseBytes = inFlightBytes.take(reserve);
       if (!releaseBytes) {
         // Nothing about what others send: only that this process is receiving as much as it takes.
