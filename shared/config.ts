@@ -181,6 +181,13 @@ const ConfigSchema = z.object({
     .min(10 * 1024 * 1024)
     .optional(),
   /**
+   * An upload none of whose body bytes arrived for this long (from when its body is awaited, or
+   * since its last bytes) is answered 408 request_timeout and its connection closed, so that what
+   * it holds of the in-flight bounds is freed: a sender that declared 10 MB and sent nothing held
+   * it for REQUEST_TIMEOUT_MS (120 s).
+   */
+  FILES_UPLOAD_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(600_000).default(10_000),
+  /**
    * MCP `svc_get_run` calls of one organization waiting on runs at once in one API process. Each
    * waits up to 170 s holding a connection, a result subscription and (after RESULT_NOTIFY_FALLBACK_MS)
    * a Temporal history long-poll, and the same run can be waited on any number of times; beyond,

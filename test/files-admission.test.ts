@@ -7,6 +7,7 @@ import http from 'node:http';
 import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig, filesUploadBytesPerOrg } from '../shared/config.ts';
 import { closeDb, db, newOrg, sleep, stack, until } from './helpers/stack.ts';
 import { processPool } from './helpers/processes.ts';
 
@@ -110,6 +111,19 @@ async function upload(key: string, bytes: Buffer) {
 const countFiles = async (orgId: string) => (await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [orgId])).rows[0].n as number;
 
 describe('uploads in flight', () => {
+  it('settings: an organization takes a quarter of the process bound by default, at least 10 MiB, at most the bound; uploads idle 10 s are cut', () => {
+    const c = loadConfig({});
+    expect(c.FILES_UPLOAD_IDLE_TIMEOUT_MS).toBe(10_000);
+    expect(filesUploadBytesPerOrg(c)).toBe(16 * MIB);
+    expect(filesUploadBytesPerOrg(loadConfig({ FILES_UPLOADS_IN_FLIGHT_MAX_BYTES: String(20 * MIB) }))).toBe(MB10);
+    expect(filesUploadBytesPerOrg(loadConfig({ FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG: String(12 * MIB) }))).toBe(12 * MIB);
+    expect(() => loadConfig({ FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG: String(MB10 - 1) })).toThrow(/FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG/);
+    expect(() => loadConfig({ FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG: String(65 * MIB) })).toThrow(
+      /FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG: one organization's share must be at most FILES_UPLOADS_IN_FLIGHT_MAX_BYTES \(67108864\)/,
+    );
+    expect(() => loadConfig({ FILES_UPLOAD_IDLE_TIMEOUT_MS: '999' })).toThrow(/FILES_UPLOAD_IDLE_TIMEOUT_MS/);
+  });
+
   it("two organizations' slow uploads cannot take the process's bound: each holds at most its share (429 past it), and a third organization's uploads are stored", async () => {
     const [a1, a2, b] = await Promise.all([newOrg(1), newOrg(1), newOrg(1)]);
     // Each opens four chunked uploads (each counts 10 MB) and keeps them alive with a byte now and
@@ -147,6 +161,37 @@ describe('uploads in flight', () => {
       expect(await countFiles(a2.org_id)).toBe(1);
     } finally {
       for (const u of begun.flat()) u.abort();
+    }
+  });
+
+  it('an upload that sends nothing for FILES_UPLOAD_IDLE_TIMEOUT_MS is 408 request_timeout, its connection closed and its bytes given back', async () => {
+    const [org, other] = await Promise.all([newOrg(1), newOrg(1)]);
+    // Content-Length 10 MB and not one byte of the body; a chunked one that stops after 1 KiB.
+    const silent = openUpload(org.api_key, { declared: MB10, first: 0 });
+    const stopped = openUpload(other.api_key, { first: 1024 });
+    try {
+      for (const u of [silent, stopped]) {
+        const res = await Promise.race([u.answered, sleep(IDLE_MS + 8_000).then(() => undefined)]);
+        expect(res?.status).toBe(408);
+        expect(res!.ms).toBeGreaterThanOrEqual(IDLE_MS - 100);
+        expect(res!.headers.connection).toBe('close');
+        expect(res!.body).toEqual({
+          success: false,
+          error: expect.objectContaining({ code: 'request_timeout', type: 'timeout_error', status: 408, retryable: true, details: { idle_timeout_ms: IDLE_MS } }),
+        });
+        expect(res!.body.error).not.toHaveProperty('param');
+        // The server closed the connection: nothing more of that body is read.
+        await until(async () => u.closedAt() !== undefined, 5_000, 20);
+      }
+      // What they held is back: each organization's share takes a 10 MiB file again.
+      for (const o of [org, other]) {
+        const big = await upload(o.api_key, Buffer.alloc(MB10, 0x64));
+        expect(big.status, big.text).toBe(201);
+        expect(await countFiles(o.org_id)).toBe(1);
+      }
+    } finally {
+      silent.abort();
+      stopped.abort();
     }
   });
 

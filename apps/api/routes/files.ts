@@ -153,6 +153,7 @@ type FilesConfig = Pick<
   | 'FILES_UPLOADS_PER_ORG'
   | 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES'
   | 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG'
+  | 'FILES_UPLOAD_IDLE_TIMEOUT_MS'
 >;
 
 /** The body's declared length, or null when it declares none (chunked) or none that can be read. */
@@ -218,6 +219,7 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
   // open) cannot hold all of it between them with slow uploads.
   const orgBytesShare = filesUploadBytesPerOrg(opts.config);
   const orgBytes = new OrgByteBudget(orgBytesShare);
+  const idleMs = opts.config.FILES_UPLOAD_IDLE_TIMEOUT_MS;
   // This scope's own wording for a wrong body type; everything else goes to the central handler.
   app.setErrorHandler((err: FastifyError) => {
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.code === 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE') {
@@ -238,11 +240,36 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
     const chunks: Buffer[] = [];
     let size = 0;
     let failed = false;
+    // A sender that sends nothing for idleMs is answered 408 and the connection closed (Fastify
+    // closes it after a parser error), so what the upload holds of the in-flight bounds goes back
+    // then, not after REQUEST_TIMEOUT_MS. Nothing more of its body is read.
+    let idle: NodeJS.Timeout | undefined;
+    const stopIdle = () => clearTimeout(idle);
+    const timedOut = () => {
+      if (failed) return;
+      failed = true;
+      chunks.length = 0;
+      payload.removeAllListeners('data');
+      payload.pause();
+      done(
+        new ServiceError('request_timeout', `No bytes of the file arrived for ${idleMs / 1000} s; send it again, whole`, {
+          details: { idle_timeout_ms: idleMs },
+        }),
+      );
+    };
+    const armIdle = () => {
+      clearTimeout(idle);
+      idle = setTimeout(timedOut, idleMs);
+    };
+    armIdle();
+    request.raw.once('close', stopIdle);
     payload.on('data', (chunk: Buffer) => {
       if (failed) return;
+      armIdle();
       size += chunk.length;
       if (size > MAX_FILE_BYTES) {
         failed = true;
+        stopIdle();
         chunks.length = 0;
         cutOff(request.raw, payload, known ? declared - size : null);
         return done(tooLarge());
@@ -250,6 +277,7 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       chunks.push(chunk);
     });
     payload.on('end', () => {
+      stopIdle();
       if (failed) return;
       const body = Buffer.concat(chunks, size);
       // The listener's closure lives as long as the request: let the chunks go, not hold the bytes twice.
@@ -257,6 +285,7 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       done(null, body);
     });
     payload.on('error', (err) => {
+      stopIdle();
       if (!failed) done(err);
     });
   });
