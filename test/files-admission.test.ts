@@ -228,4 +228,45 @@ describe('uploads in flight', () => {
     }
   });
 
+  it("an upload keeps its organization's slot while its file is stored, also when its client has left: at most FILES_UPLOADS_PER_ORG wait on the organization's lock", async () => {
+    const org = await newOrg(1);
+    const u = new URL(url);
+    // The organization's upload lock, held by the test: every upload of it waits there to be stored.
+    const locker = new pg.Client({ connectionString: s().databaseUrl });
+    await locker.connect();
+    const sockets: net.Socket[] = [];
+    try {
+      await locker.query('SELECT pg_advisory_lock(601, hashtext($1))', [org.org_id]);
+      const waiting = async () =>
+        (
+          await db().query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = 601 AND objid = (hashtext($1)::bigint & 4294967295)::oid`, [
+            org.org_id,
+          ])
+        ).rows[0].n as number;
+      // Four whole uploads (FILES_UPLOADS_PER_ORG), sent and waiting on the lock; then their clients leave.
+      for (let i = 0; i < 4; i++) {
+        const socket = net.connect({ host: u.hostname, port: Number(u.port) });
+        socket.on('error', () => {});
+        socket.write(
+          `POST /v1/files HTTP/1.1\r\nHost: ${u.host}\r\nAuthorization: Bearer ${org.api_key}\r\nContent-Type: application/octet-stream\r\nX-File-Name: left-${i}.txt\r\nContent-Length: 4\r\n\r\ndata`,
+        );
+        sockets.push(socket);
+      }
+      await until(async () => (await waiting()) === 4, 20_000, 50);
+      for (const socket of sockets) socket.destroy();
+      await sleep(300);
+      // A fifth is refused at once: the four still hold their slots (and pooled connections).
+      const fifth = await Promise.race([upload(org.api_key, Buffer.from('fifth')), sleep(5_000).then(() => undefined)]);
+      expect(fifth?.status).toBe(429);
+      expect(fifth!.body.error).toMatchObject({ code: 'organization_concurrency_limit', details: { uploads_in_flight: 4 } });
+      expect(await waiting()).toBe(4);
+      // The lock goes: the four are stored, their slots come back.
+      await locker.query('SELECT pg_advisory_unlock(601, hashtext($1))', [org.org_id]);
+      await until(async () => (await countFiles(org.org_id)) === 4, 20_000, 50);
+      await until(async () => (await upload(org.api_key, Buffer.from('after'))).status === 201, 10_000, 100);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await locker.end();
+    }
+  });
 });

@@ -177,16 +177,20 @@ function bytesToReserve(headers: IncomingMessage['headers']): number {
 
 /**
  * What one upload holds of the in-flight bounds (its organization's slot and bytes, the process's
- * bytes), from before its body is read until it is answered or its connection goes.
+ * bytes), from before its body is read until it is answered or its connection goes, and never
+ * before the file it carries is stored or refused: a client that drops its connection once its
+ * body is sent leaves the handler holding the bytes (and, storing them, a pooled connection waiting
+ * on the organization's lock), so they stay counted until the handler ends.
  */
 class Hold {
   private readonly releases: Array<() => void> = [];
   private ended = false;
+  private storing = false;
 
   constructor(response: NodeJS.EventEmitter) {
     const end = () => {
       this.ended = true;
-      this.release();
+      if (!this.storing) this.release();
     };
     response.once('close', end);
     response.once('finish', end);
@@ -198,14 +202,27 @@ class Hold {
   }
 
   add(release: () => void): void {
-    if (this.ended) release();
+    if (this.ended && !this.storing) release();
     else this.releases.push(release);
+  }
+
+  /** Run the storing of the file: nothing is given back before it ends. */
+  async store<T>(fn: () => Promise<T>): Promise<T> {
+    this.storing = true;
+    try {
+      return await fn();
+    } finally {
+      this.storing = false;
+      if (this.ended) this.release();
+    }
   }
 
   private release(): void {
     for (const r of this.releases.splice(0)) r();
   }
 }
+
+const holds = new WeakMap<IncomingMessage, Hold>();
 
 export default async function filesRoutes(app: FastifyInstance, opts: { config: FilesConfig }) {
   const quota = { maxBytes: opts.config.FILES_MAX_BYTES_PER_ORG, maxFiles: opts.config.FILES_MAX_PER_ORG };
@@ -334,9 +351,11 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
           details: { uploads_in_flight: opts.config.FILES_UPLOADS_PER_ORG },
         });
       }
-      // Everything taken from here on is given back once the upload is answered or its connection goes.
+      // Everything taken from here on is given back once the upload is answered or its connection
+      // goes, and not while its file is being stored (Hold).
       const hold = new Hold(reply.raw);
       hold.add(releaseSlot);
+      holds.set(request.raw, hold);
       // An organization whose stored files are at their limit is told so before it sends a body
       // that could not be stored (createFile checks again, atomically, when storing). The slot
       // bounds how many of these checks one organization runs at once. An empty body (refused
@@ -377,7 +396,9 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
         // The body as a whole (the file): no param, as every whole-body refusal.
         throw new ServiceError('invalid_input', 'The file is empty; send its bytes as the body', { details: { issues: [{ path: '', message: 'must not be empty' }] } });
       }
-      const file = await createFile(app.db, { orgId: request.auth!.orgId, name, contentType: await sniffContentType(bytes), bytes }, quota);
+      const store = async () => createFile(app.db, { orgId: request.auth!.orgId, name, contentType: await sniffContentType(bytes), bytes }, quota);
+      const hold = holds.get(request.raw);
+      const file = hold ? await hold.store(store) : await store();
       return reply.code(201).send({ success: true as const, data: file });
     },
   });
