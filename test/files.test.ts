@@ -5,7 +5,7 @@ import { gzipSync } from 'node:zlib';
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { closeDb, db, newOrg, stack } from './helpers/stack.ts';
+import { closeDb, db, newOrg, sleep, stack } from './helpers/stack.ts';
 import { createFile, getFile, purgeExpiredFiles } from '../shared/db/files.ts';
 import { parseFileName, sniffContentType } from '../apps/api/routes/files.ts';
 
@@ -403,6 +403,80 @@ describe('files in the database', () => {
     await purgeExpiredFiles(db(), new Date(Date.now() + 2 * DAY));
     const after = await db().query('SELECT id FROM files WHERE org_id = $1', [org.org_id]);
     expect(after.rows.map((r) => r.id)).toEqual([fresh.id]);
+  });
+});
+
+describe('purging expired files in batches', () => {
+  /** The stack's database, recording how many rows each statement deleted. */
+  function recording() {
+    const deleted: number[] = [];
+    const spy = {
+      query: async (text: string, values?: unknown[]) => {
+        const r = await db().query(text, values);
+        if (/^\s*DELETE/i.test(text)) deleted.push(r.rowCount ?? 0);
+        return r;
+      },
+    } as unknown as ReturnType<typeof db>;
+    return { spy, deleted };
+  }
+  const expired = async (orgId: string, n: number) => {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const f = await createFile(db(), { orgId, name: `old-${i}.txt`, contentType: 'text/plain', bytes: Buffer.from(`old ${i}`), now: new Date(Date.now() - 31 * DAY - i * 1000) });
+      ids.push(f.id);
+    }
+    return ids;
+  };
+  const left = async (orgId: string) => (await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [orgId])).rows[0].n as number;
+
+  it('deletes a backlog in statements of at most batchSize rows and batchBytes bytes, each committed on its own, until none is left', async () => {
+    const org = await newOrg(1);
+    await expired(org.org_id, 5);
+    const fresh = await createFile(db(), { orgId: org.org_id, name: 'new.txt', contentType: 'text/plain', bytes: Buffer.from('new') });
+    const rows = recording();
+    expect(await purgeExpiredFiles(rows.spy, new Date(), { batchSize: 2 })).toBeGreaterThanOrEqual(5);
+    expect(rows.deleted.length).toBeGreaterThanOrEqual(4); // 2 + 2 + 1, then one that finds none
+    expect(Math.max(...rows.deleted)).toBeLessThanOrEqual(2);
+    expect(rows.deleted.at(-1)).toBe(0);
+    expect((await db().query('SELECT id FROM files WHERE org_id = $1', [org.org_id])).rows.map((r) => r.id)).toEqual([fresh.id]);
+    // The bytes bound: each of these files is 5 bytes, so a 5-byte bound takes one at a time (a
+    // row goes when the bytes before it are under the bound: the first always does).
+    await expired(org.org_id, 3);
+    const bytes = recording();
+    await purgeExpiredFiles(bytes.spy, new Date(), { batchSize: 100, batchBytes: 5 });
+    expect(Math.max(...bytes.deleted)).toBe(1);
+    expect(await left(org.org_id)).toBe(1);
+  });
+
+  it('stops beginning statements after maxMs, leaving the rest for the next run', async () => {
+    const org = await newOrg(1);
+    await expired(org.org_id, 4);
+    const rows = recording();
+    expect(await purgeExpiredFiles(rows.spy, new Date(), { batchSize: 1, maxMs: 0 })).toBe(1);
+    expect(rows.deleted).toEqual([1]);
+    expect(await left(org.org_id)).toBe(3);
+    await purgeExpiredFiles(db());
+    expect(await left(org.org_id)).toBe(0);
+  });
+
+  it('skips an expired file another transaction holds instead of waiting for it', async () => {
+    const org = await newOrg(1);
+    const [held, ...others] = await expired(org.org_id, 3);
+    const holder = await db().connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM files WHERE id = $1 FOR UPDATE', [held]);
+      const purged = await Promise.race([purgeExpiredFiles(db()), sleep(5_000).then(() => 'waited' as const)]);
+      expect(purged).not.toBe('waited');
+      const rest = await db().query('SELECT id FROM files WHERE org_id = $1', [org.org_id]);
+      expect(rest.rows.map((r) => r.id)).toEqual([held]);
+      expect(others).toHaveLength(2);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    await purgeExpiredFiles(db());
+    expect(await left(org.org_id)).toBe(0);
   });
 });
 

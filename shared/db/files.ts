@@ -162,8 +162,52 @@ async function readFile(db: Db | DbClient, orgId: string, id: string, now: Date,
   return row ? { ...recordOf(row), org_id: row.org_id, bytes: row.bytes! } : null;
 }
 
-/** Delete every file expired at `now`; returns how many. Called by the retention schedule. */
-export async function purgeExpiredFiles(db: Db | DbClient, now: Date = new Date()): Promise<number> {
-  const r = await db.query('DELETE FROM files WHERE expires_at <= $1', [now]);
-  return r.rowCount ?? 0;
+/**
+ * What one purge statement deletes at most: the rows (RETENTION_BATCH_SIZE from maintenance) and
+ * their bytes (at least one row whatever its size): a file is up to 10 MB, its bytes a few thousand
+ * TOAST rows, so a statement over a large backlog could pass the statement timeout.
+ */
+export const FILE_PURGE_BATCH_ROWS = 1_000;
+export const FILE_PURGE_BATCH_BYTES = 256 * 1024 * 1024;
+/** No purge statement is begun after this long: the rest waits for the next run, so the steps after it run. */
+export const FILE_PURGE_MAX_MS = 20_000;
+
+export interface FilePurgeOptions {
+  batchSize?: number;
+  batchBytes?: number;
+  maxMs?: number;
+  /** Called after each statement with how many it deleted (maintenance heartbeats there). */
+  onBatch?: (deleted: number) => void;
+}
+
+/**
+ * Delete the files expired at `now`, oldest first, in statements of at most `batchSize` rows and
+ * `batchBytes` bytes, each committed on its own, until none is left or `maxMs` has passed; returns
+ * how many. Rows another transaction holds are skipped (left for a later run), never waited for.
+ * Called by the retention schedule.
+ */
+export async function purgeExpiredFiles(db: Db | DbClient, now: Date = new Date(), o: FilePurgeOptions = {}): Promise<number> {
+  const batchSize = Math.max(1, Math.floor(o.batchSize ?? FILE_PURGE_BATCH_ROWS));
+  const batchBytes = Math.max(1, Math.floor(o.batchBytes ?? FILE_PURGE_BATCH_BYTES));
+  const until = Date.now() + (o.maxMs ?? FILE_PURGE_MAX_MS);
+  let deleted = 0;
+  for (;;) {
+    // The oldest expired rows nobody holds, as long as the bytes before each stay under the bound.
+    const r = await db.query(
+      `DELETE FROM files f
+        USING (SELECT id
+                 FROM (SELECT id, sum(size) OVER (ORDER BY expires_at, id) - size AS before
+                         FROM (SELECT id, size, expires_at FROM files
+                                WHERE expires_at <= $1
+                                ORDER BY expires_at LIMIT $2
+                                FOR UPDATE SKIP LOCKED) candidates) sized
+                WHERE before < $3) doomed
+        WHERE f.id = doomed.id`,
+      [now, batchSize, batchBytes],
+    );
+    const n = r.rowCount ?? 0;
+    deleted += n;
+    o.onBatch?.(n);
+    if (n === 0 || Date.now() >= until) return deleted;
+  }
 }
