@@ -326,11 +326,12 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
       tags: ['Files'],
       security: BEARER,
       description:
-        'Raw bytes as application/octet-stream, up to 10 MB; the name in X-File-Name. The file is private to the organization and expires after 30 days; use its id in attachments[].id. An organization keeps at most FILES_MAX_BYTES_PER_ORG bytes (1 GiB) in at most FILES_MAX_PER_ORG files (1000) at once (429 file_storage_limit) and sends at most FILES_UPLOADS_PER_ORG uploads at once to one API process (4; 429 organization_concurrency_limit). An API process receives at most FILES_UPLOADS_IN_FLIGHT_MAX_BYTES (64 MiB) of uploads of all organizations at once, counting Content-Length or 10 MB without one; past it, 503 admission_unavailable with Retry-After, before the body is read.',
+        'Raw bytes as application/octet-stream, up to 10 MB; the name in X-File-Name. The file is private to the organization and expires after 30 days; use its id in attachments[].id. An organization keeps at most FILES_MAX_BYTES_PER_ORG bytes (1 GiB) in at most FILES_MAX_PER_ORG files (1000) at once (429 file_storage_limit) and sends at most FILES_UPLOADS_PER_ORG uploads at once to one API process (4; 429 organization_concurrency_limit). An API process receives at most FILES_UPLOADS_IN_FLIGHT_MAX_BYTES (64 MiB) of uploads of all organizations at once, counting Content-Length or 10 MB without one; past it, 503 admission_unavailable with Retry-After, before the body is read. One organization holds at most FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG of it (a quarter, 16 MiB; 429 organization_concurrency_limit). An organization at its stored-files limit is refused before the body is read. A body from which no bytes arrive for FILES_UPLOAD_IDLE_TIMEOUT_MS (10 s) is 408 request_timeout and the connection closed. A Content-Encoding other than identity is 415 unsupported_media_type.',
       headers: z.looseObject({ 'x-file-name': FileNameHeader }),
       response: { 201: named('FileResponse', FileResponse) },
       // 408: a body not received whole within REQUEST_TIMEOUT_MS (apps/api/plugins/errors.ts), which
-      // a 10 MB upload over a slow link is the likeliest of all requests to meet.
+      // a 10 MB upload over a slow link is the likeliest of all requests to meet, or one idle for
+      // FILES_UPLOAD_IDLE_TIMEOUT_MS (the parser above).
       ...errors(400, 401, 408, 413, 415, 429, 503),
       ...rawBody('application/octet-stream', "The file's bytes, 1 byte to 10 MB"),
     },
