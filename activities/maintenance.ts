@@ -186,7 +186,9 @@ export function createMaintenanceActivities(deps: {
       return {
         results_deleted: await deleteExpiredResults(db, batchSize),
         run_events_deleted: await pruneRunEvents(db, runEventsHours, batchSize),
-        files_deleted: await purgeExpiredFiles(db),
+        // In batches (RETENTION_BATCH_SIZE rows, 256 MiB), for at most 20 s: a backlog of large
+        // files in one statement could pass the statement timeout every run.
+        files_deleted: await purgeExpiredFiles(db, new Date(), { batchSize, onBatch: () => Context.current().heartbeat('files') }),
         oauth_clients_deleted: await deleteIdleClients(db, { idleHours: deps.oauthClientIdleHours, batchSize }),
       };
     },

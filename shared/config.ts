@@ -168,6 +168,26 @@ const ConfigSchema = z.object({
     .min(10 * 1024 * 1024)
     .default(64 * 1024 * 1024),
   /**
+   * One organization's share of FILES_UPLOADS_IN_FLIGHT_MAX_BYTES, counted the same way (an
+   * upload without Content-Length counts 10 MB): past it, 429 organization_concurrency_limit before
+   * the body is read. Without a share, two organizations (sign-up is open) holding four slow
+   * uploads each took the whole process's bound, and every other organization's upload was 503.
+   * Unset: a quarter of FILES_UPLOADS_IN_FLIGHT_MAX_BYTES, at least 10 MiB (16 MiB by default).
+   * At least 10 MiB, the largest upload; at most FILES_UPLOADS_IN_FLIGHT_MAX_BYTES.
+   */
+  FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG: z.coerce
+    .number()
+    .int()
+    .min(10 * 1024 * 1024)
+    .optional(),
+  /**
+   * An upload none of whose body bytes arrived for this long (from when its body is awaited, or
+   * since its last bytes) is answered 408 request_timeout and its connection closed, so that what
+   * it holds of the in-flight bounds is freed: a sender that declared 10 MB and sent nothing held
+   * it for REQUEST_TIMEOUT_MS (120 s).
+   */
+  FILES_UPLOAD_IDLE_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(600_000).default(10_000),
+  /**
    * MCP `svc_get_run` calls of one organization waiting on runs at once in one API process. Each
    * waits up to 170 s holding a connection, a result subscription and (after RESULT_NOTIFY_FALLBACK_MS)
    * a Temporal history long-poll, and the same run can be waited on any number of times; beyond,
@@ -452,6 +472,10 @@ export type Config = z.infer<typeof ConfigSchema> & { dataDir: string; siteHostM
 export const resultRetentionMs = (c: Pick<Config, 'RESULT_RETENTION_MS' | 'RESULT_RETENTION_HOURS'>) =>
   c.RESULT_RETENTION_MS ?? c.RESULT_RETENTION_HOURS * 3_600_000;
 
+/** One organization's share of the uploads one API process receives at once, in bytes. */
+export const filesUploadBytesPerOrg = (c: Pick<Config, 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES' | 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG'>): number =>
+  c.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG ?? Math.max(10 * 1024 * 1024, Math.floor(c.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES / 4));
+
 /** The browser task queue this configuration names. */
 export function browserTaskQueue(c: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'TEMPORAL_BROWSER_TASK_QUEUE'>): string {
   return c.TEMPORAL_BROWSER_TASK_QUEUE ?? `${c.TEMPORAL_TASK_QUEUE}-browser`;
@@ -482,6 +506,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (c.KEYLESS_READS_IN_FLIGHT + c.AUTH_LOOKUPS_IN_FLIGHT > API_DB_POOL_SIZE - 1) {
     throw new Error(
       `Invalid configuration:\n  KEYLESS_READS_IN_FLIGHT: with AUTH_LOOKUPS_IN_FLIGHT (${c.AUTH_LOOKUPS_IN_FLIGHT}) must leave the API's ${API_DB_POOL_SIZE} pooled connections room for keyed requests: at most ${API_DB_POOL_SIZE - 1 - c.AUTH_LOOKUPS_IN_FLIGHT}`,
+    );
+  }
+  if (c.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG !== undefined && c.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG > c.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES) {
+    throw new Error(
+      `Invalid configuration:\n  FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG: one organization's share must be at most FILES_UPLOADS_IN_FLIGHT_MAX_BYTES (${c.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES})`,
     );
   }
   return { ...c, dataDir: path.resolve(c.DATA_DIR), siteHostMap, consoleSignup: (c.CONSOLE_SIGNUP ?? (c.DATABASE_URL ? 'closed' : 'open')) === 'open' };

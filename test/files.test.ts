@@ -1,10 +1,11 @@
 // POST /v1/files on the real stack: names, sizes, sniffed types, hashes, the 10 MB limit enforced
 // while streaming, organization privacy (getFile) and retention (purgeExpiredFiles).
 import { createHash } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { closeDb, db, newOrg, stack } from './helpers/stack.ts';
+import { closeDb, db, newOrg, sleep, stack } from './helpers/stack.ts';
 import { createFile, getFile, purgeExpiredFiles } from '../shared/db/files.ts';
 import { parseFileName, sniffContentType } from '../apps/api/routes/files.ts';
 
@@ -124,6 +125,21 @@ function slowReaderUpload(key: string, total: number, stallMs: number): Promise<
       );
       pump();
     });
+  });
+}
+
+/** One upload over node:http with exactly the headers given (fetch adds or refuses some). */
+function rawUpload(headers: Record<string, string>, body: Buffer): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any }> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(`${stack().baseUrl}/v1/files`);
+    const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end(body);
   });
 }
 
@@ -266,6 +282,54 @@ describe('POST /v1/files', () => {
     expect(JSON.parse(bare.body).error.code).toBe('unsupported_media_type');
   });
 
+  it('an empty body without Content-Type is 415 on Content-Type, as a missing type is with any body', async () => {
+    const org = await newOrg(5);
+    const headers = { authorization: `Bearer ${org.api_key}`, 'x-file-name': 'empty.txt' };
+    const res = await rawUpload({ ...headers, 'content-length': '0' }, Buffer.alloc(0));
+    expect(res.status).toBe(415);
+    expect(res.body).toEqual({
+      success: false,
+      error: expect.objectContaining({ code: 'unsupported_media_type', type: 'validation_error', status: 415, param: 'Content-Type' }),
+    });
+    expect(res.body.error.details.issues).toEqual([{ path: 'Content-Type', message: 'must be application/octet-stream' }]);
+    // With the type, an empty body is the body's fault: 400 (the test above).
+    const typed = await rawUpload({ ...headers, 'content-type': 'application/octet-stream', 'content-length': '0' }, Buffer.alloc(0));
+    expect(typed.status).toBe(400);
+    expect(typed.body.error.details.issues).toEqual([{ path: '', message: 'must not be empty' }]);
+    const n = await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [org.org_id]);
+    expect(n.rows[0].n).toBe(0);
+  });
+
+  it('refuses a compressed body (Content-Encoding other than identity) with 415 on Content-Encoding, storing nothing', async () => {
+    const org = await newOrg(5);
+    const text = Buffer.from('plain words, compressed on the way\n'.repeat(50));
+    const gz = gzipSync(text);
+    const headers = (encoding: string) => ({
+      authorization: `Bearer ${org.api_key}`,
+      'content-type': 'application/octet-stream',
+      'x-file-name': 'notes.txt',
+      'content-encoding': encoding,
+    });
+    for (const encoding of ['gzip', 'GZIP', 'br', 'deflate', 'gzip, identity', 'x-custom']) {
+      const res = await rawUpload(headers(encoding), gz);
+      expect(res.status, encoding).toBe(415);
+      expect(res.body).toEqual({
+        success: false,
+        error: expect.objectContaining({ code: 'unsupported_media_type', type: 'validation_error', status: 415, retryable: false, param: 'Content-Encoding' }),
+      });
+      expect(res.body.error.details.issues).toEqual([{ path: 'Content-Encoding', message: "must be identity or absent: send the file's bytes as they are, not compressed" }]);
+    }
+    // Refused before the body is read: a compressed body past the limit is 415, not 413.
+    const big = await rawUpload(headers('gzip'), Buffer.alloc(MB10 + 1, 0x61));
+    expect(big.status).toBe(415);
+    const n = await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [org.org_id]);
+    expect(n.rows[0].n).toBe(0);
+    // identity is the bytes as they are: stored, hashed and typed as sent.
+    const plain = await rawUpload(headers('identity'), text);
+    expect(plain.status).toBe(201);
+    expect(plain.body.data).toMatchObject({ size_bytes: text.length, sha256: sha(text), content_type: 'text/plain' });
+  });
+
   it('refuses X-File-Name sent twice instead of storing the joined copies as one name', async () => {
     const org = await newOrg(5);
     // fetch's Headers would join the copies itself: two header lines need a raw request.
@@ -339,6 +403,80 @@ describe('files in the database', () => {
     await purgeExpiredFiles(db(), new Date(Date.now() + 2 * DAY));
     const after = await db().query('SELECT id FROM files WHERE org_id = $1', [org.org_id]);
     expect(after.rows.map((r) => r.id)).toEqual([fresh.id]);
+  });
+});
+
+describe('purging expired files in batches', () => {
+  /** The stack's database, recording how many rows each statement deleted. */
+  function recording() {
+    const deleted: number[] = [];
+    const spy = {
+      query: async (text: string, values?: unknown[]) => {
+        const r = await db().query(text, values);
+        if (/^\s*DELETE/i.test(text)) deleted.push(r.rowCount ?? 0);
+        return r;
+      },
+    } as unknown as ReturnType<typeof db>;
+    return { spy, deleted };
+  }
+  const expired = async (orgId: string, n: number) => {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const f = await createFile(db(), { orgId, name: `old-${i}.txt`, contentType: 'text/plain', bytes: Buffer.from(`old ${i}`), now: new Date(Date.now() - 31 * DAY - i * 1000) });
+      ids.push(f.id);
+    }
+    return ids;
+  };
+  const left = async (orgId: string) => (await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [orgId])).rows[0].n as number;
+
+  it('deletes a backlog in statements of at most batchSize rows and batchBytes bytes, each committed on its own, until none is left', async () => {
+    const org = await newOrg(1);
+    await expired(org.org_id, 5);
+    const fresh = await createFile(db(), { orgId: org.org_id, name: 'new.txt', contentType: 'text/plain', bytes: Buffer.from('new') });
+    const rows = recording();
+    expect(await purgeExpiredFiles(rows.spy, new Date(), { batchSize: 2 })).toBeGreaterThanOrEqual(5);
+    expect(rows.deleted.length).toBeGreaterThanOrEqual(4); // 2 + 2 + 1, then one that finds none
+    expect(Math.max(...rows.deleted)).toBeLessThanOrEqual(2);
+    expect(rows.deleted.at(-1)).toBe(0);
+    expect((await db().query('SELECT id FROM files WHERE org_id = $1', [org.org_id])).rows.map((r) => r.id)).toEqual([fresh.id]);
+    // The bytes bound: each of these files is 5 bytes, so a 5-byte bound takes one at a time (a
+    // row goes when the bytes before it are under the bound: the first always does).
+    await expired(org.org_id, 3);
+    const bytes = recording();
+    await purgeExpiredFiles(bytes.spy, new Date(), { batchSize: 100, batchBytes: 5 });
+    expect(Math.max(...bytes.deleted)).toBe(1);
+    expect(await left(org.org_id)).toBe(1);
+  });
+
+  it('stops beginning statements after maxMs, leaving the rest for the next run', async () => {
+    const org = await newOrg(1);
+    await expired(org.org_id, 4);
+    const rows = recording();
+    expect(await purgeExpiredFiles(rows.spy, new Date(), { batchSize: 1, maxMs: 0 })).toBe(1);
+    expect(rows.deleted).toEqual([1]);
+    expect(await left(org.org_id)).toBe(3);
+    await purgeExpiredFiles(db());
+    expect(await left(org.org_id)).toBe(0);
+  });
+
+  it('skips an expired file another transaction holds instead of waiting for it', async () => {
+    const org = await newOrg(1);
+    const [held, ...others] = await expired(org.org_id, 3);
+    const holder = await db().connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM files WHERE id = $1 FOR UPDATE', [held]);
+      const purged = await Promise.race([purgeExpiredFiles(db()), sleep(5_000).then(() => 'waited' as const)]);
+      expect(purged).not.toBe('waited');
+      const rest = await db().query('SELECT id FROM files WHERE org_id = $1', [org.org_id]);
+      expect(rest.rows.map((r) => r.id)).toEqual([held]);
+      expect(others).toHaveLength(2);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    await purgeExpiredFiles(db());
+    expect(await left(org.org_id)).toBe(0);
   });
 });
 

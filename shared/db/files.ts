@@ -63,6 +63,46 @@ export interface FileQuota {
 const FILES_LOCK_CLASS = 601;
 
 /**
+ * The 429 file_storage_limit for an upload of `size` bytes, or null when it fits the organization's
+ * quota. `size` null: not known yet (a chunked body), counted as one byte (a file has at least one),
+ * and `details.size_bytes` left out.
+ */
+async function storageRefusal(db: Db | DbClient, orgId: string, size: number | null, quota: FileQuota, now: Date): Promise<ServiceError | null> {
+  const r = await db.query<{ n: number; bytes: string; oldest: Date | null }>(
+    'SELECT count(*)::int AS n, coalesce(sum(size), 0)::text AS bytes, min(expires_at) AS oldest FROM files WHERE org_id = $1 AND expires_at > $2',
+    [orgId, now],
+  );
+  const held = r.rows[0]!;
+  const bytes = Number(held.bytes);
+  const adding = size ?? 1;
+  if (held.n + 1 <= quota.maxFiles && bytes + adding <= quota.maxBytes) return null;
+  // When the oldest file expires (room frees then; whether enough depends on the sizes).
+  const wait = held.oldest ? Math.max(1, Math.ceil((held.oldest.getTime() - now.getTime()) / 1000)) : 1;
+  const what = size === null ? 'this one' : `this one (${size})`;
+  return new ServiceError(
+    'file_storage_limit',
+    held.n + 1 > quota.maxFiles
+      ? `The organization keeps ${held.n} files, its limit; files expire 30 days after upload`
+      : `The organization's files take ${bytes} bytes; with ${what} they would pass its limit of ${quota.maxBytes}; files expire 30 days after upload`,
+    {
+      headers: { 'retry-after': String(wait) },
+      details: { files: held.n, bytes, max_files: quota.maxFiles, max_bytes: quota.maxBytes, ...(size === null ? {} : { size_bytes: size }) },
+    },
+  );
+}
+
+/**
+ * Before an upload's body is read: throws 429 file_storage_limit when an upload of `size` bytes
+ * (its Content-Length; null for a chunked body) cannot fit the organization's quota now, so a body
+ * that could never be stored is not taken in. Not under the organization's lock: createFile checks
+ * again, atomically, when it stores the file.
+ */
+export async function checkFileStorage(db: Db, orgId: string, size: number | null, quota: FileQuota, now: Date = new Date()): Promise<void> {
+  const refusal = await storageRefusal(db, orgId, size, quota, now);
+  if (refusal) throw refusal;
+}
+
+/**
  * Store an upload; the id, hash and expiry are decided here. With `quota`, the organization's
  * unexpired files are summed and the new one inserted in one transaction under the organization's
  * lock, so uploads sent at once can never together pass the limit (file_storage_limit).
@@ -76,27 +116,8 @@ export async function createFile(
   if (!quota) return insertFile(db, f);
   return tx(db, async (c) => {
     await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [FILES_LOCK_CLASS, f.orgId]);
-    const now = f.now ?? new Date();
-    const r = await c.query<{ n: number; bytes: string; oldest: Date | null }>(
-      'SELECT count(*)::int AS n, coalesce(sum(size), 0)::text AS bytes, min(expires_at) AS oldest FROM files WHERE org_id = $1 AND expires_at > $2',
-      [f.orgId, now],
-    );
-    const held = r.rows[0]!;
-    const bytes = Number(held.bytes);
-    if (held.n + 1 > quota.maxFiles || bytes + f.bytes.length > quota.maxBytes) {
-      // When the oldest file expires (room frees then; whether enough depends on the sizes).
-      const wait = held.oldest ? Math.max(1, Math.ceil((held.oldest.getTime() - now.getTime()) / 1000)) : 1;
-      throw new ServiceError(
-        'file_storage_limit',
-        held.n + 1 > quota.maxFiles
-          ? `The organization keeps ${held.n} files, its limit; files expire 30 days after upload`
-          : `The organization's files take ${bytes} bytes; with this one (${f.bytes.length}) they would pass its limit of ${quota.maxBytes}; files expire 30 days after upload`,
-        {
-          headers: { 'retry-after': String(wait) },
-          details: { files: held.n, bytes, max_files: quota.maxFiles, max_bytes: quota.maxBytes, size_bytes: f.bytes.length },
-        },
-      );
-    }
+    const refusal = await storageRefusal(c, f.orgId, f.bytes.length, quota, f.now ?? new Date());
+    if (refusal) throw refusal;
     return insertFile(c, f);
   });
 }
@@ -141,8 +162,52 @@ async function readFile(db: Db | DbClient, orgId: string, id: string, now: Date,
   return row ? { ...recordOf(row), org_id: row.org_id, bytes: row.bytes! } : null;
 }
 
-/** Delete every file expired at `now`; returns how many. Called by the retention schedule. */
-export async function purgeExpiredFiles(db: Db | DbClient, now: Date = new Date()): Promise<number> {
-  const r = await db.query('DELETE FROM files WHERE expires_at <= $1', [now]);
-  return r.rowCount ?? 0;
+/**
+ * What one purge statement deletes at most: the rows (RETENTION_BATCH_SIZE from maintenance) and
+ * their bytes (at least one row whatever its size): a file is up to 10 MB, its bytes a few thousand
+ * TOAST rows, so a statement over a large backlog could pass the statement timeout.
+ */
+export const FILE_PURGE_BATCH_ROWS = 1_000;
+export const FILE_PURGE_BATCH_BYTES = 256 * 1024 * 1024;
+/** No purge statement is begun after this long: the rest waits for the next run, so the steps after it run. */
+export const FILE_PURGE_MAX_MS = 20_000;
+
+export interface FilePurgeOptions {
+  batchSize?: number;
+  batchBytes?: number;
+  maxMs?: number;
+  /** Called after each statement with how many it deleted (maintenance heartbeats there). */
+  onBatch?: (deleted: number) => void;
+}
+
+/**
+ * Delete the files expired at `now`, oldest first, in statements of at most `batchSize` rows and
+ * `batchBytes` bytes, each committed on its own, until none is left or `maxMs` has passed; returns
+ * how many. Rows another transaction holds are skipped (left for a later run), never waited for.
+ * Called by the retention schedule.
+ */
+export async function purgeExpiredFiles(db: Db | DbClient, now: Date = new Date(), o: FilePurgeOptions = {}): Promise<number> {
+  const batchSize = Math.max(1, Math.floor(o.batchSize ?? FILE_PURGE_BATCH_ROWS));
+  const batchBytes = Math.max(1, Math.floor(o.batchBytes ?? FILE_PURGE_BATCH_BYTES));
+  const until = Date.now() + (o.maxMs ?? FILE_PURGE_MAX_MS);
+  let deleted = 0;
+  for (;;) {
+    // The oldest expired rows nobody holds, as long as the bytes before each stay under the bound.
+    const r = await db.query(
+      `DELETE FROM files f
+        USING (SELECT id
+                 FROM (SELECT id, sum(size) OVER (ORDER BY expires_at, id) - size AS before
+                         FROM (SELECT id, size, expires_at FROM files
+                                WHERE expires_at <= $1
+                                ORDER BY expires_at LIMIT $2
+                                FOR UPDATE SKIP LOCKED) candidates) sized
+                WHERE before < $3) doomed
+        WHERE f.id = doomed.id`,
+      [now, batchSize, batchBytes],
+    );
+    const n = r.rowCount ?? 0;
+    deleted += n;
+    o.onBatch?.(n);
+    if (n === 0 || Date.now() >= until) return deleted;
+  }
 }
