@@ -128,9 +128,7 @@ describe('X-File-Name on POST /v1/files', () => {
     expect(n.rows[0].n).toBe(1);
   });
 
-  // Needs parseFileName (apps/api/routes/files.ts) to call uriEncodedProblem on the raw header
-  // before decoding it; enable with that change.
-  it.skip('refuses raw non-ASCII bytes in X-File-Name instead of storing them as Latin-1 ("cafÃ©.txt")', async () => {
+  it('refuses raw non-ASCII bytes in X-File-Name instead of storing them as Latin-1 ("cafÃ©.txt")', async () => {
     const org = await newOrg(5);
     expectInvalid(await uploadRaw(org.api_key, Buffer.from('café.txt')), NOT_ASCII_MESSAGE);
     const n = await db().query('SELECT count(*)::int AS n FROM files WHERE org_id = $1', [org.org_id]);

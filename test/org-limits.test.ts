@@ -138,7 +138,9 @@ describe('per-organization limits', () => {
   }, 120_000);
 
   it('an organization has a bounded number of uploads in flight per API process: one more is 429 organization_concurrency_limit before its body is read', async () => {
-    const api = await pool.spawn('api', { ...pool.pair, env: { ...pool.pair.env, FILES_UPLOADS_PER_ORG: '2' } });
+    // Its share of the process's in-flight bytes (16 MiB by default: one chunked upload, which
+    // reserves 10 MiB) is raised so that the count, not the bytes, is what refuses here.
+    const api = await pool.spawn('api', { ...pool.pair, env: { ...pool.pair.env, FILES_UPLOADS_PER_ORG: '2', FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG: String(32 * 1024 * 1024) } });
     const url = String(api.started.url);
     const org = await newOrg(100);
     const other = await newOrg(100);

@@ -14,13 +14,16 @@ import { OrgSlots } from '../services/org-slots.ts';
 import { ByteBudget, OrgByteBudget } from '../services/byte-budget.ts';
 import { contentTypeRefusal } from '../plugins/errors.ts';
 import { headerCopies } from '../services/header-copies.ts';
-import { displayTextProblem } from '../../../shared/accounts/display-text.ts';
+import { displayTextProblem, uriEncodedProblem } from '../../../shared/accounts/display-text.ts';
 
 export const MAX_FILE_NAME_CHARS = 160;
 
 /** The decoded file name, or why X-File-Name is refused. */
 export function parseFileName(raw: string | undefined): { ok: true; name: string } | { ok: false; message: string } {
   if (raw === undefined) return { ok: false, message: 'is required (the URI-encoded file name)' };
+  // Raw non-ASCII bytes arrive as Latin-1 ("café" as "cafÃ©"): a name nobody typed.
+  const encoding = uriEncodedProblem(raw);
+  if (encoding) return { ok: false, message: encoding };
   let name: string;
   try {
     name = decodeURIComponent(raw);
