@@ -226,6 +226,16 @@ const ConfigSchema = z.object({
     .default(2),
   FEEDBACK_WRITE_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
   /**
+   * Prompts of one organization being routed at once in one API process (the router's retrieval,
+   * embedding and input filling, with the attachments' text read: up to MAX_WORKFLOW_INPUT_BYTES
+   * each). One more waits its turn in memory up to PROMPT_ROUTING_WAIT_MS, then gets 429
+   * organization_concurrency_limit with Retry-After, before it is counted in the plan's minute.
+   * Routing holds no running slot, so without a bound a burst of prompts (the request bucket allows
+   * 300, the plan 600 a minute) held that many attachments in the API's memory at once.
+   */
+  PROMPT_ROUTINGS_PER_ORG: int(8),
+  PROMPT_ROUTING_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(2_000),
+  /**
    * Each organization's request rate in one API process (a token bucket per organization, in
    * memory; N API processes take N times as much). Every request with an organization's credential
    * takes a token: request status, feedback, /v1/auth, uploads, tool listings, each JSON-RPC

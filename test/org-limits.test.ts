@@ -8,6 +8,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { db, demo, newOrg, query, sleep, until } from './helpers/stack.ts';
 import { ownPairPool } from './helpers/own-pair.ts';
+import { startPgProxy } from './helpers/pg-proxy.ts';
 
 const pool = ownPairPool('org-limits');
 
@@ -88,6 +89,56 @@ describe('per-organization limits', () => {
     expect(await countedThisMinute(org.org_id)).toBe(LIMIT);
     // The other organization's minute is its own: one prompt counted.
     expect(await countedThisMinute(other.org_id)).toBe(1);
+  }, 120_000);
+
+  it('prompts of one organization being routed at once are bounded: past PROMPT_ROUTINGS_PER_ORG they wait, then 429 organization_concurrency_limit before they are counted; another organization is routed meanwhile', async () => {
+    const flooder = await newOrg(100);
+    const other = await newOrg(100);
+    // Every statement naming the flooding organization (its admission lock first) is held: its
+    // prompts stop inside the routing bound, as a slow router or database would keep them there.
+    const proxy = await startPgProxy(pool.pair.databaseUrl, () => false, (bind) => bind.includes(flooder.org_id));
+    try {
+      const api = await pool.spawn('api', {
+        ...pool.pair,
+        databaseUrl: proxy.url,
+        env: { ...pool.pair.env, WQS_SKIP_MIGRATIONS: '1', PROMPT_ROUTINGS_PER_ORG: '2', PROMPT_ROUTING_WAIT_MS: '800' },
+      });
+      const url = String(api.started.url);
+      // The router warmed by the other organization; the flooder's key seen pass once.
+      expect((await query(other.api_key, unroutable, {}, url)).status).toBe(422);
+      expect((await fetch(`${url}/v1/auth`, { headers: { authorization: `Bearer ${flooder.api_key}` } })).status).toBe(200);
+      proxy.hold();
+      let burst: Array<Awaited<ReturnType<typeof query>>> = [];
+      let heldDuring = 0;
+      let theirs: Awaited<ReturnType<typeof query>> | undefined;
+      try {
+        let answered = 0;
+        const sent = Array.from({ length: 10 }, () => query(flooder.api_key, unroutable, {}, url).then((r) => (answered++, r)));
+        await until(async () => proxy.held() >= 2, 10_000, 20);
+        await sleep(200); // room for more to reach PostgreSQL, had they been let through
+        heldDuring = proxy.held();
+        theirs = await query(other.api_key, unroutable, {}, url);
+        await until(async () => answered >= 8, 10_000, 20);
+        proxy.release();
+        burst = await Promise.all(sent);
+      } finally {
+        proxy.release();
+      }
+      expect(heldDuring).toBe(2);
+      expect(theirs!.status, theirs!.text).toBe(422);
+      const statuses = burst.map((r) => r.status).join(' ');
+      const refused = burst.filter((r) => r.status === 429);
+      expect(refused.length, statuses).toBe(8);
+      for (const r of refused) {
+        expect(r.body.error).toMatchObject({ code: 'organization_concurrency_limit', status: 429, retryable: true, details: { prompts_routing: 2 } });
+        expect(r.headers.get('retry-after')).toBe('1');
+      }
+      expect(burst.filter((r) => r.status === 422).length, statuses).toBe(2);
+      // The refused ones were never counted: only the two routed are in the minute.
+      expect(await countedThisMinute(flooder.org_id)).toBe(2);
+    } finally {
+      await proxy.close();
+    }
   }, 120_000);
 
   it('a prompt that runs is counted once in the minute, not at routing and again at its claim', async () => {

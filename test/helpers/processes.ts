@@ -94,6 +94,9 @@ export function serviceEnv(o: ServicePairOptions): Record<string, string> {
     // from 127.0.0.1 at once. test/keyless-reads.test.ts sets the bounds it tests.
     KEYLESS_READS_PER_ADDRESS: '1000000',
     KEYLESS_READ_WAIT_MS: '30000',
+    // Prompts of one organization routed at once (8 by default, a 2 s wait): some files send bursts
+    // of prompts on a loaded machine; test/org-limits.test.ts sets the bound it tests.
+    PROMPT_ROUTING_WAIT_MS: '30000',
     // Likewise failed console sign-ins: 50 per address in 15 minutes by default, and the suite, run in
     // one window, makes 30 to 40 on purpose (31 counted once console-accounts ended), so one more
     // throttle test would make a later file's sign-in a 429. The per-address throttle is tested by a

@@ -20,6 +20,7 @@ import { Dispatch } from './dispatch.ts';
 import { Idempotency } from './idempotency.ts';
 import { RunWatch } from './run-watch.ts';
 import { PROMPT_SEARCH_CREDITS, PromptRouting, type PromptPlan, type RouterSource } from './prompt-routing.ts';
+import { KeyedSlots } from './slots.ts';
 import type { LlmRouter } from '../../../shared/router/llm.ts';
 import { compileOrgSchema } from '../../../shared/org-schemas.ts';
 
@@ -53,11 +54,14 @@ export class QueryService {
   private readonly idempotency: Idempotency;
   private readonly dispatch: Dispatch;
   private readonly prompts: PromptRouting;
+  /** Prompts being routed, per organization (PROMPT_ROUTINGS_PER_ORG). */
+  private readonly routing: KeyedSlots;
 
   constructor(
     private readonly deps: { db: Db; temporal: () => Promise<Client>; config: Config; baseUrl: () => string; router?: RouterSource; llm?: LlmRouter; eagerStart?: boolean },
   ) {
     this.prompts = new PromptRouting({ db: deps.db, router: deps.router, llm: deps.llm, maxInputBytes: deps.config.MAX_WORKFLOW_INPUT_BYTES });
+    this.routing = new KeyedSlots(deps.config.PROMPT_ROUTINGS_PER_ORG);
     this.admission = new Admission({ db: deps.db, config: deps.config });
     this.watch = new RunWatch(deps);
     this.idempotency = new Idempotency({ db: deps.db, watch: this.watch, staleClaimMs: deps.config.STALE_CLAIM_MS });
@@ -107,17 +111,32 @@ export class QueryService {
       // burst of prompts cannot all pass a check none of them is counted in yet). One refused after
       // routing (unroutable, an input missing or invalid) stays counted: refusals are free of
       // credits, not of limits. A failure on the service's side gives its count back.
-      const { counted } = await this.admission.admitRouting(orgId);
-      try {
-        const { op, plan } = await this.prompts.plan(orgId, q);
-        this.checkInput(op, plan.input);
-        this.checkResponse(op, q.response);
-        await this.checkAccess(orgId, op);
-        return { ...op, prompt: { ...plan, counted } };
-      } catch (err) {
-        if (!(err instanceof ServiceError) || ERRORS[err.code].status >= 500) await this.admission.uncount(orgId, counted).catch(() => undefined);
-        throw err;
-      }
+      // At most PROMPT_ROUTINGS_PER_ORG of one organization's prompts are routed at once here; one
+      // more waits its turn, then is refused before it is counted.
+      return this.routing.run(
+        orgId,
+        this.deps.config.PROMPT_ROUTING_WAIT_MS,
+        async () => {
+          const { counted } = await this.admission.admitRouting(orgId);
+          try {
+            const { op, plan } = await this.prompts.plan(orgId, q);
+            this.checkInput(op, plan.input);
+            this.checkResponse(op, q.response);
+            await this.checkAccess(orgId, op);
+            return { ...op, prompt: { ...plan, counted } };
+          } catch (err) {
+            if (!(err instanceof ServiceError) || ERRORS[err.code].status >= 500) await this.admission.uncount(orgId, counted).catch(() => undefined);
+            throw err;
+          }
+        },
+        () => {
+          const perOrg = this.deps.config.PROMPT_ROUTINGS_PER_ORG;
+          return new ServiceError('organization_concurrency_limit', `The organization has ${perOrg} prompts being routed on this server; send this one again after Retry-After`, {
+            headers: { 'retry-after': '1' },
+            details: { prompts_routing: perOrg },
+          });
+        },
+      );
     }
     let res;
     try {

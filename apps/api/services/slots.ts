@@ -1,6 +1,6 @@
 // A counting semaphore whose waiters give up after a while: the bound on lookups of unknown
 // credentials (credential-guard.ts), on keyless catalog reads (keyless-gate.ts) and on an
-// organization's feedback writes (routes/feedback.ts).
+// organization's feedback writes (routes/feedback.ts) and prompts being routed (query-service.ts).
 
 /** A counting semaphore whose waiters give up after a while. */
 export class Slots {
