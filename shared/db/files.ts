@@ -138,25 +138,11 @@ async function insertFile(db: Db | DbClient, f: { orgId: string; name: string; c
  * organization or has expired (the three are indistinguishable to the caller).
  */
 export async function getFile(db: Db | DbClient, orgId: string, id: string, now: Date = new Date()): Promise<StoredFile | null> {
-  return readFile(db, orgId, id, now, null);
-}
-
-/**
- * As getFile, with at most the first `maxBytes` of the file's bytes (`bytes.length < size_bytes`
- * when cut): for readers that use only the start of a file, so that a 10 MB file is never loaded
- * whole into the process for them.
- */
-export async function getFileHead(db: Db | DbClient, orgId: string, id: string, maxBytes: number, now: Date = new Date()): Promise<StoredFile | null> {
-  return readFile(db, orgId, id, now, Math.max(0, Math.floor(maxBytes)));
-}
-
-async function readFile(db: Db | DbClient, orgId: string, id: string, now: Date, maxBytes: number | null): Promise<StoredFile | null> {
   if (!FILE_ID_PATTERN.test(id)) return null;
   const r = await db.query<FileRow>(
-    `SELECT id, org_id, name, size, content_type, sha256,
-            CASE WHEN $4::int IS NULL THEN bytes ELSE substring(bytes FROM 1 FOR $4::int) END AS bytes, created_at, expires_at
+    `SELECT id, org_id, name, size, content_type, sha256, bytes, created_at, expires_at
        FROM files WHERE id = $1 AND org_id = $2 AND expires_at > $3`,
-    [id, orgId, now, maxBytes],
+    [id, orgId, now],
   );
   const row = r.rows[0];
   return row ? { ...recordOf(row), org_id: row.org_id, bytes: row.bytes! } : null;
