@@ -3,22 +3,17 @@
 // what every organization's requests share (memory, connections, Temporal long-polls).
 // In-process and synchronous: the check and the take are one step.
 
+import { OrgByteBudget } from './byte-budget.ts';
+
 export class OrgSlots {
-  private readonly held = new Map<string, number>();
-  constructor(readonly perOrg: number) {}
+  /** One unit per slot: the per-organization counter the upload bytes use. */
+  private readonly held: OrgByteBudget;
+  constructor(readonly perOrg: number) {
+    this.held = new OrgByteBudget(perOrg);
+  }
 
   /** A release function (idempotent), or undefined when the organization already holds perOrg. */
   take(orgId: string): (() => void) | undefined {
-    const n = this.held.get(orgId) ?? 0;
-    if (n >= this.perOrg) return undefined;
-    this.held.set(orgId, n + 1);
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      const left = (this.held.get(orgId) ?? 1) - 1;
-      if (left > 0) this.held.set(orgId, left);
-      else this.held.delete(orgId);
-    };
+    return this.held.take(orgId, 1);
   }
 }
