@@ -20,6 +20,7 @@ import { dependencyCheck } from './routes/probes.ts';
 import queryRoutes from './routes/query.ts';
 import requestRoutes from './routes/requests.ts';
 import catalogRoutes from './routes/catalog.ts';
+import { FeedbackGate } from './routes/feedback.ts';
 import { KeylessGate } from './services/keyless-gate.ts';
 import { QueryService } from './services/query-service.ts';
 import { createLlmRouter, createRouter } from '../../shared/router/index.ts';
@@ -148,7 +149,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(queryRoutes, { queries });
   await app.register(requestRoutes);
   await app.register(import('./routes/files.ts'), { config: deps.config });
-  await app.register(import('./routes/feedback.ts'), { config: deps.config });
+  // One bound on each organization's feedback writes in this process: the API's route and the console's form share it.
+  const feedbackGate = new FeedbackGate(deps.config);
+  await app.register(import('./routes/feedback.ts'), { gate: feedbackGate });
   // Keyless reads of PostgreSQL (catalog, icons): bounded in flight, per process and per address.
   const keyless = new KeylessGate({ inFlight: c.KEYLESS_READS_IN_FLIGHT, perAddress: c.KEYLESS_READS_PER_ADDRESS, waitMs: c.KEYLESS_READ_WAIT_MS });
   app.decorate('keylessReads', keyless);
@@ -168,7 +171,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(import('./routes/well-known.ts'));
   await app.register(import('./routes/codec.ts'), { config: deps.config }); // only with CODEC_ENDPOINT_TOKEN
   // The web console: HTML pages with cookies, forms and CSRF in a scope of their own (console/README.md).
-  await app.register(import('./console/index.ts'), { config: deps.config, temporal: deps.temporal });
+  await app.register(import('./console/index.ts'), { config: deps.config, temporal: deps.temporal, feedbackGate });
   return app;
 }
 

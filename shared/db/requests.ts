@@ -151,10 +151,73 @@ export async function findByKey(c: Q, orgId: string, keyHash: string): Promise<R
   return r.rows[0] as RequestRow | undefined;
 }
 
-/** One request of one organization (never another organization's). */
-export async function findForOrg(c: Q, orgId: string, requestId: string): Promise<RequestRow | undefined> {
-  const r = await c.query('SELECT * FROM requests WHERE id = $1 AND org_id = $2', [requestId, orgId]);
-  return r.rows[0] as RequestRow | undefined;
+// A retained result may be ~1.5 MB of jsonb. The readers below name their columns and select the
+// result only in a CASE that holds when they show it: otherwise PostgreSQL neither detoasts nor
+// sends it (`result IS NOT NULL` reads the row's null bitmap, never the value). The retention is
+// judged by PostgreSQL's clock there; callers judge it again by theirs, as they always did.
+const WITHIN_RETENTION_SQL = '(result_expires_at IS NULL OR result_expires_at > now())';
+
+/** What svc_get_run reads of a request (findRunForOrg). */
+export interface RunRow
+  extends Pick<RequestRow, 'id' | 'workflow_id' | 'api' | 'operation' | 'status' | 'response_status' | 'result_expires_at' | 'completed_at'> {
+  /** Whether the terminal envelope is stored, expired or not (told without reading it). */
+  has_result: boolean;
+  /** The stored envelope's body within its retention; null past it (or with none). */
+  result: RequestRow['result'];
+}
+
+/**
+ * svc_get_run's read: the run's record, with its retained result only while it is kept (the tool
+ * shows any run's result, keyed or not). A result past its retention, or a run still going (no
+ * result yet), costs the row's few small columns.
+ */
+export async function findRunForOrg(c: Q, orgId: string, requestId: string): Promise<RunRow | undefined> {
+  const r = await c.query(
+    `SELECT id, workflow_id, api, operation, status, response_status, result_expires_at, completed_at,
+            result IS NOT NULL AS has_result,
+            CASE WHEN ${WITHIN_RETENTION_SQL} THEN result END AS result
+       FROM requests WHERE id = $1 AND org_id = $2`,
+    [requestId, orgId],
+  );
+  return r.rows[0] as RunRow | undefined;
+}
+
+/** What the console's request page shows of a request (findPageForOrg). */
+export interface PageRow
+  extends Pick<
+    RequestRow,
+    | 'id'
+    | 'fingerprint'
+    | 'api'
+    | 'operation'
+    | 'status'
+    | 'billing_status'
+    | 'reserved_credits'
+    | 'charged_credits'
+    | 'response_status'
+    | 'result_expires_at'
+    | 'error_code'
+    | 'routing'
+    | 'created_at'
+    | 'completed_at'
+  > {
+  /** The retained envelope's body for a keyed request within its retention (what the page shows); null otherwise. */
+  result: RequestRow['result'];
+}
+
+/**
+ * The console's request page: the columns it shows, and the retained result only when it shows it
+ * (a keyed request within its retention, as GET /v1/query/requests/{request_id}).
+ */
+export async function findPageForOrg(c: Q, orgId: string, requestId: string): Promise<PageRow | undefined> {
+  const r = await c.query(
+    `SELECT id, fingerprint, api, operation, status, billing_status, reserved_credits, charged_credits, response_status,
+            result_expires_at, error_code, routing, created_at, completed_at,
+            CASE WHEN fingerprint IS NOT NULL AND ${WITHIN_RETENTION_SQL} THEN result END AS result
+       FROM requests WHERE id = $1 AND org_id = $2`,
+    [requestId, orgId],
+  );
+  return r.rows[0] as PageRow | undefined;
 }
 
 /** What GET /v1/query/requests/{request_id} shows of a request (findStatusForOrg). */
@@ -181,7 +244,7 @@ export async function findStatusForOrg(c: Q, orgId: string, requestId: string): 
   const r = await c.query(
     `SELECT id, fingerprint, api, operation, status, billing_status, reserved_credits, charged_credits, response_status,
             result_expires_at, error_code, routing,
-            CASE WHEN fingerprint IS NOT NULL AND (result_expires_at IS NULL OR result_expires_at > now()) THEN result::text END AS result_text
+            CASE WHEN fingerprint IS NOT NULL AND ${WITHIN_RETENTION_SQL} THEN result::text END AS result_text
        FROM requests WHERE id = $1 AND org_id = $2`,
     [requestId, orgId],
   );

@@ -7,6 +7,7 @@ import type { Session } from '../../../shared/accounts/sessions.ts';
 import { canManage, membershipsOf } from '../../../shared/accounts/users.ts';
 import { escapeHtml } from '../../../shared/format/html.ts';
 import type { ConsoleSessions } from '../plugins/console-session.ts';
+import type { FeedbackGate } from '../routes/feedback.ts';
 import { NAV } from './nav.ts';
 
 /** A page answer other than 200: rendered by the console's error handler as an HTML page. */
@@ -40,6 +41,8 @@ export interface ConsoleContext {
   sessions: ConsoleSessions;
   /** The API's lazily connected Temporal client: the Workflows pages' test runs go through it. */
   temporal: () => Promise<Client>;
+  /** The API's per-organization bound on feedback writes (routes/feedback.ts): the rating form takes its turn there too. */
+  feedbackGate: FeedbackGate;
   render(request: FastifyRequest, reply: FastifyReply, view: string, data: Record<string, unknown>, status?: number): Promise<FastifyReply>;
 }
 

@@ -13,6 +13,7 @@ import csrf from '@fastify/csrf-protection';
 import view from '@fastify/view';
 import { Eta } from 'eta';
 import type { Config } from '../../../shared/config.ts';
+import type { FeedbackGate } from '../routes/feedback.ts';
 import { isDatabaseUnavailable } from '../../../shared/db/unavailable.ts';
 import { ERRORS, ServiceError } from '../../../shared/errors.ts';
 import { isSessionFormToken, looksLikeSessionFormToken, registerConsoleSession, sessionFormToken } from '../plugins/console-session.ts';
@@ -33,7 +34,7 @@ function formToken(request: FastifyRequest): string {
 const FORM_EXPIRED = { title: 'Form expired', message: 'This form is no longer valid. Go back, reload the page and send it again.' };
 const formExpired = () => new ConsolePageError(403, FORM_EXPIRED.title, FORM_EXPIRED.message);
 
-export default async function consolePlugin(app: FastifyInstance, opts: { config: Config; temporal: () => Promise<Client> }) {
+export default async function consolePlugin(app: FastifyInstance, opts: { config: Config; temporal: () => Promise<Client>; feedbackGate: FeedbackGate }) {
   await app.register(cookie);
   // Pages post url-encoded forms, nothing else: the API's JSON parser (inherited from the root) threw
   // its envelope error here, which this scope's error handler answered with a 500 page (and an
@@ -93,6 +94,7 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
     config: opts.config,
     sessions,
     temporal: opts.temporal,
+    feedbackGate: opts.feedbackGate,
     async render(request, reply, viewName, data, status = 200) {
       const layout = await layoutData(request, app.db);
       // Signed in: a token of the session in its organization; signed out: one of the CSRF cookie

@@ -5,6 +5,7 @@ import { resolveOperation } from '../../../shared/db/catalog.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import type { QueryService, RequestRow } from '../services/query-service.ts';
+import { findRunForOrg } from '../../../shared/db/requests.ts';
 import { WAIT_SECONDS, type RunResult } from './schemas.ts';
 import { boundRun } from './bound.ts';
 import { toolFailure } from './failures.ts';
@@ -51,6 +52,9 @@ export interface ToolAnswer {
   result: RunResult;
   isError: boolean;
 }
+
+/** What an answer names of its run (a request row, or svc_get_run's narrower read of one). */
+type RunIdentity = Pick<RequestRow, 'id' | 'api' | 'operation'>;
 
 const RUNNING_STATES = new Set(['reserving', 'processing', 'refund_pending']);
 const FINISHED_STATES = new Set(['succeeded', 'failed', 'rejected']);
@@ -192,12 +196,13 @@ export async function getRun(
 async function getRunUnbounded(ctx: McpContext, args: { request_id: string; wait_seconds?: number }, onStage?: OnStage, left?: AbortSignal): Promise<ToolAnswer> {
   const none = { request_id: args.request_id, api: null, operation: null, truncated: false };
   try {
-    const r = await ctx.db.query('SELECT * FROM requests WHERE id = $1 AND org_id = $2', [args.request_id, ctx.orgId]);
-    const row = r.rows[0] as RequestRow | undefined;
+    // The stored result comes with the row only while it is kept: an expired one is never read.
+    const row = await findRunForOrg(ctx.db, ctx.orgId, args.request_id);
     // Another organization's request is indistinguishable from a missing one.
     if (!row) throw new ServiceError('request_not_found', `No request ${args.request_id} for this organization`, { param: 'request_id' });
-    if (row.result) {
-      if (row.result_expires_at && row.result_expires_at.getTime() <= Date.now()) {
+    if (row.has_result) {
+      // Expired by PostgreSQL's clock (result not read) or by this process's.
+      if (!row.result || (row.result_expires_at && row.result_expires_at.getTime() <= Date.now())) {
         throw new ServiceError('request_not_found', `The result of ${row.id} was kept for 24 hours and has been deleted`, { param: 'request_id' });
       }
       const stored = { status: row.response_status ?? 200, body: row.result };
@@ -286,7 +291,7 @@ async function waitWithProgress(svc: QueryService, workflowId: string, requestId
   }
 }
 
-function running(row: RequestRow): ToolAnswer {
+function running(row: RunIdentity): ToolAnswer {
   return {
     isError: false,
     result: {
@@ -301,7 +306,7 @@ function running(row: RequestRow): ToolAnswer {
 }
 
 /** The run's full answer; `boundRun` fits it into max_chars afterwards. */
-function fromEnvelope(row: RequestRow, env: TerminalEnvelope, replayed: boolean): ToolAnswer {
+function fromEnvelope(row: RunIdentity, env: TerminalEnvelope, replayed: boolean): ToolAnswer {
   const body = env.body as { success?: boolean; data?: { output?: unknown; receipt?: RunResult['receipt'] }; error?: ErrorBody };
   const base = { request_id: row.id, api: row.api, operation: row.operation, ...(replayed ? { replayed: true } : {}) };
   if (body.success === true && body.data) {

@@ -22,7 +22,8 @@ type FeedbackLimits = Pick<Config, 'FEEDBACK_WRITES_PER_ORG' | 'FEEDBACK_WRITE_W
 /**
  * Each organization's feedback calls in this process, at most FEEDBACK_WRITES_PER_ORG at once past
  * this point (each takes a pooled connection: its lookup, and for a change the organization's lock
- * in a transaction). One more waits its turn in memory, holding no connection, up to
+ * in a transaction). One gate per process, shared by this route and the console's rating form
+ * (apps/api/app.ts): a burst is bounded whichever door its calls come through. One more waits its turn in memory, holding no connection, up to
  * FEEDBACK_WRITE_WAIT_MS, then is 429 organization_concurrency_limit: the organization's own
  * burst, so its own retryable refusal, not a 503 about the service. An idle organization's slots
  * are dropped.
@@ -49,8 +50,8 @@ export class FeedbackGate {
   }
 }
 
-export default async function feedbackRoutes(app: FastifyInstance, opts: { config: FeedbackLimits }) {
-  const gate = new FeedbackGate(opts.config);
+export default async function feedbackRoutes(app: FastifyInstance, opts: { gate: FeedbackGate }) {
+  const { gate } = opts;
   app.withTypeProvider<ZodTypeProvider>().route({
     method: 'POST',
     url: '/v1/query/requests/:request_id/feedback',

@@ -47,8 +47,8 @@ function statusOf<R>(r: StatusFields, orgId: string, rating: RatingContext, reta
 
 const withinRetention = (r: { result_expires_at: Date | null }) => !r.result_expires_at || r.result_expires_at.getTime() > Date.now();
 
-/** The status of a full row (the console's request page). */
-export function requestStatusOf(r: RequestRow, orgId: string, rating: RatingContext) {
+/** The status of a row read with its result when shown (the console's request page: findPageForOrg). */
+export function requestStatusOf(r: StatusFields & Pick<RequestRow, 'fingerprint' | 'result'>, orgId: string, rating: RatingContext) {
   // Only keyed requests retain their result (the fingerprint is stored only with a key).
   const retained = r.fingerprint !== null && r.result !== null && withinRetention(r);
   // A copy: the retained envelope as the plain JSON object the response schema describes.

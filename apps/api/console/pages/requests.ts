@@ -3,7 +3,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { REQUEST_ID_PATTERN } from '../../../../shared/ids.ts';
-import { findForOrg } from '../../../../shared/db/requests.ts';
+import { ServiceError } from '../../../../shared/errors.ts';
+import { findPageForOrg } from '../../../../shared/db/requests.ts';
 import { loadRatingContext, setFeedback } from '../../../../shared/db/feedback.ts';
 import { requestStatusOf } from '../../routes/requests.ts';
 import { ConsolePageError, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
@@ -23,6 +24,21 @@ const REASONS: Record<string, string> = {
   expired: 'Requests can be rated for 30 days.',
   not_independent: 'Your organization has already rated this workflow the most times allowed.',
 };
+
+/**
+ * The gate's refusal (organization_concurrency_limit) as the console answers it: the 429 page with
+ * Retry-After, nothing changed. Anything else goes on to the console's error handler as it was.
+ */
+function busy(err: unknown): unknown {
+  if (!(err instanceof ServiceError) || err.code !== 'organization_concurrency_limit') return err;
+  const retry = err.headers?.['retry-after'] ?? '1';
+  return new ConsolePageError(
+    429,
+    'Too many ratings at once',
+    `Your organization is sending more ratings at once than this server takes. Nothing was changed. Try again in ${retry} second${retry === '1' ? '' : 's'}.`,
+    { 'retry-after': retry },
+  );
+}
 
 /** The stages a request went through, from what its row records. */
 function stagesOf(r: { status: string; billing_status: string; created_at: Date; completed_at: Date | null }) {
@@ -55,7 +71,8 @@ export default async function requestPages(app: FastifyInstance, ctx: ConsoleCon
   async function requestPage(request: FastifyRequest, reply: FastifyReply, id: string, notice: string | null, status = 200) {
     const s = sessionOf(request);
     if (!REQUEST_ID_PATTERN.test(id)) throw notFound();
-    const row = await findForOrg(app.db, s.orgId, id);
+    // The retained result only when the page shows it (keyed, within its retention): never an expired one.
+    const row = await findPageForOrg(app.db, s.orgId, id);
     const rating = row && (await loadRatingContext(app.db, s.orgId, id));
     if (!row || !rating) throw notFound();
     const view = requestStatusOf(row, s.orgId, rating);
@@ -81,7 +98,10 @@ export default async function requestPages(app: FastifyInstance, ctx: ConsoleCon
     const form = FeedbackForm.safeParse(request.body);
     if (!form.success) throw new ConsolePageError(400, 'Bad request', 'Choose a rating.');
     const value = form.data.value === 'up' ? 1 : form.data.value === 'down' ? -1 : null;
-    const done = await setFeedback(app.db, s.orgId, id, value);
+    // In turn with the organization's API feedback calls (the same per-organization bound).
+    const done = await ctx.feedbackGate.run(s.orgId, () => setFeedback(app.db, s.orgId, id, value)).catch((err: unknown) => {
+      throw busy(err);
+    });
     if (!done) throw notFound();
     if (!done.ok) return requestPage(request, reply, id, REASONS[done.reason] ?? 'This request cannot be rated.', 409);
     return reply.redirect(`/console/requests/${id}`, 303);
