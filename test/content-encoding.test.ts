@@ -168,3 +168,21 @@ describe('console', () => {
     expect(page.text).toContain('<form');
   });
 });
+
+describe('OpenAPI document', () => {
+  it('lists 415 on the operations that refuse a compressed body: the envelope on the API routes, the OAuth error body on the OAuth endpoints', async () => {
+    const doc = (await (await fetch(`${base()}/openapi.json`)).json()) as any;
+    for (const [path, method] of [
+      ['/v1/query', 'post'],
+      ['/v1/query/requests/{request_id}/feedback', 'post'],
+      ['/v1/files', 'post'],
+    ]) {
+      expect(doc.paths[path][method].responses['415'], `${method} ${path}`).toEqual({ $ref: '#/components/responses/E415' });
+    }
+    for (const path of ['/oauth/token', '/oauth/revoke', '/oauth/register']) {
+      const r415 = doc.paths[path].post.responses['415'];
+      expect(r415?.description, path).toMatch(/^invalid_request: .*Content-Encoding/);
+      expect(Object.values<any>(r415.content)[0].schema).toEqual({ $ref: '#/components/schemas/OAuthError' });
+    }
+  });
+});

@@ -47,8 +47,12 @@ const RevokeForm = z.looseObject({ token: str, token_type_hint: z.string().max(5
 const unavailable = { description: 'temporarily_unavailable: the authorization server cannot answer right now (Retry-After)', content: { 'application/json': { schema: OAuthError } } };
 const slowDown = { description: 'slow_down: too many requests from this address (Retry-After)', content: { 'application/json': { schema: OAuthError } } };
 const tooLarge = { description: 'invalid_request: the body is larger than the endpoint accepts', content: { 'application/json': { schema: OAuthError } } };
+const unsupported = {
+  description: "invalid_request: the body is not of the endpoint's type (Content-Type), or is compressed (a Content-Encoding other than identity)",
+  content: { 'application/json': { schema: OAuthError } },
+};
 /** What any OAuth endpoint may also answer. */
-const commonFailures = { 413: tooLarge, 429: slowDown, 503: unavailable };
+const commonFailures = { 413: tooLarge, 415: unsupported, 429: slowDown, 503: unavailable };
 const formDoc = (schema: z.ZodType) => ({ content: { 'application/x-www-form-urlencoded': { schema: z.toJSONSchema(schema, { io: 'input' }) } } });
 
 class OAuthFailure extends Error {
