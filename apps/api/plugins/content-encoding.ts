@@ -63,9 +63,6 @@ export function contentEncodingRefusal(request: Pick<FastifyRequest, 'method' | 
   });
 }
 
-/** Whether `err` is the refusal above (a scope with its own error format answers it its way). */
-export const isContentEncodingRefusal = (err: unknown): err is ServiceError => err instanceof ServiceError && err.code === 'unsupported_media_type' && err.param === 'Content-Encoding';
-
 /**
  * preParsing hook: refuses an encoded body before any of it is read, with the route's hint
  * (`config.contentEncodingHint`). Runs after onRequest, so a route's credential is checked first.
