@@ -3,13 +3,13 @@
 // storage quota checked before the body is read, and an upload's slot kept while its file is
 // stored even when its client has left. An API process of this file's own, with a short idle
 // timeout and a small file quota; everything else at its defaults.
-import http from 'node:http';
 import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, filesUploadBytesPerOrg } from '../shared/config.ts';
 import { closeDb, db, newOrg, sleep, stack, until } from './helpers/stack.ts';
 import { processPool } from './helpers/processes.ts';
+import { openUpload } from './helpers/open-upload.ts';
 
 const MIB = 1024 * 1024;
 const MB10 = 10 * MIB;
@@ -33,70 +33,6 @@ afterAll(async () => {
   await pool.killAll();
   await closeDb();
 });
-
-interface Answer {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: any;
-  /** When the answer was complete, ms after the upload began. */
-  ms: number;
-}
-
-/**
- * An upload begun and left open: chunked, or with Content-Length `declared`. `first` bytes are sent
- * at once; with `trickle`, one byte more every 200 ms (a slow sender, never idle) until `finish`
- * (sends the rest) or `abort` (drops the connection).
- */
-function openUpload(key: string, o: { declared?: number; first?: number; trickle?: boolean } = {}) {
-  const u = new URL(`${url}/v1/files`);
-  const length: Record<string, string> = o.declared === undefined ? { 'transfer-encoding': 'chunked' } : { 'content-length': String(o.declared) };
-  const began = Date.now();
-  const req = http.request({
-    host: u.hostname,
-    port: u.port,
-    path: u.pathname,
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'x-file-name': 'slow.bin', ...length },
-  });
-  let sent = 0;
-  let answer: Answer | undefined;
-  let closedAt: number | undefined;
-  const answered = new Promise<Answer | undefined>((resolve) => {
-    req.on('response', (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (text += d));
-      res.on('end', () => {
-        answer = { status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text), ms: Date.now() - began };
-        resolve(answer);
-      });
-    });
-    req.on('error', () => resolve(answer));
-    req.on('close', () => (closedAt ??= Date.now() - began));
-  });
-  const write = (n: number) => {
-    if (n <= 0 || req.destroyed) return;
-    sent += n;
-    req.write(Buffer.alloc(n, 0x61));
-  };
-  req.flushHeaders();
-  write(o.first ?? 1024);
-  const timer = o.trickle ? setInterval(() => answer === undefined && write(1), 200) : undefined;
-  return {
-    answered,
-    early: () => answer,
-    closedAt: () => closedAt,
-    finish: () => {
-      clearInterval(timer);
-      req.end(o.declared === undefined ? Buffer.alloc(10, 0x62) : Buffer.alloc(o.declared - sent, 0x62));
-      return answered;
-    },
-    abort: () => {
-      clearInterval(timer);
-      req.destroy();
-    },
-  };
-}
 
 async function upload(key: string, bytes: Buffer) {
   const res = await fetch(`${url}/v1/files`, {
@@ -129,7 +65,7 @@ describe('uploads in flight', () => {
     // Each opens four chunked uploads (each counts 10 MB) and keeps them alive with a byte now and
     // then: 80 MB asked of the 64 MiB bound. One of each fits its 16 MiB share; the other three are
     // refused before their bodies end.
-    const begun = [a1, a2].map((org) => Array.from({ length: 4 }, () => openUpload(org.api_key, { trickle: true })));
+    const begun = [a1, a2].map((org) => Array.from({ length: 4 }, () => openUpload(url, org.api_key, { trickle: true })));
     try {
       for (const mine of begun) {
         await until(async () => mine.filter((u) => u.early()).length >= 3, 20_000, 50);
@@ -167,8 +103,8 @@ describe('uploads in flight', () => {
   it('an upload that sends nothing for FILES_UPLOAD_IDLE_TIMEOUT_MS is 408 request_timeout, its connection closed and its bytes given back', async () => {
     const [org, other] = await Promise.all([newOrg(1), newOrg(1)]);
     // Content-Length 10 MB and not one byte of the body; a chunked one that stops after 1 KiB.
-    const silent = openUpload(org.api_key, { declared: MB10, first: 0 });
-    const stopped = openUpload(other.api_key, { first: 1024 });
+    const silent = openUpload(url, org.api_key, { declared: MB10, first: 0 });
+    const stopped = openUpload(url, other.api_key, { first: 1024 });
     try {
       for (const u of [silent, stopped]) {
         const res = await Promise.race([u.answered, sleep(IDLE_MS + 8_000).then(() => undefined)]);
@@ -199,8 +135,8 @@ describe('uploads in flight', () => {
     const org = await newOrg(1);
     for (let i = 0; i < MAX_FILES; i++) expect((await upload(org.api_key, Buffer.from(`file ${i}`))).status).toBe(201);
     // A 5 MB body begun and trickled (never idle, never ended): answered at once, not after it is sent.
-    const declared = openUpload(org.api_key, { declared: 5_000_000, trickle: true });
-    const chunked = openUpload(org.api_key, { trickle: true });
+    const declared = openUpload(url, org.api_key, { declared: 5_000_000, trickle: true });
+    const chunked = openUpload(url, org.api_key, { trickle: true });
     try {
       const d = await Promise.race([declared.answered, sleep(IDLE_MS + 3_000).then(() => undefined)]);
       expect(d?.status).toBe(429);

@@ -1,7 +1,6 @@
 // Limits that keep one organization from using up what every organization shares, on API/worker
 // pairs of this file's own (small plan limits would disturb other files on the shared pair).
 // Each case sends its burst at once and checks counts, never timings.
-import http from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -9,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { db, demo, newOrg, query, sleep, until } from './helpers/stack.ts';
 import { ownPairPool } from './helpers/own-pair.ts';
 import { startPgProxy } from './helpers/pg-proxy.ts';
+import { openUpload } from './helpers/open-upload.ts';
 
 const pool = ownPairPool('org-limits');
 
@@ -22,34 +22,6 @@ async function upload(url: string, key: string, bytes: Buffer, name = 'f.bin') {
   });
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: JSON.parse(text), text };
-}
-
-/**
- * An upload whose body is begun (1 KiB sent) and left open until `finish` (sends the rest) or
- * `abort` (drops the connection); chunked, or with Content-Length `declared` when given.
- */
-function openUpload(url: string, key: string, declared?: number) {
-  const u = new URL(`${url}/v1/files`);
-  const length: Record<string, string> = declared === undefined ? { 'transfer-encoding': 'chunked' } : { 'content-length': String(declared) };
-  const req = http.request({
-    host: u.hostname,
-    port: u.port,
-    path: u.pathname,
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'x-file-name': 'slow.bin', ...length },
-  });
-  let status: number | undefined;
-  const answered = new Promise<number>((resolve) => {
-    req.on('response', (res) => {
-      res.resume();
-      status = res.statusCode ?? 0;
-      res.on('end', () => resolve(status!));
-    });
-    req.on('error', () => resolve(0));
-  });
-  req.write(Buffer.alloc(1024, 0x61));
-  const rest = declared === undefined ? 10 : declared - 1024;
-  return { finish: () => (req.end(Buffer.alloc(rest, 0x62)), answered), abort: () => req.destroy(), answeredEarly: () => status };
 }
 
 async function countedThisMinute(orgId: string): Promise<number> {
@@ -198,11 +170,11 @@ describe('per-organization limits', () => {
     // Three begun at once and none finished: the organization's only uploads. One is refused (429,
     // answered before its body ended), which says the other two are being received.
     const begun = [openUpload(url, org.api_key), openUpload(url, org.api_key), openUpload(url, org.api_key)];
-    const early = await until(async () => begun.find((b) => b.answeredEarly() !== undefined), 20_000);
-    expect(early.answeredEarly()).toBe(429);
-    expect(await early.finish()).toBe(429);
+    const early = await until(async () => begun.find((b) => b.status() !== undefined), 20_000);
+    expect(early.status()).toBe(429);
+    expect((await early.finish())?.status).toBe(429);
     const held = begun.filter((b) => b !== early);
-    expect(held.map((b) => b.answeredEarly())).toEqual([undefined, undefined]);
+    expect(held.map((b) => b.status())).toEqual([undefined, undefined]);
     // A fourth waits for neither: it is refused at once, with the catalog's code and Retry-After.
     const refused = await upload(url, org.api_key, Buffer.from('fourth'));
     expect(refused.status, refused.text).toBe(429);
@@ -211,12 +183,12 @@ describe('per-organization limits', () => {
     // Another organization uploads meanwhile.
     expect((await upload(url, other.api_key, Buffer.from('theirs'))).status).toBe(201);
     // A finished upload and a dropped one both give their place back.
-    expect(await held[0]!.finish()).toBe(201);
+    expect((await held[0]!.finish())?.status).toBe(201);
     held[1]!.abort();
     await until(async () => {
       const both = [openUpload(url, org.api_key), openUpload(url, org.api_key)];
       const answers = await Promise.all(both.map((b) => b.finish()));
-      return answers.every((s) => s === 201);
+      return answers.every((a) => a?.status === 201);
     }, 20_000);
   }, 120_000);
 
@@ -231,11 +203,11 @@ describe('per-organization limits', () => {
     // them may have taken the room of one (answered early): then both are dropped and begun again.
     let attempt = 0;
     const [heldA, heldB] = await until(async () => {
-      const held = [openUpload(url, a!.api_key, 4_000_000), openUpload(url, b!.api_key, 4_000_000)];
+      const held = [openUpload(url, a!.api_key, { declared: 4_000_000 }), openUpload(url, b!.api_key, { declared: 4_000_000 })];
       // Give them time to be let in before the probe races them (longer at each try: a busy
       // machine took longer than the probe's own upload, every time, for 30 s).
       await sleep(Math.min(2_000, 250 * ++attempt));
-      const lost = () => held.some((h) => h.answeredEarly() !== undefined);
+      const lost = () => held.some((h) => h.status() !== undefined);
       const refused = await until(async () => lost() || (await upload(url, probe!.api_key, Buffer.alloc(2_500_000, 0x70))).status === 503, 10_000, 100);
       if (refused && !lost()) return held;
       for (const h of held) h.abort();
@@ -261,8 +233,8 @@ describe('per-organization limits', () => {
     }
     // Without Content-Length an upload counts as the largest file: refused before its body ends.
     const chunked = openUpload(url, c!.api_key);
-    expect(await until(async () => chunked.answeredEarly(), 20_000, 50)).toBe(503);
-    expect(await chunked.finish()).toBe(503);
+    expect(await until(async () => chunked.status(), 20_000, 50)).toBe(503);
+    expect((await chunked.finish())?.status).toBe(503);
     // An organization past its own limit is told that (429), not the process's bound.
     const own = await upload(url, a!.api_key, three);
     expect(own.status, own.text).toBe(429);
@@ -273,13 +245,13 @@ describe('per-organization limits', () => {
     // One held upload finishes, the other's client drops its connection mid-body: both give back
     // their bytes, so the largest upload (all 10 MiB) is then let in, as are the dropped
     // organization's next upload and one without Content-Length.
-    expect(heldA.answeredEarly()).toBeUndefined();
-    expect(heldB.answeredEarly()).toBeUndefined();
-    expect(await heldA.finish()).toBe(201);
+    expect(heldA.status()).toBeUndefined();
+    expect(heldB.status()).toBeUndefined();
+    expect((await heldA.finish())?.status).toBe(201);
     heldB.abort();
     await until(async () => (await upload(url, c!.api_key, Buffer.alloc(10 * MIB, 0x63))).status === 201, 20_000, 100);
     expect((await upload(url, b!.api_key, Buffer.from('after the drop'))).status).toBe(201);
-    expect(await openUpload(url, d!.api_key).finish()).toBe(201);
+    expect((await openUpload(url, d!.api_key).finish())?.status).toBe(201);
     const after = await db().query('SELECT org_id, size::int AS size FROM files WHERE org_id = ANY($1) ORDER BY size', [[a!.org_id, b!.org_id, c!.org_id, d!.org_id, e!.org_id]]);
     expect(after.rows.map((r) => [r.org_id, r.size])).toEqual([
       [b!.org_id, 14],

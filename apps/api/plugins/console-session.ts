@@ -5,6 +5,8 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { servesHttps, type Config } from '../../../shared/config.ts';
 import { createSession, deleteSession, isSessionId, loadSession, type Session, type SessionTimes } from '../../../shared/accounts/sessions.ts';
+import { ConsolePageError } from '../console/context.ts';
+import { contentEncodingRefusal } from './content-encoding.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -90,6 +92,14 @@ export function registerConsoleSession(app: FastifyInstance, config: Config) {
     });
     if (checked.ok) request.consoleSession = checked.session;
     else reply.clearCookie(policy.session, cookieOptions);
+  });
+  // A compressed form is refused (415) as on every route (plugins/content-encoding.ts), here as the
+  // console's error page: the API's preParsing refusal would reach this scope's error handler as
+  // an envelope error it does not know (a 500 page). onRequest, so before that hook runs; after the
+  // session is loaded, so the page shows who is signed in. Browsers never compress a form.
+  app.addHook('onRequest', async (request) => {
+    if (!contentEncodingRefusal(request)) return;
+    throw new ConsolePageError(415, 'Unsupported encoding', 'The form was sent compressed (Content-Encoding). Send it again as it is, without compression.');
   });
   return {
     policy,

@@ -7,6 +7,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ServiceError } from '../../../shared/errors.ts';
+import { refuseEncodedBody } from './content-encoding.ts';
 
 /** Deepest nesting of objects and arrays a body may have (a QueryRequest needs a handful). */
 export const MAX_JSON_DEPTH = 64;
@@ -124,6 +125,9 @@ function refusedKeyPaths(parsed: unknown, max: number): string[] {
 
 export default fp(
   async function jsonBodyPlugin(app: FastifyInstance) {
+    // Every route's body, whatever its type, is taken as sent: a compressed one is 415 on
+    // Content-Encoding before it is read, not a parse error (plugins/content-encoding.ts).
+    app.addHook('preParsing', refuseEncodedBody);
     app.removeContentTypeParser('application/json');
     // parseAs string keeps Fastify's bodyLimit (413 while streaming) and its charset handling.
     app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request: FastifyRequest, body: string | Buffer, done) => {

@@ -56,26 +56,6 @@ function fileNameOf(request: FastifyRequest): string {
   return r.name;
 }
 
-/**
- * A Content-Encoding other than identity is refused (415): the body would be stored as sent, so a
- * gzip upload became a file of its compressed bytes, with their hash and sniffed type, not the
- * file's. Nothing is decoded here (a decoded body could be far larger than the 10 MB sent).
- */
-function refuseContentEncoding(request: FastifyRequest): void {
-  const header = request.headers['content-encoding'];
-  if (header === undefined) return;
-  const codings = String(header)
-    .split(',')
-    .map((c) => c.trim().toLowerCase())
-    .filter((c) => c !== '');
-  if (codings.every((c) => c === 'identity')) return;
-  const message = "must be identity or absent: send the file's bytes as they are, not compressed";
-  throw new ServiceError('unsupported_media_type', `Content-Encoding ${message}`, {
-    param: 'Content-Encoding',
-    details: { issues: [{ path: 'Content-Encoding', message }] },
-  });
-}
-
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Content type from the bytes: a known signature, else text/plain for UTF-8 text, else binary. */
@@ -340,13 +320,16 @@ export default async function filesRoutes(app: FastifyInstance, opts: { config: 
     },
     // Authenticate before the body is read: anonymous uploads are refused without taking them in.
     onRequest: app.authenticate,
-    // A bad name or encoding, an upload past the organization's in-flight limits or its stored
+    // A Content-Encoding other than identity is refused before the body is read, as on every route
+    // (plugins/content-encoding.ts): the body would be stored as sent, so a gzip upload became a
+    // file of its compressed bytes, with their hash and sniffed type, not the file's.
+    config: { contentEncodingHint: "send the file's bytes as they are, not compressed" },
+    // A bad name, an upload past the organization's in-flight limits or its stored
     // files, and one past the process's in-flight bytes are refused before the body is read. The
     // organization's own limits are checked first: an organization alone past one is told so
     // (429), whatever others send.
     preParsing: async (request, reply) => {
       fileNameOf(request);
-      refuseContentEncoding(request);
       const orgId = request.auth!.orgId;
       const releaseSlot = inFlight.take(orgId);
       if (!releaseSlot) {

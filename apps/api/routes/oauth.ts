@@ -13,6 +13,7 @@ import { documentOnly } from '../plugins/errors.ts';
 import { errors } from '../../../shared/openapi/document.ts';
 import { REGISTER_PATH, REVOKE_PATH, TOKEN_PATH, mcpResource } from './oauth-metadata.ts';
 import { clientAddress } from '../services/client-address.ts';
+import { ServiceError } from '../../../shared/errors.ts';
 
 const OAuthError = z
   .strictObject({ error: z.string().describe('RFC 6749 §5.2 / RFC 7591 §3.2.2 error code'), error_description: z.string().optional() })
@@ -46,8 +47,12 @@ const RevokeForm = z.looseObject({ token: str, token_type_hint: z.string().max(5
 const unavailable = { description: 'temporarily_unavailable: the authorization server cannot answer right now (Retry-After)', content: { 'application/json': { schema: OAuthError } } };
 const slowDown = { description: 'slow_down: too many requests from this address (Retry-After)', content: { 'application/json': { schema: OAuthError } } };
 const tooLarge = { description: 'invalid_request: the body is larger than the endpoint accepts', content: { 'application/json': { schema: OAuthError } } };
+const unsupported = {
+  description: "invalid_request: the body is not of the endpoint's type (Content-Type), or is compressed (a Content-Encoding other than identity)",
+  content: { 'application/json': { schema: OAuthError } },
+};
 /** What any OAuth endpoint may also answer. */
-const commonFailures = { 413: tooLarge, 429: slowDown, 503: unavailable };
+const commonFailures = { 413: tooLarge, 415: unsupported, 429: slowDown, 503: unavailable };
 const formDoc = (schema: z.ZodType) => ({ content: { 'application/x-www-form-urlencoded': { schema: z.toJSONSchema(schema, { io: 'input' }) } } });
 
 class OAuthFailure extends Error {
@@ -83,6 +88,11 @@ export default async function oauthRoutes(app: FastifyInstance, opts: OAuthRoute
   app.setErrorHandler(async (err: Error & { statusCode?: number }, request, reply) => {
     if (err instanceof OAuthFailure) return send(reply, err.status, err.error, err.message);
     if (err instanceof GrantError) return send(reply, 400, err.code, err.message);
+    // The service's own refusals of a request, before any endpoint runs: a Content-Encoding other
+    // than identity (415, plugins/content-encoding.ts) and a JSON registration body that cannot be
+    // parsed (plugins/json-body.ts). They keep their status and say why, as invalid_request; they
+    // carry no statusCode, so they were taken for failures of ours (503 temporarily_unavailable).
+    if (err instanceof ServiceError && err.status < 500) return send(reply.headers(err.headers ?? {}), err.status, 'invalid_request', err.message);
     const status = err.statusCode ?? 500;
     if (status === 429) return send(reply.header('retry-after', '60'), 429, 'slow_down', 'Too many requests from this address; retry later');
     if (status >= 400 && status < 500) return send(reply, status, 'invalid_request', 'The request could not be read');
