@@ -176,6 +176,8 @@ describe('OpenAPI document', () => {
       ['/v1/query', 'post'],
       ['/v1/query/requests/{request_id}/feedback', 'post'],
       ['/v1/files', 'post'],
+      ['/mcp', 'post'],
+      ['/mcp/workflows/{workflow_name}', 'post'],
     ]) {
       expect(doc.paths[path][method].responses['415'], `${method} ${path}`).toEqual({ $ref: '#/components/responses/E415' });
     }

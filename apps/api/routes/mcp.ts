@@ -187,7 +187,7 @@ export default async function mcpRoutes(app: FastifyInstance, opts: { allowedOri
               content: { 'application/json': { schema: JsonRpcMessage }, 'text/event-stream': { schema: z.string().describe('`event: message` frames, `data` one JSON-RPC message') } },
             },
           },
-          ...errors(400, 401, 404, 408, 429, 503),
+          ...errors(400, 401, 404, 408, 413, 415, 429, 503),
         },
       },
       handle,
