@@ -238,8 +238,19 @@ describe('CSRF', () => {
       expect(res.status, `${path} ${body}`).toBe(415);
       expect(res.headers.get('content-type')).toMatch(/^text\/html/);
       expect(res.headers.get('x-frame-options')).toBe('DENY');
-      expect(await res.text()).toContain('<h1>Bad request</h1>');
+      const page = await res.text();
+      expect(page).toContain('<h1>Unsupported form type</h1>');
+      expect(page).toContain('application/x-www-form-urlencoded');
     }
+    // A form over the console's 64 KiB: 413, said as such.
+    const big = await fetch(`${stack().baseUrl}/console/keys`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+      body: new URLSearchParams({ _csrf: token, name: 'x'.repeat(70 * 1024) }).toString(),
+    });
+    expect(big.status).toBe(413);
+    expect(await big.text()).toContain('<h1>Form too large</h1>');
     expect(await keyCount(org.org_id)).toBe(before);
   });
 

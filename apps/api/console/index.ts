@@ -140,8 +140,17 @@ export default async function consolePlugin(app: FastifyInstance, opts: { config
       reply.header('retry-after', '5');
     } else if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
       status = error.statusCode;
-      title = 'Bad request';
-      message = 'The request could not be understood.';
+      // Fastify's own refusals before a page runs: say which part of the request was wrong.
+      if (status === 415) {
+        title = 'Unsupported form type';
+        message = 'Console forms are sent as application/x-www-form-urlencoded. Go back, reload the page and send the form from it.';
+      } else if (status === 413) {
+        title = 'Form too large';
+        message = 'The form is larger than the console takes. Go back and send a shorter one.';
+      } else {
+        title = 'Bad request';
+        message = 'The request could not be understood.';
+      }
     } else {
       request.log.error({ err: error }, 'console page failed');
     }
