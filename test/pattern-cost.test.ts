@@ -16,7 +16,7 @@ import { HOST_NAME_PATTERN } from '../shared/host-name.ts';
 import { compileOrgSchema } from '../shared/org-schemas.ts';
 import type { Recipe } from '../shared/recipes/schema.ts';
 import { MAX_PATTERN_INSTRUCTIONS, PATTERN_WORK_PER_VALUE, compileLinear, matchCost, patternCost, patternProblem } from '../shared/regex.ts';
-import { closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
+import { balanceOf, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
 import { signedIn } from './helpers/console-http.ts';
 
 const HUGE = '(?:a?){1000}a{1000}[^a]'; // 3,003 instructions
@@ -234,5 +234,55 @@ describe('extraction charges its patterns to the document', () => {
       output: { xs: '{{vars.p.xs}}' },
     } as Recipe);
     expect(r.out).toEqual({ xs: Array.from({ length: ITEMS }, () => `${'a'.repeat(100)}b`) });
+  });
+});
+
+describe('output schemas', () => {
+  it("a workflow's output too long to check against its output schema's pattern fails the run with a message that says so, charging nothing", async () => {
+    const owner = await newOrg(5);
+    const handle = `@costly-out-${Math.random().toString(36).slice(2, 8)}`;
+    const recipe = structuredClone(workflowTemplate().operations[0]!.recipe) as { steps: Array<Record<string, unknown>>; output: unknown };
+    const extract = recipe.steps.find((s) => s.type === 'extract')!;
+    delete extract.scope;
+    extract.fields = { page: { type: 'html', selector: 'body' } };
+    recipe.output = '{{vars.book}}';
+    await publishApi(
+      db(),
+      {
+        handle,
+        name: 'Costly output',
+        description: '',
+        category: 'other',
+        website_url: null,
+        sites: [{ name: 'Books', host: 'books.example.test' }],
+        operations: [
+          {
+            name: 'op',
+            label: 'Op',
+            description: '',
+            cost_credits: 1,
+            default_version: 1,
+            versions: [
+              {
+                version: 1,
+                input_schema: { type: 'object', properties: { isbn13: { type: 'string' } } },
+                output_schema: { type: 'object', properties: { page: { type: 'string', pattern: HUGE } } },
+                examples: [],
+                recipe,
+              },
+            ],
+          },
+        ],
+      },
+      { ownerOrgId: owner.org_id },
+    );
+    const res = await query(owner.api_key, { api: handle, operation: 'op', input: { isbn13: '9782918455943' } });
+    expect(res.status, JSON.stringify(res.body).slice(0, 800)).toBe(500);
+    expect(res.body.error.code).toBe('internal_error');
+    expect(res.body.error.message).toMatch(
+      new RegExp(`^The workflow's output could not be checked against its output schema: /page is too long to check against pattern "\\(\\?:a\\?\\)\\{1000\\}a\\{1000\\}\\[\\^a\\]": \\d+ characters, and this pattern \\(3003 instructions\\) is checked on at most 1331$`),
+    );
+    expect(res.body.error.receipt?.billing?.status).toBe('released');
+    expect(await balanceOf(owner.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
   });
 });
