@@ -180,6 +180,13 @@ export function createExecuteActivities(deps: {
         if (pastDeadline?.aborted) throw new Error('answered after the deadline'); // reported as execution_timeout below
         const validate = v.validate;
         if (!validate(output)) {
+          // A string too long to check against the output schema's pattern (shared/regex.ts) was not
+          // matched: the output is not known to conform, and running it again reads the same text.
+          const unchecked = validate.errors?.find((e) => e.params.tooLongToCheck === true);
+          if (unchecked) {
+            ctx.log.warn('output too long to check against output_schema', { operationId, version, path: unchecked.instancePath, message: unchecked.message });
+            throw toApplicationFailure('internal_error', `The workflow's output could not be checked against its output schema: ${unchecked.instancePath || '/'} ${unchecked.message}`, undefined, true);
+          }
           // The site answered but the recipe produced something off-contract: our fault, never a silent success.
           ctx.log.error('output does not match output_schema', { operationId, version, errors: validate.errors });
           throw toApplicationFailure('internal_error', 'The workflow produced output that does not match its output schema', undefined, true);

@@ -10,7 +10,7 @@ import { Parser, serializeOuter } from 'parse5';
 import { adapter as domAdapter, type Htmlparser2TreeAdapterMap } from 'parse5-htmlparser2-tree-adapter';
 import { ServiceError } from '../../shared/errors.ts';
 import type { Field, FieldType } from '../../shared/recipes/schema.ts';
-import { linearExtract } from '../../shared/regex.ts';
+import { linearExtract, matchCost } from '../../shared/regex.ts';
 
 export type CheerioDoc = cheerio.CheerioAPI;
 type Sel = cheerio.Cheerio<AnyNode>;
@@ -184,10 +184,23 @@ export function parseDateTime(s: string): string | null {
   return new Date(t).toISOString().replace(/\.000Z$/, 'Z');
 }
 
-/** A field's `pattern` (the recipe's author's) on the page's text: linear time (shared/regex.ts). */
-function applyPattern(text: string, pattern: string | undefined): string | null {
+/**
+ * A field's `pattern` (the recipe's author's) on the page's text: linear time (shared/regex.ts), but
+ * up to a step for each character and each instruction of the pattern. That cost is charged to the
+ * document's work budget before the pattern runs: a pattern run on each item of a long list spends
+ * the same budget as the selectors and reads that found them, and past it the run fails instead of
+ * holding the thread.
+ */
+function applyPattern(text: string, pattern: string | undefined, work: Work): string | null {
   if (!pattern) return text;
-  return linearExtract(pattern, text.slice(0, MAX_TEXT));
+  const subject = text.slice(0, MAX_TEXT);
+  const cost = matchCost(pattern, subject);
+  if ((work.left -= cost) < 0) {
+    throw new ExtractionError(
+      `matching the pattern "${pattern}" against ${subject.length.toLocaleString('en')} characters needs more work than a document may take (${WORK_PER_DOCUMENT.toLocaleString('en')} steps a document, with its selectors' and reads'): each character costs a step per instruction of the pattern (${(cost / (subject.length + 1)).toLocaleString('en')})`,
+    );
+  }
+  return linearExtract(pattern, subject);
 }
 
 /**
@@ -206,8 +219,8 @@ function jsonText(raw: object): string {
   }
 }
 
-/** Converts a scalar read from a page or JSON document to the field's type; null when it cannot. */
-export function coerce(raw: unknown, type: FieldType, f: Field): unknown {
+/** Converts a scalar read from a page or JSON document to the field's type; null when it cannot. `work`: the document's budget (its pattern is charged to it). */
+export function coerce(raw: unknown, type: FieldType, f: Field, work: Work): unknown {
   if (raw === undefined || raw === null) return null;
   if (type === 'json') return raw;
   if (typeof raw !== 'string') {
@@ -233,7 +246,7 @@ export function coerce(raw: unknown, type: FieldType, f: Field): unknown {
         return null;
     }
   }
-  const picked = applyPattern(type === 'html' ? raw : normalizeText(raw), f.pattern);
+  const picked = applyPattern(type === 'html' ? raw : normalizeText(raw), f.pattern, work);
   if (picked === null) return null;
   switch (type) {
     case 'text':
@@ -544,10 +557,10 @@ export function extractHtmlField($: CheerioDoc, scope: Sel | null, f: Field, opt
     case 'boolean':
       if (!f.true_values && !f.attribute && !f.pattern) return matches.length > 0;
       if (matches.length === 0) return orDefault(null, f) ?? false;
-      return orDefault(coerce(htmlScalar($, matches.first(), f), 'boolean', f), f);
+      return orDefault(coerce(htmlScalar($, matches.first(), f), 'boolean', f, budgetOf($).work), f);
     default:
       if (matches.length === 0) return orDefault(null, f);
-      return orDefault(coerce(htmlScalar($, matches.first(), f), f.type, f), f);
+      return orDefault(coerce(htmlScalar($, matches.first(), f), f.type, f, budgetOf($).work), f);
   }
 }
 
@@ -577,7 +590,16 @@ export function jsonPointer(doc: unknown, pointer: string | undefined): unknown 
   return cur;
 }
 
-export function extractJsonField(doc: unknown, f: Field, opts: ExtractOptions): unknown {
+/** The work budget of a JSON document (its patterns are charged to it), as budgetOf is an HTML document's. */
+const jsonBudgets = new WeakMap<object, Work>();
+function jsonWork(doc: unknown): Work {
+  if (doc === null || typeof doc !== 'object') return { left: WORK_PER_DOCUMENT };
+  let work = jsonBudgets.get(doc);
+  if (!work) jsonBudgets.set(doc, (work = { left: WORK_PER_DOCUMENT }));
+  return work;
+}
+
+export function extractJsonField(doc: unknown, f: Field, opts: ExtractOptions, work: Work = jsonWork(doc)): unknown {
   if (f.selector !== undefined) throw new ExtractionError('a CSS selector cannot be used on a JSON document');
   const v = jsonPointer(doc, f.pointer);
   switch (f.type) {
@@ -588,21 +610,21 @@ export function extractJsonField(doc: unknown, f: Field, opts: ExtractOptions): 
     case 'list': {
       if (!Array.isArray(v)) return orDefault(null, f);
       const limit = f.limit !== undefined ? opts.resolveLimit(f.limit) : Infinity;
-      return v.slice(0, limit === Infinity ? undefined : limit).map((item) => (f.fields ? extractJsonObject(item, f.fields, opts) : extractJsonField(item, f.item!, opts)));
+      return v.slice(0, limit === Infinity ? undefined : limit).map((item) => (f.fields ? extractJsonObject(item, f.fields, opts, work) : extractJsonField(item, f.item!, opts, work)));
     }
     case 'object':
       if (v === undefined || v === null || typeof v !== 'object') return orDefault(null, f);
-      return extractJsonObject(v, f.fields!, opts);
+      return extractJsonObject(v, f.fields!, opts, work);
     case 'url':
       return orDefault(resolveUrlValue(v, opts.baseUrl), f);
     default:
-      return orDefault(coerce(v, f.type, f), f);
+      return orDefault(coerce(v, f.type, f, work), f);
   }
 }
 
-export function extractJsonObject(doc: unknown, fields: Record<string, Field>, opts: ExtractOptions): Record<string, unknown> {
+export function extractJsonObject(doc: unknown, fields: Record<string, Field>, opts: ExtractOptions, work: Work = jsonWork(doc)): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, f] of Object.entries(fields)) out[k] = extractJsonField(doc, f, opts);
+  for (const [k, f] of Object.entries(fields)) out[k] = extractJsonField(doc, f, opts, work);
   return out;
 }
 
