@@ -7,7 +7,7 @@ import type { JsonSchema } from '../catalog/types.ts';
 import type { FillResult, MissingField, PromptAttachment } from './types.ts';
 import { readPrompt, type PromptFacts, type Token } from './prompt-facts.ts';
 import { stem, STOP_WORDS, WordBudget, words } from './text.ts';
-import { compileLinear } from '../regex.ts';
+import { MAX_PATTERN_INSTRUCTIONS, compileLinear, patternCost } from '../regex.ts';
 
 type Prop = Record<string, unknown>;
 
@@ -125,16 +125,22 @@ function fillPattern(ctx: FillContext, pattern: string): string | undefined {
   // tokens are the caller's: on V8's backtracking engine `^(\d|\d)*$` against a 40-digit token
   // holds the API's event loop for hours. RE2's linear-time engine, as everywhere else a
   // publisher's pattern runs (shared/regex.ts).
+  // Linear is not free: a match costs up to characters x the program's instructions, charged to the
+  // fill's budget before it runs (a step costs about what a unit does); a pattern past the size
+  // builds refuse (one published before that bound) fills nothing.
   let re: { test(s: string): boolean };
   try {
     const compiled = compileLinear(pattern);
-    re = { test: (s) => compiled.matcher(s).find() };
+    const instructions = compiled.programSize();
+    if (instructions > MAX_PATTERN_INSTRUCTIONS) return undefined;
+    re = { test: (s) => ctx.budget.charge(patternCost(instructions, s.length)) && compiled.matcher(s).find() };
   } catch {
     return undefined;
   }
   // A pattern that also takes plain words (a slug) takes only tokens that look like ids.
   const loose = re.test('abc') || re.test('ABC') || re.test('Abc');
   for (const [i, t] of ctx.facts.tokens.entries()) {
+    if (ctx.budget.exhausted) return undefined;
     if (ctx.used.has(i)) continue;
     if (t.raw.length > 200) continue; // no id is that long; keeps a publisher's pattern off huge tokens
     const bare = t.raw.replace(/^#/, '');

@@ -100,6 +100,11 @@ export class WordBudget {
     return same;
   }
 
+  /** Spends `units` of other work (a publisher's pattern matched against a prompt token): false, and exhausted, once the budget is gone. */
+  charge(units: number): boolean {
+    return !this.exhausted && this.spend(units);
+  }
+
   private spend(units: number): boolean {
     this.left -= units;
     if (this.left < 0) this.exhausted = true;
