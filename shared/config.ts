@@ -306,9 +306,10 @@ const ConfigSchema = z.object({
   /**
    * HTTP runs at once per worker process (read-only queries, actions, HTTP health and builder
    * examples). Read-only runs are local activities, whose slots the SDK hands out first come first
-   * served: this bound, fair between organizations, is where they are shared out.
+   * served: this bound, fair between organizations, is where they are shared out. It also bounds the
+   * memory of the bodies being read (up to 5 MB each): 100, as the SDK's local-activity slots did.
    */
-  HTTP_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(256),
+  HTTP_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(100),
   /** Of HTTP_CONCURRENCY, the most one organization's runs (or the health checks') hold at once; the
    *  rest wait, and a freed slot goes to the waiting organization holding the fewest. Default a quarter. */
   HTTP_CONCURRENCY_PER_ORG: z.coerce.number().int().min(1).max(10_000).optional(),

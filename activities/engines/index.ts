@@ -29,7 +29,7 @@ export interface RecipeRunnerOptions {
   browserConcurrency?: number;
   /** Let unmapped hosts reach private addresses (never in production). */
   allowPrivateNetwork?: boolean;
-  /** HTTP runs at once per runner (HTTP_CONCURRENCY; default 256). */
+  /** HTTP runs at once per runner (HTTP_CONCURRENCY; default 100). */
   httpConcurrency?: number;
   /** Of those, at most this many for one organization (HTTP_CONCURRENCY_PER_ORG; default a quarter). */
   httpConcurrencyPerOrg?: number;
@@ -61,7 +61,7 @@ export function createRecipeRunner(opts: RecipeRunnerOptions = {}): RecipeRunner
   // is where they are shared out. Each organization (and the health checks) may hold a share below
   // the total, so another's run starts at once however many runs one keeps waiting, and a freed
   // slot goes to the waiting organization holding the fewest.
-  const httpTotal = Math.max(1, opts.httpConcurrency ?? 256);
+  const httpTotal = Math.max(1, opts.httpConcurrency ?? 100);
   const httpSlots = new Semaphore(httpTotal, {}, Math.min(httpTotal, Math.max(1, opts.httpConcurrencyPerOrg ?? Math.floor(httpTotal / 4))));
   let browser: BrowserPool | null = null;
   let browserLoading: Promise<BrowserPool> | null = null;
