@@ -353,7 +353,7 @@ const ConfigSchema = z.object({
   HEALTH_CHECK_INTERVAL_SECONDS: int(900),
   /** Time limit of one example run during a health check, from when it reaches the website (a wait for a browser page has its own bound). */
   HEALTH_CHECK_EXAMPLE_TIMEOUT_MS: int(60_000),
-  /** Operations checked at once during a health check; low, as checks share browsers with queries. Browser workers add this many activity task slots for them. */
+  /** Operations checked at once during a health check; low, as checks share browsers with queries. A browser worker gives each health example it takes a task slot of its own (apps/worker/browser-task-slots.ts). */
   HEALTH_CHECK_CONCURRENCY: int(2),
   /** Retention of terminal envelopes in milliseconds; when set it overrides RESULT_RETENTION_HOURS (tests). */
   RESULT_RETENTION_MS: z.coerce.number().int().positive().optional(),
