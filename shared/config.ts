@@ -299,8 +299,20 @@ const ConfigSchema = z.object({
    * that cannot have it does not start); `off` never uses it.
    */
   CHROMIUM_SANDBOX: z.enum(['auto', 'on', 'off']).default('auto'),
-  /** Browser runs at once per worker; one more context is kept made ahead for the next run. */
+  /** Browser runs at once per worker; one more context is kept made ahead for the next run. A
+   *  browser worker takes a browser task only when one of these pages is there for it (its health
+   *  examples aside): the rest wait in Temporal's queue, where the organization is the fairness key. */
   BROWSER_CONCURRENCY: int(2),
+  /**
+   * HTTP runs at once per worker process (read-only queries, actions, HTTP health and builder
+   * examples). Read-only runs are local activities, whose slots the SDK hands out first come first
+   * served: this bound, fair between organizations, is where they are shared out. It also bounds the
+   * memory of the bodies being read (up to 5 MB each): 100, as the SDK's local-activity slots did.
+   */
+  HTTP_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(100),
+  /** Of HTTP_CONCURRENCY, the most one organization's runs (or the health checks') hold at once; the
+   *  rest wait, and a freed slot goes to the waiting organization holding the fewest. Default a quarter. */
+  HTTP_CONCURRENCY_PER_ORG: z.coerce.number().int().min(1).max(10_000).optional(),
   /** A prebuilt workflow bundle (`npm run build:workflows`); unset = bundle at worker start. */
   WORKFLOW_BUNDLE_PATH: z.string().optional(),
   /** Heartbeat timeout of the execute activity: how fast a dead worker's task moves to another. */
@@ -341,7 +353,7 @@ const ConfigSchema = z.object({
   HEALTH_CHECK_INTERVAL_SECONDS: int(900),
   /** Time limit of one example run during a health check, from when it reaches the website (a wait for a browser page has its own bound). */
   HEALTH_CHECK_EXAMPLE_TIMEOUT_MS: int(60_000),
-  /** Operations checked at once during a health check; low, as checks share browsers with queries. Browser workers add this many activity task slots for them. */
+  /** Operations checked at once during a health check; low, as checks share browsers with queries. A browser worker gives each health example it takes a task slot of its own (apps/worker/browser-task-slots.ts). */
   HEALTH_CHECK_CONCURRENCY: int(2),
   /** Retention of terminal envelopes in milliseconds; when set it overrides RESULT_RETENTION_HOURS (tests). */
   RESULT_RETENTION_MS: z.coerce.number().int().positive().optional(),
@@ -361,7 +373,10 @@ const ConfigSchema = z.object({
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().positive().optional(),
   WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: z.coerce.number().int().positive().optional(),
   WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS: z.coerce.number().int().positive().optional(),
-  WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: z.coerce.number().int().positive().optional(),
+  /** Local activities at once per worker. Read-only HTTP runs are local activities that mostly wait on
+   *  a website (or for an HTTP_CONCURRENCY slot): plentiful, so the SDK's first-come hand-out never
+   *  decides whose run waits (the SDK's own default is 100). */
+  WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: z.coerce.number().int().min(1).max(100_000).default(1_000),
   /** PostgreSQL pool of one worker process (billing local activities and execute steps share it). */
   WORKER_DB_POOL_SIZE: int(8),
   /** PostgreSQL statement_timeout of every pooled connection: a stuck statement fails instead of holding a slot. */
@@ -486,6 +501,10 @@ export const resultRetentionMs = (c: Pick<Config, 'RESULT_RETENTION_MS' | 'RESUL
 export const filesUploadBytesPerOrg = (c: Pick<Config, 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES' | 'FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG'>): number =>
   c.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG ?? Math.max(10 * 1024 * 1024, Math.floor(c.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES / 4));
 
+/** One organization's share of a worker's HTTP runs at once. */
+export const httpConcurrencyPerOrg = (c: Pick<Config, 'HTTP_CONCURRENCY' | 'HTTP_CONCURRENCY_PER_ORG'>): number =>
+  c.HTTP_CONCURRENCY_PER_ORG ?? Math.max(1, Math.floor(c.HTTP_CONCURRENCY / 4));
+
 /** The browser task queue this configuration names. */
 export function browserTaskQueue(c: Pick<Config, 'TEMPORAL_TASK_QUEUE' | 'TEMPORAL_BROWSER_TASK_QUEUE'>): string {
   return c.TEMPORAL_BROWSER_TASK_QUEUE ?? `${c.TEMPORAL_TASK_QUEUE}-browser`;
@@ -522,6 +541,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new Error(
       `Invalid configuration:\n  FILES_UPLOADS_IN_FLIGHT_MAX_BYTES_PER_ORG: one organization's share must be at most FILES_UPLOADS_IN_FLIGHT_MAX_BYTES (${c.FILES_UPLOADS_IN_FLIGHT_MAX_BYTES})`,
     );
+  }
+  if (c.HTTP_CONCURRENCY_PER_ORG !== undefined && c.HTTP_CONCURRENCY_PER_ORG > c.HTTP_CONCURRENCY) {
+    throw new Error(`Invalid configuration:\n  HTTP_CONCURRENCY_PER_ORG: one organization's share must be at most HTTP_CONCURRENCY (${c.HTTP_CONCURRENCY})`);
   }
   return { ...c, dataDir: path.resolve(c.DATA_DIR), siteHostMap, consoleSignup: (c.CONSOLE_SIGNUP ?? (c.DATABASE_URL ? 'closed' : 'open')) === 'open' };
 }

@@ -1,7 +1,8 @@
 // An action that never began on the website is the ordinary execution_timeout (nothing charged, the
 // reservation released), never action_unconfirmed ("check the website"): whether no worker took its
-// step from the browser task queue, or the worker that took it waited for a Chromium page until the
-// action's start bound. One that began and was cut off by its deadline stays action_unconfirmed.
+// step from the browser task queue, or its worker's only Chromium page stayed busy until the action's
+// start bound (a browser worker takes a step only when a page is there for it: apps/worker/
+// browser-task-slots.ts). One that began and was cut off by its deadline stays action_unconfirmed.
 // Pairs of this file's own, with a 10 s deadline and one Chromium page per worker.
 import { describe, expect, it } from 'vitest';
 import { decodeTimeoutType } from '@temporalio/common';
@@ -80,9 +81,9 @@ describe('an action that never began', () => {
     expect(await ledgerOf(org.org_id)).toHaveLength(2);
   });
 
-  it("the worker's only Chromium page held past the action's start bound: the worker gives up waiting, execution_timeout before the deadline, released, the site untouched", async () => {
-    // One worker (one page, two browser steps at a time); a second API with a long deadline sends
-    // the read that holds the page, so it outlives the action's wait.
+  it("the worker's only Chromium page held past the action's start bound: the step waits in the task queue, never taken; execution_timeout before the deadline, released, the site untouched", async () => {
+    // One worker (one page); a second API with a long deadline sends the read that holds the page,
+    // so it outlives the action's start bound.
     const long = { ...pool.pair, env: { ...pool.pair.env, QUERY_DEADLINE_MS: '60000' } };
     const [api, holdApi] = await Promise.all([pool.spawn('api'), pool.spawn('api', long), pool.spawn('worker')]);
     const [org, holder] = await Promise.all([shopOrg(), newOrg(50, 'Holder org')]);
@@ -96,12 +97,11 @@ describe('an action that never began', () => {
     const elapsed = Date.now() - started;
     const row = await expectNotStarted(res, org.org_id, ordersBefore);
     expect(elapsed).toBeLessThan(DEADLINE_MS);
-    // The worker took the step and refused it itself, non-retryable, before any server timeout.
+    // No page, so the worker never took the step: the server timed it out SCHEDULE_TO_START, on its first and only attempt.
     const events = await historyOf(row.workflow_id);
-    expect(events.filter((e) => e.activityTaskStartedEventAttributes).map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([1]);
-    expect(events.filter((e) => e.activityTaskTimedOutEventAttributes)).toHaveLength(0);
-    const failed = events.flatMap((e) => (e.activityTaskFailedEventAttributes ? [e.activityTaskFailedEventAttributes.failure?.applicationFailureInfo] : []));
-    expect(failed).toEqual([expect.objectContaining({ type: 'execution_timeout', nonRetryable: true })]);
+    expect(events.filter((e) => e.activityTaskStartedEventAttributes)).toHaveLength(0);
+    const timedOut = events.flatMap((e) => (e.activityTaskTimedOutEventAttributes ? [e.activityTaskTimedOutEventAttributes.failure] : []));
+    expect(timedOut.map((f) => decodeTimeoutType(f?.timeoutFailureInfo?.timeoutType))).toEqual(['SCHEDULE_TO_START']);
   });
 });
 

@@ -18,9 +18,12 @@ import { ServiceError } from '../../shared/errors.ts';
 import type { ClickStep, LoadState, Recipe, WaitStep } from '../../shared/recipes/schema.ts';
 import { afterSending, notSent } from './errors.ts';
 import { HttpDriver, MAX_BODY_BYTES, boundedCookieHeader, cookieLineFits, createHttpDispatcher, newCookieJar, type RunCookies, type SameSiteContext } from './http-engine.ts';
-import { HEALTH_PARTY, Interpreter, makeUrlCheck, type Driver, type HttpRequestSpec, type HttpResponseData, type PageSnapshot, type RunContext, type UrlCheck } from './interpreter.ts';
+import { Interpreter, makeUrlCheck, type Driver, type HttpRequestSpec, type HttpResponseData, type PageSnapshot, type RunContext, type UrlCheck } from './interpreter.ts';
 import { startGuardedProxy, type GuardedProxy, type ProxyRefusal } from './guarded-proxy.ts';
 import { mappedTarget } from './net-guard.ts';
+import { browserPageSlots, type Semaphore } from './fair-semaphore.ts';
+
+export { Semaphore } from './fair-semaphore.ts';
 
 // No --no-sandbox here: whether pages run in Chromium's sandbox is `chromiumSandbox` at launch
 // (Playwright adds --no-sandbox when it is false, its default); see BrowserPool.getBrowser.
@@ -53,108 +56,8 @@ export interface BrowserPoolOptions {
   sandbox?: SandboxMode;
   concurrency: number;
   allowPrivateNetwork: boolean;
-}
-
-/**
- * A counting semaphore whose waiters give up when their signal aborts, fair between parties (the
- * organizations whose runs wait): a freed slot goes to the party holding the fewest slots, then to
- * the one served longest ago, then first come first served within a party. So one organization's
- * runs queued in this worker never keep another's waiting run behind all of them (Temporal's
- * fairness keys order the task queue; this orders what a worker has already taken from it).
- * A party may be capped below the limit (`caps`): health checks never hold every page, so a
- * query never waits behind a sweep of examples.
- */
-export class Semaphore {
-  private active = 0;
-  private readonly held = new Map<string, number>();
-  private readonly lastServed = new Map<string, number>();
-  private served = 0;
-  private readonly waiters: Array<{ party: string; wake: () => void }> = [];
-  constructor(
-    private readonly limit: number,
-    private readonly caps: Readonly<Record<string, number>> = {},
-  ) {}
-
-  async acquire(signal: AbortSignal, party = ''): Promise<() => void> {
-    if (signal.aborted) throw signal.reason ?? new Error('aborted');
-    if (this.active < this.limit && !this.atCap(party) && this.next() < 0) {
-      this.grant(party);
-      return this.releaser(party);
-    }
-    await new Promise<void>((resolve, reject) => {
-      const waiter = {
-        party,
-        wake: () => {
-          signal.removeEventListener('abort', onAbort);
-          resolve();
-        },
-      };
-      const onAbort = () => {
-        const i = this.waiters.indexOf(waiter);
-        if (i >= 0) this.waiters.splice(i, 1);
-        reject(signal.reason ?? new Error('aborted'));
-      };
-      this.waiters.push(waiter);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
-    return this.releaser(party);
-  }
-
-  private atCap(party: string): boolean {
-    const cap = this.caps[party];
-    return cap !== undefined && (this.held.get(party) ?? 0) >= cap;
-  }
-
-  private grant(party: string): void {
-    this.active++;
-    this.held.set(party, (this.held.get(party) ?? 0) + 1);
-    this.lastServed.set(party, ++this.served);
-  }
-
-  /** The waiter a freed slot goes to: not at its cap; fewest slots held, then served longest ago, then the earliest. */
-  private next(): number {
-    let best = -1;
-    for (let i = 0; i < this.waiters.length; i++) {
-      const a = this.waiters[i]!.party;
-      if (this.atCap(a)) continue;
-      if (best < 0) {
-        best = i;
-        continue;
-      }
-      const b = this.waiters[best]!.party;
-      if (a === b) continue;
-      const ha = this.held.get(a) ?? 0;
-      const hb = this.held.get(b) ?? 0;
-      if (ha < hb || (ha === hb && (this.lastServed.get(a) ?? 0) < (this.lastServed.get(b) ?? 0))) best = i;
-    }
-    return best;
-  }
-
-  private releaser(party: string): () => void {
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      this.active--;
-      const left = (this.held.get(party) ?? 1) - 1;
-      if (left > 0) this.held.set(party, left);
-      else this.held.delete(party);
-      // Usually one grant; more when slots stayed free while every waiter was at its cap.
-      for (let i = this.next(); i >= 0 && this.active < this.limit; i = this.next()) {
-        const [w] = this.waiters.splice(i, 1);
-        this.grant(w!.party);
-        w!.wake();
-      }
-      if (this.waiters.length === 0) {
-        // Nobody waits: what is remembered of parties holding nothing is not needed any more.
-        for (const p of this.lastServed.keys()) if (!this.held.has(p)) this.lastServed.delete(p);
-      }
-    };
-  }
-
-  get inUse(): number {
-    return this.active;
-  }
+  /** The pages' semaphore (`browserPageSlots`), when the runner made it: the browser worker's task slots follow it. */
+  pages?: Semaphore;
 }
 
 /** Host-resolver rules mapping each demo host to its address and port. */
@@ -197,9 +100,7 @@ export class BrowserPool {
   private sandboxUnavailable = false;
 
   constructor(readonly opts: BrowserPoolOptions) {
-    const pages = Math.max(1, opts.concurrency);
-    // Health checks leave a page for queries whenever there is more than one.
-    this.semaphore = new Semaphore(pages, { [HEALTH_PARTY]: Math.max(1, pages - 1) });
+    this.semaphore = opts.pages ?? browserPageSlots(opts.concurrency);
     this.dispatcher = createHttpDispatcher({ hostMap: opts.hostMap, allowPrivateNetwork: opts.allowPrivateNetwork });
   }
 

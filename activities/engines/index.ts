@@ -9,6 +9,7 @@ import { redactError } from './errors.ts';
 import { HttpDriver, createHttpDispatcher } from './http-engine.ts';
 import { Interpreter, makeUrlCheck, type RunContext } from './interpreter.ts';
 import type { BrowserPool, SandboxMode } from './browser-engine.ts';
+import { Semaphore, browserPageSlots } from './fair-semaphore.ts';
 
 export type { RunContext } from './interpreter.ts';
 
@@ -28,6 +29,10 @@ export interface RecipeRunnerOptions {
   browserConcurrency?: number;
   /** Let unmapped hosts reach private addresses (never in production). */
   allowPrivateNetwork?: boolean;
+  /** HTTP runs at once per runner (HTTP_CONCURRENCY; default 100). */
+  httpConcurrency?: number;
+  /** Of those, at most this many for one organization (HTTP_CONCURRENCY_PER_ORG; default a quarter). */
+  httpConcurrencyPerOrg?: number;
 }
 
 const validated = new WeakSet<object>();
@@ -46,9 +51,18 @@ function validate(recipe: Recipe): Recipe {
   }
 }
 
-export function createRecipeRunner(opts: RecipeRunnerOptions = {}): RecipeRunner {
+/** `browserPages`: the Chromium pages' semaphore (the browser worker's task slots follow what health checks hold of it). */
+export function createRecipeRunner(opts: RecipeRunnerOptions = {}): RecipeRunner & { readonly browserPages: Semaphore } {
   const hostMap = Object.fromEntries(Object.entries(opts.hostMap ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
   const dispatcher = createHttpDispatcher({ hostMap, allowPrivateNetwork: opts.allowPrivateNetwork });
+  const browserPages = browserPageSlots(opts.browserConcurrency ?? 2);
+  // HTTP runs wait on the website, not on this process, and read-only ones run as local activities,
+  // whose slots the SDK hands out first come first served with no regard for whose run it is: this
+  // is where they are shared out. Each organization (and the health checks) may hold a share below
+  // the total, so another's run starts at once however many runs one keeps waiting, and a freed
+  // slot goes to the waiting organization holding the fewest.
+  const httpTotal = Math.max(1, opts.httpConcurrency ?? 100);
+  const httpSlots = new Semaphore(httpTotal, {}, Math.min(httpTotal, Math.max(1, opts.httpConcurrencyPerOrg ?? Math.floor(httpTotal / 4))));
   let browser: BrowserPool | null = null;
   let browserLoading: Promise<BrowserPool> | null = null;
   let closed = false;
@@ -64,6 +78,7 @@ export function createRecipeRunner(opts: RecipeRunnerOptions = {}): RecipeRunner
             sandbox: opts.chromiumSandbox,
             concurrency: opts.browserConcurrency ?? 2,
             allowPrivateNetwork: opts.allowPrivateNetwork ?? false,
+            pages: browserPages,
           })),
       );
     }
@@ -71,6 +86,7 @@ export function createRecipeRunner(opts: RecipeRunnerOptions = {}): RecipeRunner
   };
 
   return {
+    browserPages,
     async run(recipeIn, input, ctx) {
       if (closed) throw new ServiceError('engine_unavailable', 'The recipe runner is closed');
       const recipe = validate(recipeIn);
@@ -86,9 +102,20 @@ export function createRecipeRunner(opts: RecipeRunnerOptions = {}): RecipeRunner
         });
       const secrets = values as string[];
       if (recipe.engine === 'http') {
-        const driver = new HttpDriver(dispatcher, makeUrlCheck(recipe.hosts));
-        ctx.beforeSite?.();
-        return new Interpreter(recipe, driver, input, ctx, signal).run();
+        // The wait for a slot touches no website: `ctx.startSignal` may end it too, as a browser page's.
+        let release: () => void;
+        try {
+          release = await httpSlots.acquire(ctx.startSignal ? AbortSignal.any([signal, ctx.startSignal]) : signal, ctx.party);
+        } catch {
+          throw new ServiceError('execution_timeout', 'The website task did not start within its time limit (all HTTP slots busy)');
+        }
+        try {
+          const driver = new HttpDriver(dispatcher, makeUrlCheck(recipe.hosts));
+          ctx.beforeSite?.();
+          return await new Interpreter(recipe, driver, input, ctx, signal).run();
+        } finally {
+          release();
+        }
       }
       try {
         const pool = await getBrowser();

@@ -7,10 +7,11 @@ import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSo
 import { createActivities } from '../../activities/index.ts';
 import { loadKeyring } from '../../shared/db/connections.ts';
 import { createRecipeRunner } from '../../activities/engines/index.ts';
-import { browserTaskQueue, type Config } from '../../shared/config.ts';
+import { browserTaskQueue, httpConcurrencyPerOrg, type Config } from '../../shared/config.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
 import { FAILURE_CONVERTER_PATH, createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { ensureHealthScheduleAtStart } from './health-schedule.ts';
+import { BrowserTaskSlots } from './browser-task-slots.ts';
 import { createMaintenanceActivities } from '../../activities/maintenance.ts';
 import { ensureMaintenanceScheduleAtStart } from './maintenance-schedule.ts';
 import { startTracing, type Tracing } from '../../shared/telemetry/tracing.ts';
@@ -54,7 +55,7 @@ const quietLogger = {
   },
 };
 
-/** The tuning settings that are set (config.ts WORKER_*); the rest keep the SDK's defaults. */
+/** The tuning settings that are set (config.ts WORKER_*; local activities always, see there); the rest keep the SDK's defaults. */
 function workerTuning(c: Config) {
   const set = {
     maxCachedWorkflows: c.WORKER_MAX_CACHED_WORKFLOWS,
@@ -86,6 +87,8 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     chromiumPath: config.CHROMIUM_PATH,
     chromiumSandbox: config.CHROMIUM_SANDBOX,
     browserConcurrency: config.BROWSER_CONCURRENCY,
+    httpConcurrency: config.HTTP_CONCURRENCY,
+    httpConcurrencyPerOrg: httpConcurrencyPerOrg(config),
   });
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const activities = createActivities({ db, runner, keyring: () => loadKeyring(config) });
@@ -119,11 +122,17 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
         activities: { executeOperation: activities.executeOperation, runHealthExample: activities.runHealthExample, runDraftExample: activities.runDraftExample },
         shutdownGraceTime: '10 seconds',
         ...(config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS ? { maxConcurrentActivityTaskPolls: config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS } : {}),
-        // More browser steps than Chromium pages would only queue inside this process; and the
-        // health checks' lanes on top: a health example waiting for a page (they never hold every
-        // page) holds a task slot meanwhile, and without slots of their own, lanes of them could
-        // take every slot and leave a query in Temporal's queue while a page is free.
-        maxConcurrentActivityTaskExecutions: Math.max(1, config.BROWSER_CONCURRENCY) * 2 + config.HEALTH_CHECK_CONCURRENCY,
+        // A task only when a page is there for it (browser-task-slots.ts): browser runs wait in
+        // Temporal's queue, ordered by their organization's fairness key, never inside this process
+        // behind another organization's; health examples get task slots of their own on top, so
+        // one waiting for a page never keeps a query out while a page is free.
+        tuner: {
+          activityTaskSlotSupplier: new BrowserTaskSlots(runner.browserPages),
+          // No workflows, local activities or Nexus tasks on this queue: the SDK's sizes, unused.
+          workflowTaskSlotSupplier: { type: 'fixed-size', numSlots: 100 },
+          localActivityTaskSlotSupplier: { type: 'fixed-size', numSlots: 100 },
+          nexusTaskSlotSupplier: { type: 'fixed-size', numSlots: 100 },
+        },
         ...(tracing ? { interceptors: tracing.workerOptions.interceptors } : {}), // activity spans
       }),
     );
