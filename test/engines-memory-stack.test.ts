@@ -4,7 +4,7 @@
 // container's 768 MiB, and every organization's runs on it died with it. Now each run stops
 // reading the page at MAX_HTML_NODES, at most DOCUMENT_SLOTS pages are held in the process at once,
 // the worker stays up well within its memory, and its next query is answered.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { publishApi } from '../shared/db/catalog.ts';
 import { validateOperationVersion } from '../shared/catalog/validate.ts';
@@ -85,7 +85,8 @@ describe("a website's page within the worker's memory", () => {
     }
     for (const o of orgs) expect((await balanceOf(o.org.org_id)).charged).toBe(0);
     // The worker lived through it, far from its container's 768 MiB (unbounded, it passed 2 GiB).
-    expect(worker.proc.exitCode).toBeNull();
+    const alive = worker.proc.exitCode === null && worker.proc.signalCode === null && existsSync(`/proc/${worker.proc.pid}/status`);
+    expect(alive, `the worker died:\n${worker.output().slice(-1500)}`).toBe(true);
     const peak = peakRssMiB(worker.proc.pid!);
     expect(peak, `the worker's peak RSS went from ${Math.round(before)} to ${Math.round(peak)} MiB`).toBeLessThan(768);
     // and it answers an ordinary page of the same site at once.
