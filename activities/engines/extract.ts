@@ -34,6 +34,17 @@ export class ExtractionError extends Error {
 export const MAX_HTML_DEPTH = 512;
 export const MAX_HTML_ATTRIBUTES = 256;
 
+/**
+ * Nodes (elements, text runs, comments) one parsed page may hold. A parsed node costs the heap
+ * about 500 bytes (domhandler's objects, attribute maps, parse5's bookkeeping), whatever the markup
+ * costs on the wire: 5 MiB of `<p>x</p>` made 1.3 million nodes, 613 MiB of heap for one document,
+ * and three runs at once took a worker from 95 MiB to 2 GiB (the worker every organization's runs
+ * share; its container has 768 MiB). 200,000 nodes are at most about 100 MiB. Real pages are far
+ * below it: the demo sites' largest page has a few hundred, a long encyclopedia article or a shop's
+ * product page tens of thousands.
+ */
+export const MAX_HTML_NODES = 200_000;
+
 const tooComplex = (what: string) =>
   new ServiceError('upstream_http_error', `The website's page is too complex to read (${what})`, { details: { reason: 'document_too_complex' } });
 
@@ -75,9 +86,18 @@ function assertAttributeBound(html: string): void {
 type DomParent = Parameters<typeof domAdapter.appendChild>[0];
 type DomChild = Parameters<typeof domAdapter.appendChild>[1];
 
-/** cheerio's tree adapter, refusing an element deeper than MAX_HTML_DEPTH as the parser inserts it. */
+/**
+ * cheerio's tree adapter, refusing an element deeper than MAX_HTML_DEPTH as the parser inserts it
+ * and a node beyond MAX_HTML_NODES as the parser creates it (before it takes any memory). parse5
+ * makes text nodes through the adapter's own insertText (not this object's appendChild), so text
+ * is counted there: a run of text joined to the text node before it is no new node.
+ */
 function boundedAdapter() {
-  const depth = new WeakMap<object, number>();
+  let depth = new WeakMap<object, number>();
+  let nodes = 0;
+  const created = () => {
+    if (++nodes > MAX_HTML_NODES) throw tooComplex(`more than ${MAX_HTML_NODES} elements, texts and comments`);
+  };
   const depthOf = (node: DomParent): number => {
     const known = depth.get(node);
     if (known !== undefined) return known;
@@ -91,8 +111,25 @@ function boundedAdapter() {
     if (d > MAX_HTML_DEPTH) throw tooComplex(`elements nested more than ${MAX_HTML_DEPTH} deep`);
     depth.set(node, d);
   };
-  return {
+  const newText = (node: DomChild | undefined) => !(node && domAdapter.isTextNode(node));
+  const adapter = {
     ...domAdapter,
+    createElement(...args: Parameters<typeof domAdapter.createElement>) {
+      created();
+      return domAdapter.createElement(...args);
+    },
+    createCommentNode(data: string) {
+      created();
+      return domAdapter.createCommentNode(data);
+    },
+    insertText(parent: DomParent, text: string) {
+      if (newText(parent.children[parent.children.length - 1])) created();
+      domAdapter.insertText(parent, text);
+    },
+    insertTextBefore(parent: DomParent, text: string, ref: DomChild) {
+      if (newText(parent.children[parent.children.indexOf(ref) - 1])) created();
+      domAdapter.insertTextBefore(parent, text, ref);
+    },
     appendChild(parent: DomParent, node: DomChild) {
       placed(parent, node);
       domAdapter.appendChild(parent, node);
@@ -102,6 +139,11 @@ function boundedAdapter() {
       domAdapter.insertBefore(parent, node, ref);
     },
   } satisfies typeof domAdapter;
+  /** Once the document is parsed: the depths are not needed any more (cheerio keeps the adapter with its options). */
+  const done = () => {
+    depth = new WeakMap();
+  };
+  return { adapter, done };
 }
 
 /**
@@ -122,7 +164,8 @@ const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
  */
 export async function loadHtml(html: string, signal?: AbortSignal, slice = HTML_PARSE_SLICE): Promise<CheerioDoc> {
   assertAttributeBound(html);
-  const options = { treeAdapter: boundedAdapter(), scriptingEnabled: true };
+  const bounded = boundedAdapter();
+  const options = { treeAdapter: bounded.adapter, scriptingEnabled: true };
   const parser = new Parser<Htmlparser2TreeAdapterMap>(options);
   for (let at = 0; ; ) {
     let end = Math.min(html.length, at + slice);
@@ -134,6 +177,7 @@ export async function loadHtml(html: string, signal?: AbortSignal, slice = HTML_
     await yieldToLoop();
     signal?.throwIfAborted();
   }
+  bounded.done();
   return cheerio.load(parser.document, options as Parameters<typeof cheerio.load>[1]);
 }
 

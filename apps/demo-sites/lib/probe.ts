@@ -79,6 +79,22 @@ ch.port2.postMessage(0);`;
         { 'cache-control': 'no-store' },
       );
     }
+    case '/__probe/bulk': {
+      // A large page for the engines' memory bounds: `n` (at most 600,000, 4.8 MB) paragraphs `<p>x</p>`
+      // and an `h1` (a page of that many tiny elements costs the parser's heap far more than its size).
+      const n = Math.min(Math.max(Number(query.get('n') ?? 1) || 0, 0), 600_000);
+      return html(200, `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Bulk</title></head><body><h1>Bulk</h1>${'<p>x</p>'.repeat(n)}</body></html>\n`, {
+        'cache-control': 'no-store',
+      });
+    }
+    case '/__probe/bulk-json':
+      // `{"items": [...]}` of `items` (at most 1,000) strings of `size` (at most 100,000) characters,
+      // the same on every page: a pagination over it collects that much per page.
+      return json(200, {
+        items: Array.from({ length: Math.min(Math.max(Number(query.get('items') ?? 1) || 0, 0), 1_000) }, (_, i) =>
+          `${i} `.padEnd(Math.min(Math.max(Number(query.get('size') ?? 1) || 0, 0), 100_000), 'a'),
+        ),
+      });
     default:
       return text(404, 'Unknown probe\n');
   }
