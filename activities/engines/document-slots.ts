@@ -5,7 +5,7 @@
 // runs on it died with it. A run takes a slot before it parses a page and keeps it while it reads
 // that page (extraction, conditions, a pagination's next link), giving it back before it waits for
 // the website again (a request, a navigation, a click, a fill, a wait) and when it ends.
-import { Semaphore } from './browser-engine.ts';
+import { Semaphore } from './fair-semaphore.ts';
 import { HEALTH_PARTY } from './interpreter.ts';
 
 /** Parsed pages held at once in the process: one being read while the next is parsed. */
