@@ -8,8 +8,8 @@ import { closeDb, dataConverter, demo, ownPair, stack } from './stack.ts';
 
 /**
  * Registers the calling file's hooks: its pair's options (task queue named after `name`, `env` on
- * top of the stack's) are made before its tests, the demo sites are reset before each test, every
- * process spawned is killed (SIGKILL) after each, and the database pool is closed at the end.
+ * top of the stack's) are made before its tests, the demo sites are reset before and after each
+ * test, every process spawned is killed (SIGKILL) after each, and the database pool is closed at the end.
  * `spawn` starts an API or a worker with the pair's options, or with `o` (a variant of `pair`).
  */
 export function ownPairPool(name: string, env: Record<string, string> = {}) {
@@ -25,7 +25,12 @@ export function ownPairPool(name: string, env: Record<string, string> = {}) {
   beforeEach(async () => {
     await demo('/__demo/reset');
   });
-  afterEach(() => pool.killAll());
+  // Faults a test armed (a slow site for a thousand requests) are cleared when it ends too, so the
+  // next file on the stack's shared demo sites does not meet them.
+  afterEach(async () => {
+    await pool.killAll();
+    await demo('/__demo/reset');
+  });
   afterAll(closeDb);
   return {
     get pair() {
