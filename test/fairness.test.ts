@@ -1,9 +1,10 @@
 // Fairness between organizations on a shared worker: a browser worker with one Chromium page (one
 // task slot for queries, browser-task-slots.ts) on a pair of this file's own, one organization's
-// burst queued on its browser task queue, and another organization's single query sent after it. Every query starts with its
-// organization as the fairness key (apps/api/services/dispatch.ts) and the stack's Temporal server
-// runs with matching.enableFairness (shared/infra/temporal-dev-server.ts), so the backlog is
-// dispatched round-robin between the two: the late query does not wait for the whole burst.
+// burst queued on its browser task queue, and another organization's single query sent after it.
+// Every query starts with its organization as the fairness key (apps/api/services/dispatch.ts) and
+// the stack's Temporal server runs with matching.enableFairness
+// (shared/infra/temporal-dev-server.ts), so the backlog is dispatched round-robin between the two:
+// the late query does not wait for the whole burst.
 import { describe, expect, it } from 'vitest';
 import { newOrg, query, sleep } from './helpers/stack.ts';
 import { ownPairPool, withTemporal } from './helpers/own-pair.ts';
