@@ -182,8 +182,8 @@ export async function findRunForOrg(c: Q, orgId: string, requestId: string): Pro
   return r.rows[0] as RunRow | undefined;
 }
 
-/** What the console's request page shows of a request (findPageForOrg). */
-export interface PageRow
+/** What GET /v1/query/requests/{request_id} and the console's request page show of a request (findStatusForOrg). */
+export interface StatusRow
   extends Pick<
     RequestRow,
     | 'id'
@@ -201,31 +201,6 @@ export interface PageRow
     | 'created_at'
     | 'completed_at'
   > {
-  /** The retained envelope's body for a keyed request within its retention (what the page shows); null otherwise. */
-  result: RequestRow['result'];
-}
-
-/**
- * The console's request page: the columns it shows, and the retained result only when it shows it
- * (a keyed request within its retention, as GET /v1/query/requests/{request_id}).
- */
-export async function findPageForOrg(c: Q, orgId: string, requestId: string): Promise<PageRow | undefined> {
-  const r = await c.query(
-    `SELECT id, fingerprint, api, operation, status, billing_status, reserved_credits, charged_credits, response_status,
-            result_expires_at, error_code, routing, created_at, completed_at,
-            CASE WHEN fingerprint IS NOT NULL AND ${WITHIN_RETENTION_SQL} THEN result END AS result
-       FROM requests WHERE id = $1 AND org_id = $2`,
-    [requestId, orgId],
-  );
-  return r.rows[0] as PageRow | undefined;
-}
-
-/** What GET /v1/query/requests/{request_id} shows of a request (findStatusForOrg). */
-export interface StatusRow
-  extends Pick<
-    RequestRow,
-    'id' | 'fingerprint' | 'api' | 'operation' | 'status' | 'billing_status' | 'reserved_credits' | 'charged_credits' | 'response_status' | 'result_expires_at' | 'error_code' | 'routing'
-  > {
   /**
    * The retained envelope as PostgreSQL's own JSON text of it (never parsed here), only for a keyed
    * request whose retention has not ended: the one case the status shows it. Otherwise null.
@@ -234,7 +209,8 @@ export interface StatusRow
 }
 
 /**
- * The status route's read: every column it shows, and the retained result only when it is shown.
+ * The status route's read (and the console's request page's): every column they show, and the
+ * retained result only when it is shown.
  * Agents poll this route, and a result may be ~1.5 MB: read with the row (SELECT *), it was sent,
  * parsed and dropped on every poll of an unkeyed request, and parsed and serialized again on every
  * poll of a keyed one. Here an unkeyed or expired request's result is never detoasted nor sent, and
@@ -243,7 +219,7 @@ export interface StatusRow
 export async function findStatusForOrg(c: Q, orgId: string, requestId: string): Promise<StatusRow | undefined> {
   const r = await c.query(
     `SELECT id, fingerprint, api, operation, status, billing_status, reserved_credits, charged_credits, response_status,
-            result_expires_at, error_code, routing,
+            result_expires_at, error_code, routing, created_at, completed_at,
             CASE WHEN fingerprint IS NOT NULL AND ${WITHIN_RETENTION_SQL} THEN result::text END AS result_text
        FROM requests WHERE id = $1 AND org_id = $2`,
     [requestId, orgId],

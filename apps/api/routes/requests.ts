@@ -8,7 +8,6 @@ import { ServiceError } from '../../../shared/errors.ts';
 import { feedbackUnavailableReason, loadRatingContext, type RatingContext } from '../../../shared/db/feedback.ts';
 import { RequestStatusResponse } from '../../../shared/openapi/schemas.ts';
 import type { RequestStatusValue } from '../../../shared/schemas/query.ts';
-import type { RequestRow } from '../services/query-service.ts';
 import { findStatusForOrg, type StatusRow } from '../../../shared/db/requests.ts';
 
 /** The columns the status shows besides the retained result (a full row has them all). */
@@ -47,12 +46,11 @@ function statusOf<R>(r: StatusFields, orgId: string, rating: RatingContext, reta
 
 const withinRetention = (r: { result_expires_at: Date | null }) => !r.result_expires_at || r.result_expires_at.getTime() > Date.now();
 
-/** The status of a row read with its result when shown (the console's request page: findPageForOrg). */
-export function requestStatusOf(r: StatusFields & Pick<RequestRow, 'fingerprint' | 'result'>, orgId: string, rating: RatingContext) {
-  // Only keyed requests retain their result (the fingerprint is stored only with a key).
-  const retained = r.fingerprint !== null && r.result !== null && withinRetention(r);
-  // A copy: the retained envelope as the plain JSON object the response schema describes.
-  return statusOf(r, orgId, rating, retained, retained && r.result ? { ...r.result } : null);
+/** The status as an object, its retained result parsed (the console's request page reads the row with findStatusForOrg). */
+export function requestStatusOf(r: StatusRow, orgId: string, rating: RatingContext) {
+  // Only keyed requests retain their result (findStatusForOrg reads it only for them).
+  const retained = r.fingerprint !== null && r.result_text !== null && withinRetention(r);
+  return statusOf(r, orgId, rating, retained, retained ? (JSON.parse(r.result_text!) as Record<string, unknown>) : null);
 }
 
 /**

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { REQUEST_ID_PATTERN } from '../../../../shared/ids.ts';
 import { ServiceError } from '../../../../shared/errors.ts';
-import { findPageForOrg } from '../../../../shared/db/requests.ts';
+import { findStatusForOrg } from '../../../../shared/db/requests.ts';
 import { loadRatingContext, setFeedback } from '../../../../shared/db/feedback.ts';
 import { requestStatusOf } from '../../routes/requests.ts';
 import { ConsolePageError, needSession, notFound, sessionOf, type ConsoleContext } from '../context.ts';
@@ -72,7 +72,7 @@ export default async function requestPages(app: FastifyInstance, ctx: ConsoleCon
     const s = sessionOf(request);
     if (!REQUEST_ID_PATTERN.test(id)) throw notFound();
     // The retained result only when the page shows it (keyed, within its retention): never an expired one.
-    const row = await findPageForOrg(app.db, s.orgId, id);
+    const row = await findStatusForOrg(app.db, s.orgId, id);
     const rating = row && (await loadRatingContext(app.db, s.orgId, id));
     if (!row || !rating) throw notFound();
     const view = requestStatusOf(row, s.orgId, rating);
