@@ -3,7 +3,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Db } from '../shared/db/pool.ts';
 import { LedgerStateError, release, reserve, settle, settleAndFinalize } from '../shared/db/credits.ts';
-import { finalize, transition, type Moved } from '../shared/db/requests.ts';
+import { finalize, transition, type Finalized, type Moved } from '../shared/db/requests.ts';
 import type { BillingActivities, WriteOutcome } from './types.ts';
 
 async function ledgerStep<T>(step: () => Promise<T>): Promise<T> {
@@ -15,7 +15,7 @@ async function ledgerStep<T>(step: () => Promise<T>): Promise<T> {
   }
 }
 
-const outcome = (m: Moved): WriteOutcome => ({ moved: m.moved, status: m.moved ? m.row.status : (m.current?.status ?? 'missing') });
+const outcome = (m: Moved | Finalized): WriteOutcome => ({ moved: m.moved, status: m.moved ? m.row.status : (m.current?.status ?? 'missing') });
 
 export function createBillingActivities(db: Db): BillingActivities {
   return {

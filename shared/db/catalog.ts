@@ -131,8 +131,10 @@ export async function resolveOperation(
 ): Promise<Resolution> {
   // One round trip: each visible workflow with this handle (the organization's private one first),
   // its operation of this name if any, and that operation's requested (or default) version if any.
-  const rows = await db.query(
-    `SELECT a.id, a.handle, a.name, a.category, a.logo_sha256, a.visibility, a.owner_org_id,
+  // Named: prepared once per pooled connection (no parse or plan per query; issue 11).
+  const rows = await db.query({
+    name: 'resolve_operation',
+    text: `SELECT a.id, a.handle, a.name, a.category, a.logo_sha256, a.visibility, a.owner_org_id,
             o.id AS op_id, o.name AS op_name,
             -- The version's own (a pinned version acts, needs connections and costs what it did when
             -- published); a catalog version's price is its operation's (migration 1700000002700).
@@ -145,8 +147,8 @@ export async function resolveOperation(
         AND ((a.visibility = 'public' AND a.availability = 'available') OR (a.visibility = 'private' AND a.owner_org_id = $2))
         AND ($3::text IS NULL OR a.visibility = $3)
       ORDER BY (a.visibility = 'private') DESC`,
-    [q.api, orgId, q.visibility ?? null, q.operation, q.version ?? null],
-  );
+    values: [q.api, orgId, q.visibility ?? null, q.operation, q.version ?? null],
+  });
   if (rows.rowCount === 0) return { ok: false, code: 'unknown_api_slug' };
   for (const row of rows.rows) {
     if (row.op_id === null) continue;

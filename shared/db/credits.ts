@@ -2,7 +2,7 @@
 // the balance row is updated in the same transaction and its CHECKs keep
 // granted = available + reserved + charged, never negative.
 import { tx, type Db, type DbClient } from './pool.ts';
-import { finalize, interruptUnresolved, recordBilling, type Finalization, type Moved, type RequestStatus } from './requests.ts';
+import { finalize, interruptUnresolved, recordBilling, type Finalization, type Finalized, type RequestStatus } from './requests.ts';
 
 export async function grantCredits(c: Db | DbClient, orgId: string, amount: number, note: string): Promise<void> {
   await c.query(`INSERT INTO credit_ledger (org_id, kind, amount, note) VALUES ($1, 'grant', $2, $3)`, [orgId, amount, note]);
@@ -66,8 +66,10 @@ export async function reserve(db: Db, orgId: string, requestId: string, amount: 
  * while this one waited for it).
  */
 async function reserveIn(c: DbClient, orgId: string, requestId: string, amount: number): Promise<ReserveResult> {
-  const r = await c.query<{ status: RequestStatus | null; prev: number | null; reserved: boolean }>(
-    `WITH req AS (
+  const r = await c.query<{ status: RequestStatus | null; prev: number | null; reserved: boolean }>({
+    // Named, as the settlement: prepared once per pooled connection (no parse or plan per query).
+    name: 'reserve_credits',
+    text: `WITH req AS (
        SELECT status FROM requests WHERE id = $2 FOR UPDATE
      ), prev AS (
        SELECT amount FROM credit_ledger WHERE request_id = $2 AND kind = 'reserve'
@@ -87,8 +89,8 @@ async function reserveIn(c: DbClient, orgId: string, requestId: string, amount: 
      SELECT (SELECT status FROM req) AS status,
             (SELECT amount FROM prev) AS prev,
             EXISTS (SELECT 1 FROM moved WHERE pg_notify('${REQUEST_PROGRESS_CHANNEL}', id || ' executing') IS NOT NULL) AS reserved`,
-    [orgId, requestId, amount],
-  );
+    values: [orgId, requestId, amount],
+  });
   const row = r.rows[0]!;
   if (row.reserved) return { ok: true, reserved: amount };
   if (row.prev !== null) return { ok: true, reserved: row.prev };
@@ -112,8 +114,9 @@ async function reserveIn(c: DbClient, orgId: string, requestId: string, amount: 
  * after the reservation, the order release takes, so whichever comes second sees the other's outcome.
  */
 async function settleIn(c: DbClient, orgId: string, requestId: string, amount: number): Promise<{ charged: number }> {
-  const r = await c.query<{ reserved: number | null; charged: number | null; status: RequestStatus | null }>(
-    `WITH res AS (
+  const r = await c.query<{ reserved: number | null; charged: number | null; status: RequestStatus | null }>({
+    name: 'settle_credits',
+    text: `WITH res AS (
        SELECT amount FROM credit_ledger WHERE request_id = $2 AND kind = 'reserve' FOR UPDATE
      ), req AS (
        SELECT status FROM requests WHERE id = $2 AND EXISTS (SELECT 1 FROM res) FOR UPDATE
@@ -130,8 +133,8 @@ async function settleIn(c: DbClient, orgId: string, requestId: string, amount: n
      )
      SELECT (SELECT amount FROM res) AS reserved, (SELECT amount FROM ins) AS charged, (SELECT status FROM req) AS status,
             (SELECT count(*) FROM bal) + (SELECT count(*) FROM billed) AS moved`,
-    [orgId, requestId, amount],
-  );
+    values: [orgId, requestId, amount],
+  });
   const row = r.rows[0]!;
   if (row.reserved === null) throw new LedgerStateError('no_reservation', `no reservation for ${requestId}`);
   if (row.charged !== null) return { charged: row.charged };
@@ -158,7 +161,7 @@ export async function settleAndFinalize(
   orgId: string,
   amount: number,
   f: Finalization,
-): Promise<{ charged: number; finalized: Moved }> {
+): Promise<{ charged: number; finalized: Finalized }> {
   return tx(db, async (c) => {
     const { charged } = await settleIn(c, orgId, f.requestId, amount);
     return { charged, finalized: await finalize(c, f) };

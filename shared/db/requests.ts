@@ -111,16 +111,17 @@ const OPEN_STATES_SQL = OPEN_STATES.map((s) => `'${s}'`).join(', ');
  * organization's history or its rate. Call it under the organization's admission lock.
  */
 export async function admissionCounts(c: Q, orgId: string): Promise<{ running: number; unresolved: number; lastMinute: number; oldest: Date | null }> {
-  const r = await c.query(
-    `SELECT o.running, o.unresolved, m.last_minute, m.oldest
+  const r = await c.query({
+    name: 'admission_counts',
+    text: `SELECT o.running, o.unresolved, m.last_minute, m.oldest
        FROM (SELECT count(*)::int AS running,
                     count(*) FILTER (WHERE idempotency_key_hash IS NOT NULL)::int AS unresolved
                FROM requests WHERE org_id = $1 AND status IN (${OPEN_STATES_SQL})) o,
             (SELECT coalesce(sum(n), 0)::int AS last_minute, min(second)::float8 AS oldest
                FROM request_second_counts
               WHERE org_id = $1 AND second > floor(extract(epoch FROM now()))::bigint - 60) m`,
-    [orgId],
-  );
+    values: [orgId],
+  });
   const row = r.rows[0];
   return { running: row.running, unresolved: row.unresolved, lastMinute: row.last_minute, oldest: row.oldest === null ? null : new Date(row.oldest * 1000) };
 }
@@ -227,6 +228,12 @@ export async function findStatusForOrg(c: Q, orgId: string, requestId: string): 
   return r.rows[0] as StatusRow | undefined;
 }
 
+/** A request's retained envelope (its status and body), without the rest of the row; undefined: no row. */
+export async function storedEnvelope(c: Q, requestId: string): Promise<Pick<RequestRow, 'response_status' | 'result'> | undefined> {
+  const r = await c.query({ name: 'stored_envelope', text: 'SELECT response_status, result FROM requests WHERE id = $1', values: [requestId] });
+  return r.rows[0] as Pick<RequestRow, 'response_status' | 'result'> | undefined;
+}
+
 export async function findById(c: Q, requestId: string): Promise<RequestRow | undefined> {
   const r = await c.query('SELECT * FROM requests WHERE id = $1', [requestId]);
   return r.rows[0] as RequestRow | undefined;
@@ -306,22 +313,30 @@ export function storableJson(value: unknown): string {
  * A re-run after a crash finds the envelope already there and does nothing; an interrupted
  * request is never finalized over.
  */
-export async function finalize(c: Q, f: Finalization): Promise<Moved> {
+/** What a finalize that moved the row returns: its outcome, not the envelope the caller just sent. */
+export type FinalizedRow = Pick<RequestRow, 'id' | 'status' | 'billing_status' | 'charged_credits' | 'response_status' | 'error_code' | 'completed_at'>;
+export type Finalized = { moved: true; row: FinalizedRow } | { moved: false; current: RequestRow | undefined };
+
+export async function finalize(c: Q, f: Finalization): Promise<Finalized> {
   // The NOTIFY is part of the statement, so it is sent when (and only if) the envelope commits:
-  // at once on a pool connection, at COMMIT inside settleAndFinalize's transaction.
-  const r = await c.query(
-    `WITH u AS (
+  // at once on a pool connection, at COMMIT inside settleAndFinalize's transaction. Named (prepared
+  // once per connection), and it returns the row's outcome only: the envelope, up to 1.5 MB, is
+  // the caller's own (issue 11).
+  const r = await c.query<FinalizedRow & { notified: string }>({
+    name: 'finalize_request',
+    text: `WITH u AS (
        UPDATE requests
           SET status = $2, response_status = $3, result = $4, error_code = $5,
               result_expires_at = now() + ($6::bigint * interval '1 millisecond'),
               completed_at = now(), updated_at = now(),
               idempotency_key_hash = CASE WHEN $8 THEN NULL ELSE idempotency_key_hash END
-        WHERE id = $1 AND result IS NULL AND status = ANY($7) RETURNING *)
+        WHERE id = $1 AND result IS NULL AND status = ANY($7)
+        RETURNING id, status, billing_status, charged_credits, response_status, error_code, completed_at)
      SELECT u.*, pg_notify('${REQUEST_FINAL_CHANNEL}', u.id)::text AS notified FROM u`,
-    [f.requestId, f.status, f.envelope.status, storableJson(f.envelope.body), f.errorCode, f.retentionMs, TRANSITIONS[f.status], f.freeKey === true],
-  );
+    values: [f.requestId, f.status, f.envelope.status, storableJson(f.envelope.body), f.errorCode, f.retentionMs, TRANSITIONS[f.status], f.freeKey === true],
+  });
   if (r.rowCount) {
-    const { notified: _n, ...row } = r.rows[0] as RequestRow & { notified: string };
+    const { notified: _n, ...row } = r.rows[0]!;
     return { moved: true, row };
   }
   return { moved: false, current: await findById(c, f.requestId) };

@@ -23,6 +23,7 @@ export function rateHeaders(rate: RateInfo): Record<string, string> {
 
 /** Namespace of the admission advisory locks (first key of the two-key form). */
 const ADMISSION_LOCK_CLASS = 600;
+const ADMISSION_LOCK_SQL = 'SELECT pg_advisory_xact_lock($1, hashtext($2))';
 
 type Limits = Pick<Config, 'PLAN_CONCURRENCY' | 'PLAN_UNRESOLVED_KEYED' | 'PLAN_REQUESTS_PER_MINUTE'>;
 
@@ -44,7 +45,7 @@ export class Admission {
   async admitRouting(orgId: string): Promise<{ rate: RateInfo; counted: number }> {
     return this.guard(() =>
       tx(this.deps.db, async (c) => {
-        await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ADMISSION_LOCK_CLASS, orgId]);
+        await c.query({ name: 'admission_lock', text: ADMISSION_LOCK_SQL, values: [ADMISSION_LOCK_CLASS, orgId] });
         const rate = await this.check(c, orgId, false, true, true);
         return { rate, counted: await countCall(c, orgId) };
       }),
@@ -60,7 +61,7 @@ export class Admission {
   async admitAndClaim(fields: ClaimFields, counted?: number): Promise<{ rate: RateInfo; request: RequestRow | undefined }> {
     return this.guard(() =>
       tx(this.deps.db, async (c) => {
-        await c.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ADMISSION_LOCK_CLASS, fields.orgId]);
+        await c.query({ name: 'admission_lock', text: ADMISSION_LOCK_SQL, values: [ADMISSION_LOCK_CLASS, fields.orgId] });
         const rate = await this.check(c, fields.orgId, fields.keyHash !== null, true, true, counted === undefined ? 0 : 1);
         const request = await insertClaim(c, fields);
         if (request && counted !== undefined) await uncountCall(c, fields.orgId, counted);

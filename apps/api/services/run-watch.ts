@@ -5,7 +5,7 @@
 import { WorkflowFailedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ServiceError, errorEnvelope } from '../../../shared/errors.ts';
 import { LedgerStateError, release } from '../../../shared/db/credits.ts';
-import { findById, transition, type RequestRow } from '../../../shared/db/requests.ts';
+import { findById, storedEnvelope, transition, type RequestRow } from '../../../shared/db/requests.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { Config } from '../../../shared/config.ts';
 import { ResultListener, type ProgressHeard } from './result-listener.ts';
@@ -101,7 +101,7 @@ export class RunWatch {
 
   /** The envelope the row holds, if the workflow wrote it; a read that fails counts as not yet. */
   private async storedEnvelope(requestId: string): Promise<TerminalEnvelope | null> {
-    const row = await findById(this.deps.db, requestId).catch(() => undefined);
+    const row = await storedEnvelope(this.deps.db, requestId).catch(() => undefined);
     return row?.result ? { status: row.response_status ?? 200, body: row.result } : null;
   }
 
