@@ -7,10 +7,11 @@ import { createBuilderActivities } from './builder.ts';
 import { createReadQueryActivity } from './read-query.ts';
 import type { RecipeRunner } from './engines/index.ts';
 import type { Keyring } from '../shared/db/connections.ts';
+import type { LocalResults } from '../shared/local-results.ts';
 import type { BuilderActivities, HealthActivities, QueryActivities } from './types.ts';
 
-export function createActivities(deps: { db: Db; runner: RecipeRunner; keyring: () => Promise<Keyring> }): QueryActivities & HealthActivities & BuilderActivities {
-  const billing = createBillingActivities(deps.db);
+export function createActivities(deps: { db: Db; runner: RecipeRunner; keyring: () => Promise<Keyring>; localResults?: LocalResults }): QueryActivities & HealthActivities & BuilderActivities {
+  const billing = createBillingActivities(deps.db, deps.localResults);
   const execute = createExecuteActivities(deps);
   return { ...billing, ...execute, ...createReadQueryActivity({ ...billing, ...execute }), ...createHealthActivities(deps), ...createBuilderActivities(deps) };
 }

@@ -4,6 +4,7 @@ import swagger from '@fastify/swagger';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Client } from '@temporalio/client';
 import type { Config } from '../../shared/config.ts';
+import type { LocalResults } from '../../shared/local-results.ts';
 import { startRunCountFold } from '../../shared/db/catalog.ts';
 import type { Db } from '../../shared/db/pool.ts';
 import { openApiSwaggerOptions } from '../../shared/openapi/document.ts';
@@ -37,6 +38,8 @@ export interface AppDeps {
   baseUrl: () => string;
   /** Start workflows with eager start (the client shares a worker's connection in this process). */
   eagerStart?: boolean;
+  /** Terminal envelopes handed over by a worker in this process (shared/local-results.ts). */
+  localResults?: LocalResults;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -99,6 +102,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     config: deps.config,
     baseUrl: deps.baseUrl,
     eagerStart: deps.eagerStart === true,
+    localResults: deps.localResults,
     router: async () => router,
     // The optional LLM path: only when OPENAI_BASE_URL and OPENAI_MODEL are set.
     llm: createLlmRouter(deps.config),

@@ -3,6 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { API_DB_POOL_SIZE, type Config } from '../../shared/config.ts';
+import type { LocalResults } from '../../shared/local-results.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
 import { createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { startTracing } from '../../shared/telemetry/tracing.ts';
@@ -22,6 +23,8 @@ export interface StartApiOptions {
    * instead of matching it through the task queue. The worker owns and closes the connection.
    */
   workerConnection?: NativeConnection;
+  /** A worker in this same process hands terminal envelopes over here (shared/local-results.ts). */
+  localResults?: LocalResults;
 }
 
 export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }, options: StartApiOptions = {}): Promise<RunningApi> {
@@ -49,7 +52,7 @@ export async function startApi(config: Config & { DATABASE_URL: string; TEMPORAL
     return res.status === 1; // SERVING
   };
   let url = config.PUBLIC_BASE_URL ?? '';
-  const app = await buildApp({ config, db, temporal, temporalHealthy, baseUrl: () => url, eagerStart: shared !== undefined });
+  const app = await buildApp({ config, db, temporal, temporalHealthy, baseUrl: () => url, eagerStart: shared !== undefined, localResults: options.localResults });
   await app.listen({ port: config.PORT, host: config.HOST });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.PORT;

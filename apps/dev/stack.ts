@@ -10,6 +10,7 @@ import { startDemoSites, type DemoSites } from '../demo-sites/server.ts';
 import { startWorker } from '../worker/worker.ts';
 import { runtimeOptions } from '../worker/telemetry.ts';
 import { startApi } from '../api/server.ts';
+import { LocalResults } from '../../shared/local-results.ts';
 import { ensureDevUser } from './dev-user.ts';
 import { startTracing } from '../../shared/telemetry/tracing.ts';
 
@@ -77,9 +78,12 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
       siteHostMap: Object.keys(config.siteHostMap).length ? config.siteHostMap : sites.hostMap,
     };
     await startTracing('workflow-query-service'); // one process, one service name (else the worker's)
-    const worker = await startWorker(full);
+    // One process: the API starts workflows eagerly through the worker's connection, and the worker
+    // hands each envelope it commits straight to the API waiting for it (shared/local-results.ts).
+    const localResults = new LocalResults();
+    const worker = await startWorker(full, { localResults });
     stops.push(() => worker.shutdown());
-    const api = await startApi(full, { workerConnection: worker.connection });
+    const api = await startApi(full, { workerConnection: worker.connection, localResults });
     stops.push(() => api.close());
     return { url: api.url, workerConnection: worker.connection, apiKey: dev.apiKey, orgId: dev.orgId, consoleUser, databaseUrl, temporalAddress, temporalUiUrl: temporal?.uiUrl, sites, stop: stopAll, workerDone: worker.done, config: full };
   } catch (err) {

@@ -8,6 +8,7 @@ import { createActivities } from '../../activities/index.ts';
 import { loadKeyring } from '../../shared/db/connections.ts';
 import { createRecipeRunner } from '../../activities/engines/index.ts';
 import { browserTaskQueue, httpConcurrencyPerOrg, type Config } from '../../shared/config.ts';
+import type { LocalResults } from '../../shared/local-results.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
 import { FAILURE_CONVERTER_PATH, createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { ensureHealthScheduleAtStart } from './health-schedule.ts';
@@ -78,7 +79,12 @@ export interface RunningWorker {
   connection: NativeConnection;
 }
 
-export async function startWorker(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }): Promise<RunningWorker> {
+export interface StartWorkerOptions {
+  /** An API in this process waiting for envelopes (apps/dev/stack.ts): each one written is handed to it. */
+  localResults?: LocalResults;
+}
+
+export async function startWorker(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }, options: StartWorkerOptions = {}): Promise<RunningWorker> {
   const dataConverter = await createDataConverter(config); // payloads encrypted at rest (shared/temporal/payload-codec.ts)
   const tracing = await startTracing('wqs-worker'); // undefined unless OTEL_TRACES_EXPORTER is set (shared/telemetry)
   const db = createPool(config.DATABASE_URL, config.WORKER_DB_POOL_SIZE, poolTimeouts(config));
@@ -91,7 +97,7 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     httpConcurrencyPerOrg: httpConcurrencyPerOrg(config),
   });
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
-  const activities = createActivities({ db, runner, keyring: () => loadKeyring(config) });
+  const activities = createActivities({ db, runner, keyring: () => loadKeyring(config), localResults: options.localResults });
   const role = config.WORKER_ROLE;
   const workers: Worker[] = [];
   if (role !== 'browser') {

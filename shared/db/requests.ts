@@ -315,13 +315,15 @@ export function storableJson(value: unknown): string {
  */
 /** What a finalize that moved the row returns: its outcome, not the envelope the caller just sent. */
 export type FinalizedRow = Pick<RequestRow, 'id' | 'status' | 'billing_status' | 'charged_credits' | 'response_status' | 'error_code' | 'completed_at'>;
-export type Finalized = { moved: true; row: FinalizedRow } | { moved: false; current: RequestRow | undefined };
+/** `storedBody`: the JSON text the statement stored as the result (shared/local-results.ts hands it on). */
+export type Finalized = { moved: true; row: FinalizedRow; storedBody: string } | { moved: false; current: RequestRow | undefined };
 
 export async function finalize(c: Q, f: Finalization): Promise<Finalized> {
   // The NOTIFY is part of the statement, so it is sent when (and only if) the envelope commits:
   // at once on a pool connection, at COMMIT inside settleAndFinalize's transaction. Named (prepared
   // once per connection), and it returns the row's outcome only: the envelope, up to 1.5 MB, is
   // the caller's own (issue 11).
+  const storedBody = storableJson(f.envelope.body);
   const r = await c.query<FinalizedRow & { notified: string }>({
     name: 'finalize_request',
     text: `WITH u AS (
@@ -333,11 +335,11 @@ export async function finalize(c: Q, f: Finalization): Promise<Finalized> {
         WHERE id = $1 AND result IS NULL AND status = ANY($7)
         RETURNING id, status, billing_status, charged_credits, response_status, error_code, completed_at)
      SELECT u.*, pg_notify('${REQUEST_FINAL_CHANNEL}', u.id)::text AS notified FROM u`,
-    values: [f.requestId, f.status, f.envelope.status, storableJson(f.envelope.body), f.errorCode, f.retentionMs, TRANSITIONS[f.status], f.freeKey === true],
+    values: [f.requestId, f.status, f.envelope.status, storedBody, f.errorCode, f.retentionMs, TRANSITIONS[f.status], f.freeKey === true],
   });
   if (r.rowCount) {
     const { notified: _n, ...row } = r.rows[0]!;
-    return { moved: true, row };
+    return { moved: true, row, storedBody };
   }
   return { moved: false, current: await findById(c, f.requestId) };
 }

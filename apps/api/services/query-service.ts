@@ -14,6 +14,7 @@ import { unknownFieldPaths } from '../../../shared/format/shape.ts';
 import { parsePointer } from '../../../shared/format/pointer.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { Config } from '../../../shared/config.ts';
+import type { LocalResults } from '../../../shared/local-results.ts';
 import type { Progress, TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import { Admission, rateHeaders, type RateInfo } from './admission.ts';
 import { Dispatch } from './dispatch.ts';
@@ -58,7 +59,7 @@ export class QueryService {
   private readonly routing: KeyedSlots;
 
   constructor(
-    private readonly deps: { db: Db; temporal: () => Promise<Client>; config: Config; baseUrl: () => string; router?: RouterSource; llm?: LlmRouter; eagerStart?: boolean },
+    private readonly deps: { db: Db; temporal: () => Promise<Client>; config: Config; baseUrl: () => string; router?: RouterSource; llm?: LlmRouter; eagerStart?: boolean; localResults?: LocalResults },
   ) {
     this.prompts = new PromptRouting({ db: deps.db, router: deps.router, llm: deps.llm, maxInputBytes: deps.config.MAX_WORKFLOW_INPUT_BYTES });
     this.routing = new KeyedSlots(deps.config.PROMPT_ROUTINGS_PER_ORG);

@@ -8,6 +8,7 @@ import { LedgerStateError, release } from '../../../shared/db/credits.ts';
 import { findById, storedEnvelope, transition, type RequestRow } from '../../../shared/db/requests.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { Config } from '../../../shared/config.ts';
+import type { LocalResults } from '../../../shared/local-results.ts';
 import { ResultListener, type ProgressHeard } from './result-listener.ts';
 import { progressQuery, type Progress, type Receipt, type TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import type { queryWorkflow } from '../../../workflows/query-workflow.ts';
@@ -21,7 +22,14 @@ export class RunWatch {
   private resultListener: ResultListener | undefined;
 
   constructor(
-    private readonly deps: { db: Db; temporal: () => Promise<Client>; baseUrl: () => string; config: Pick<Config, 'RESULT_WAIT' | 'RESULT_NOTIFY_FALLBACK_MS' | 'DATABASE_URL'> },
+    private readonly deps: {
+      db: Db;
+      temporal: () => Promise<Client>;
+      baseUrl: () => string;
+      config: Pick<Config, 'RESULT_WAIT' | 'RESULT_NOTIFY_FALLBACK_MS' | 'DATABASE_URL'>;
+      /** A worker in this process hands envelopes over as they commit (shared/local-results.ts). */
+      localResults?: LocalResults;
+    },
   ) {}
 
   /**
@@ -63,6 +71,24 @@ export class RunWatch {
    * caller went away) ends the wait at once with null, its subscription and long-poll with it.
    */
   async awaitResult(workflowId: string, requestId: string, timeoutMs: number, since?: Date, left?: AbortSignal): Promise<TerminalEnvelope | null> {
+    if (left?.aborted) return null;
+    const local = this.deps.localResults?.wait(requestId);
+    if (!local) return this.awaitRecorded(workflowId, requestId, timeoutMs, since, left);
+    // A worker in this process hands the envelope over once its write commits. The row's own ways
+    // (the notification, the history) go on beside it, for a run another process's worker took,
+    // and end as soon as the envelope is handed over.
+    const handed = new AbortController();
+    const recorded = this.awaitRecorded(workflowId, requestId, timeoutMs, since, left ? AbortSignal.any([left, handed.signal]) : handed.signal);
+    try {
+      return await Promise.race([local.envelope, recorded]);
+    } finally {
+      local.cancel();
+      handed.abort();
+    }
+  }
+
+  /** awaitResult through the row (and the run's history when unsure). */
+  private async awaitRecorded(workflowId: string, requestId: string, timeoutMs: number, since?: Date, left?: AbortSignal): Promise<TerminalEnvelope | null> {
     if (left?.aborted) return null;
     const listener = this.listener();
     if (!listener) return this.awaitHistory(workflowId, requestId, timeoutMs, left);
