@@ -2,6 +2,8 @@
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { balanceOf, call, closeDb, db, demo, ledgerOf, newOrg, query, stack, until } from './helpers/stack.ts';
+import { findByKey } from '../shared/db/requests.ts';
+import { sha256Hex } from '../shared/ids.ts';
 
 const london = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 const key = () => `idem-${Date.now()}-${Math.random().toString(36).slice(2)}`;
@@ -188,5 +190,29 @@ describe('idempotency', () => {
     expect(later.headers.get('idempotency-replayed')).toBe('false');
     expect(later.body.data.receipt.request_id).not.toBe(first.body.data.receipt.request_id);
     expect((await balanceOf(org.org_id)).charged).toBe(2);
+  });
+
+  it("the key's row is read with its retained result only for a replay: same body, within retention", async () => {
+    const org = await newOrg(5);
+    const k = key();
+    const first = await query(org.api_key, london, { 'idempotency-key': k });
+    expect(first.status).toBe(200);
+    const id = first.body.data.receipt.request_id;
+    const { fingerprint } = (await db().query('SELECT fingerprint FROM requests WHERE id = $1', [id])).rows[0];
+    const same = await findByKey(db(), org.org_id, sha256Hex(k), fingerprint);
+    expect(same).toMatchObject({ id, has_result: true, response_status: 200 });
+    expect(same?.result).toEqual(first.body);
+    // A conflicting body: the row, not its result.
+    expect(await findByKey(db(), org.org_id, sha256Hex(k), 'another body')).toMatchObject({ id, has_result: true, result: null });
+    // Past retention: the row, not its result; the API then frees the key and runs anew.
+    await db().query(`UPDATE requests SET result_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+    expect(await findByKey(db(), org.org_id, sha256Hex(k), fingerprint)).toMatchObject({ id, has_result: true, result: null });
+    const later = await query(org.api_key, london, { 'idempotency-key': k });
+    expect(later.status).toBe(200);
+    expect(later.headers.get('idempotency-replayed')).toBe('false');
+    expect(later.body.data.receipt.request_id).not.toBe(id);
+    // Another organization's key never finds it.
+    const other = await newOrg(5);
+    expect(await findByKey(db(), other.org_id, sha256Hex(k), fingerprint)).toBeUndefined();
   });
 });

@@ -147,9 +147,26 @@ export async function uncountCall(c: Q, orgId: string, second: number): Promise<
   await c.query('DELETE FROM request_second_counts WHERE org_id = $1 AND second = $2 AND n <= 0', [orgId, second]);
 }
 
-export async function findByKey(c: Q, orgId: string, keyHash: string): Promise<RequestRow | undefined> {
-  const r = await c.query('SELECT * FROM requests WHERE org_id = $1 AND idempotency_key_hash = $2', [orgId, keyHash]);
-  return r.rows[0] as RequestRow | undefined;
+/** The row holding a key; `has_result`: an envelope is retained (its `result` is read only for a replay). */
+export type KeyedRow = RequestRow & { has_result: boolean };
+
+/**
+ * The row holding `keyHash`. Its retained result (up to ~1.5 MB) is read only when the caller
+ * may replay it: the same body (`fingerprint`) and within retention. A conflicting body, an expired
+ * result or a retry while the original runs reads none; `has_result` says whether one is retained.
+ */
+export async function findByKey(c: Q, orgId: string, keyHash: string, fingerprint: string): Promise<KeyedRow | undefined> {
+  const r = await c.query({
+    name: 'find_by_key',
+    text: `SELECT id, org_id, idempotency_key_hash, fingerprint, workflow_id, api, operation, status, billing_status,
+                  reserved_credits, charged_credits, response_status, result_expires_at, error_code, feedback,
+                  performs_actions, is_public_api, routing, created_at, completed_at,
+                  result IS NOT NULL AS has_result,
+                  CASE WHEN fingerprint = $3 AND (result_expires_at IS NULL OR result_expires_at > now()) THEN result END AS result
+             FROM requests WHERE org_id = $1 AND idempotency_key_hash = $2`,
+    values: [orgId, keyHash, fingerprint],
+  });
+  return r.rows[0] as KeyedRow | undefined;
 }
 
 // A retained result may be ~1.5 MB of jsonb. The readers below name their columns and select the

@@ -1,7 +1,7 @@
 // What a keyed request meets when its organization already holds the key. Each branch names the
 // row of the spec's "Idempotent request lifecycle" table it implements.
 import { ServiceError } from '../../../shared/errors.ts';
-import { findById, releaseKey, transition, type RequestRow } from '../../../shared/db/requests.ts';
+import { findById, releaseKey, transition, type KeyedRow, type RequestRow } from '../../../shared/db/requests.ts';
 import type { Db } from '../../../shared/db/pool.ts';
 import type { TerminalEnvelope } from '../../../shared/workflow-contract.ts';
 import type { RunWatch } from './run-watch.ts';
@@ -19,9 +19,10 @@ export class Idempotency {
   constructor(private readonly deps: { db: Db; watch: RunWatch; staleClaimMs: number }) {}
 
   /** Throws request_in_progress, idempotency_key_conflict or request_interrupted; otherwise says what to do. */
-  async existing(row: RequestRow, fingerprint: string): Promise<Existing> {
+  async existing(row: KeyedRow, fingerprint: string): Promise<Existing> {
     const { db, watch } = this.deps;
-    if (hasResult(row) && row.result_expires_at && row.result_expires_at.getTime() <= Date.now()) {
+    // findByKey read the result only for a replay: `has_result` says whether one is retained.
+    if (row.has_result && row.result_expires_at && row.result_expires_at.getTime() <= Date.now()) {
       // Past retention the key starts over as a new request (new request id, so a new workflow id).
       await releaseKey(db, row.id);
       return { kind: 'expired' };

@@ -233,9 +233,10 @@ export class QueryService {
    */
   async meetKey(orgId: string, q: QueryRequest, idempotencyKey: string | undefined): Promise<Replay | null> {
     if (!idempotencyKey) return null;
-    const existing = await findByKey(this.deps.db, orgId, sha256Hex(idempotencyKey));
+    const fingerprint = fingerprintOf(q);
+    const existing = await findByKey(this.deps.db, orgId, sha256Hex(idempotencyKey), fingerprint);
     if (!existing) return null;
-    const outcome = await this.idempotency.existing(existing, fingerprintOf(q));
+    const outcome = await this.idempotency.existing(existing, fingerprint);
     if (outcome.kind !== 'replay') return null;
     return { ...outcome, stream: q.stream === true, rate: await this.admission.peek(orgId) };
   }
@@ -267,7 +268,7 @@ export class QueryService {
       // meetKey has just found nothing under the key, so the first attempt claims at once (a
       // concurrent claim since then makes the claim come back empty, and the next attempt looks).
       if (keyHash && attempt > 0) {
-        const existing = await findByKey(this.deps.db, orgId, keyHash);
+        const existing = await findByKey(this.deps.db, orgId, keyHash, fingerprint);
         if (existing) {
           const outcome = await this.idempotency.existing(existing, fingerprint);
           if (outcome.kind === 'replay') return { ...outcome, stream, rate: await this.admission.peek(orgId) };
@@ -300,7 +301,7 @@ export class QueryService {
     // claim: request_in_progress pointing at it (Location, Retry-After), a replay, a conflict or
     // request_interrupted.
     if (keyHash) {
-      const holder = await findByKey(this.deps.db, orgId, keyHash);
+      const holder = await findByKey(this.deps.db, orgId, keyHash, fingerprint);
       if (holder) {
         const outcome = await this.idempotency.existing(holder, fingerprint);
         if (outcome.kind === 'replay') return { ...outcome, stream, rate: await this.admission.peek(orgId) };
