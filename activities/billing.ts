@@ -2,7 +2,7 @@
 // Ledger states a retry cannot change become non-retryable ApplicationFailures with an explicit type.
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Db } from '../shared/db/pool.ts';
-import { LedgerStateError, release, reserve, settle, settleAndFinalize } from '../shared/db/credits.ts';
+import { LedgerStateError, release, reserve, settle, settleAndFinalize, type LedgerDb } from '../shared/db/credits.ts';
 import { finalize, transition, type Finalized, type Moved } from '../shared/db/requests.ts';
 import type { LocalResults } from '../shared/local-results.ts';
 import type { BillingActivities, Finalize, WriteOutcome } from './types.ts';
@@ -19,15 +19,16 @@ async function ledgerStep<T>(step: () => Promise<T>): Promise<T> {
 const outcome = (m: Moved | Finalized): WriteOutcome => ({ moved: m.moved, status: m.moved ? m.row.status : (m.current?.status ?? 'missing') });
 
 /**
+ * `ledger`: the pool reservations run on (its statements end within seconds: credits.ts).
  * `local`: an API in this process waiting for envelopes (apps/dev/stack.ts). Each envelope this
  * worker's own statement wrote is handed to it once committed (shared/local-results.ts).
  */
-export function createBillingActivities(db: Db, local?: LocalResults): BillingActivities {
+export function createBillingActivities(db: Db, ledger: LedgerDb, local?: LocalResults): BillingActivities {
   const handOn = (f: Finalize, m: Finalized) => {
     if (local && m.moved) local.publish(f.requestId, f.envelope.status, m.storedBody);
   };
   return {
-    reserveCredits: ({ orgId, requestId, amount }) => reserve(db, orgId, requestId, amount),
+    reserveCredits: ({ orgId, requestId, amount }) => reserve(ledger, orgId, requestId, amount),
     settleCredits: ({ orgId, requestId, amount }) => ledgerStep(() => settle(db, orgId, requestId, amount)),
     async settleAndFinalize({ orgId, amount, finalize: f }) {
       const r = await ledgerStep(() => settleAndFinalize(db, orgId, amount, f));

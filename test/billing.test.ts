@@ -1,6 +1,6 @@
 // Receipts, billing states, the ledger and its invariant, on the real stack.
 import { afterAll, describe, expect, it } from 'vitest';
-import { balanceOf, call, closeDb, db, ledgerOf, newOrg, query } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, db, ledgerDb, ledgerOf, newOrg, query } from './helpers/stack.ts';
 import { LedgerStateError, RESERVE_STATEMENT_TIMEOUT_MS, release, reserve, settle, settleAndFinalize } from '../shared/db/credits.ts';
 import { transition } from '../shared/db/requests.ts';
 
@@ -118,10 +118,10 @@ describe('ledger steps', () => {
     const org = await newOrg(5);
     const stopped = await claim(org.org_id);
     expect(await transition(db(), stopped, 'interrupted', { error_code: 'request_interrupted' }, ['reserving'])).toMatchObject({ moved: true });
-    expect(await reserve(db(), org.org_id, stopped, 1)).toEqual({ ok: false, reason: 'request_closed', status: 'interrupted' });
+    expect(await reserve(ledgerDb(), org.org_id, stopped, 1)).toEqual({ ok: false, reason: 'request_closed', status: 'interrupted' });
     const running = await claim(org.org_id);
-    expect(await reserve(db(), org.org_id, running, 2)).toEqual({ ok: true, reserved: 2 });
-    expect(await reserve(db(), org.org_id, running, 2)).toEqual({ ok: true, reserved: 2 });
+    expect(await reserve(ledgerDb(), org.org_id, running, 2)).toEqual({ ok: true, reserved: 2 });
+    expect(await reserve(ledgerDb(), org.org_id, running, 2)).toEqual({ ok: true, reserved: 2 });
     // Once reserved it is processing: an ambiguous start's interruption (only from reserving) does not move it.
     expect(await transition(db(), running, 'interrupted', {}, ['reserving'])).toMatchObject({ moved: false, current: { status: 'processing' } });
     expect(await ledgerOf(org.org_id)).toEqual([{ request_id: running, kind: 'reserve', amount: 2 }]);
@@ -129,16 +129,16 @@ describe('ledger steps', () => {
     expect(await invariantHolds(org.org_id)).toEqual({ granted: 5, available: 5, reserved: 0, charged: 0 });
   });
 
-  it('a reservation waiting on a locked ledger gives up within its own statement timeout, leaves nothing, and leaves the connection as it was', async () => {
+  it("a reservation waiting on a locked ledger gives up within the ledger pool's statement timeout and leaves nothing; other pools keep their own", async () => {
     const org = await newOrg(5);
     const id = await claim(org.org_id);
-    // The pool's statement timeout is 30 s: only the reservation's own (SET LOCAL) can end this wait.
+    // The service's pools cut statements off at 30 s: only the ledger pool's 2 s can end this wait.
     const holder = await db().connect();
     try {
       await holder.query('BEGIN');
       await holder.query('SELECT * FROM credit_balances WHERE org_id = $1 FOR UPDATE', [org.org_id]);
       const t0 = Date.now();
-      await expect(reserve(db(), org.org_id, id, 1)).rejects.toThrow(/statement timeout/);
+      await expect(reserve(ledgerDb(), org.org_id, id, 1)).rejects.toThrow(/statement timeout/);
       const took = Date.now() - t0;
       expect(took).toBeGreaterThanOrEqual(RESERVE_STATEMENT_TIMEOUT_MS - 50);
       expect(took).toBeLessThan(RESERVE_STATEMENT_TIMEOUT_MS + 3_000);
@@ -148,26 +148,27 @@ describe('ledger steps', () => {
     }
     expect(await ledgerOf(org.org_id)).toEqual([]);
     expect((await db().query('SELECT status FROM requests WHERE id = $1', [id])).rows[0].status).toBe('reserving');
-    // Every pooled connection kept its own timeout: the reservation's ended with its transaction.
+    // The bound is the ledger pool's alone: the general pool's connections keep 30 s.
     const clients = await Promise.all([1, 2, 3, 4].map(() => db().connect()));
     try {
       for (const c of clients) expect((await c.query('SHOW statement_timeout')).rows[0].statement_timeout).toBe('30s');
     } finally {
       for (const c of clients) c.release();
     }
-    expect(await reserve(db(), org.org_id, id, 1)).toEqual({ ok: true, reserved: 1 });
+    expect((await ledgerDb().query('SHOW statement_timeout')).rows[0].statement_timeout).toBe(`${RESERVE_STATEMENT_TIMEOUT_MS / 1000}s`);
+    expect(await reserve(ledgerDb(), org.org_id, id, 1)).toEqual({ ok: true, reserved: 1 });
     expect(await invariantHolds(org.org_id)).toEqual({ granted: 5, available: 4, reserved: 1, charged: 0 });
   });
 
   it('settle after release and release after settle are explicit dead ends, not retryable errors', async () => {
     const org = await newOrg(5);
     const released = await claim(org.org_id);
-    await reserve(db(), org.org_id, released, 1);
+    await reserve(ledgerDb(), org.org_id, released, 1);
     expect(await release(db(), org.org_id, released)).toEqual({ released: 1 });
     expect(await release(db(), org.org_id, released)).toEqual({ released: 1 }); // idempotent
     await expect(settle(db(), org.org_id, released, 1)).rejects.toMatchObject({ name: 'LedgerStateError', kind: 'already_released' });
     const settled = await claim(org.org_id);
-    await reserve(db(), org.org_id, settled, 1);
+    await reserve(ledgerDb(), org.org_id, settled, 1);
     expect(await settle(db(), org.org_id, settled, 1)).toEqual({ charged: 1 });
     expect(await settle(db(), org.org_id, settled, 1)).toEqual({ charged: 1 }); // idempotent
     await expect(release(db(), org.org_id, settled)).rejects.toMatchObject({ kind: 'already_settled' });
@@ -187,7 +188,7 @@ describe('ledger steps', () => {
 
     // The first settlement of an open request: charged, envelope written, billing settled, all at once.
     const first = await claim(org.org_id);
-    await reserve(db(), org.org_id, first, 3);
+    await reserve(ledgerDb(), org.org_id, first, 3);
     const a = await settleAndFinalize(db(), org.org_id, 2, fin(first, 1));
     expect(a.charged).toBe(2);
     expect(a.finalized).toMatchObject({ moved: true, row: { id: first, status: 'succeeded', billing_status: 'settled', charged_credits: 2, response_status: 200 } });
@@ -199,14 +200,14 @@ describe('ledger steps', () => {
 
     // A request closed meanwhile (interrupted while it ran): charged as before, its envelope untouched.
     const closed = await claim(org.org_id);
-    await reserve(db(), org.org_id, closed, 1);
+    await reserve(ledgerDb(), org.org_id, closed, 1);
     expect(await transition(db(), closed, 'interrupted', { error_code: 'request_interrupted' }, ['processing'])).toMatchObject({ moved: true });
     const c = await settleAndFinalize(db(), org.org_id, 1, fin(closed, 3));
     expect(c).toMatchObject({ charged: 1, finalized: { moved: false, current: { status: 'interrupted', result: null } } });
 
     // A released reservation is a dead end, and nothing is written.
     const released = await claim(org.org_id);
-    await reserve(db(), org.org_id, released, 1);
+    await reserve(ledgerDb(), org.org_id, released, 1);
     await release(db(), org.org_id, released);
     await expect(settleAndFinalize(db(), org.org_id, 1, fin(released, 4))).rejects.toMatchObject({ kind: 'already_released' });
     expect(await row(released)).toMatchObject({ status: 'processing', result: null });

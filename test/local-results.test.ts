@@ -2,7 +2,7 @@
 // handed over only once its own write committed, and byte for byte what PostgreSQL stored, so a
 // first answer and every replay read from the row are the same text. On the stack's PostgreSQL.
 import { afterAll, describe, expect, it } from 'vitest';
-import { closeDb, db, newOrg, stack } from './helpers/stack.ts';
+import { closeDb, db, ledgerDb, newOrg, stack } from './helpers/stack.ts';
 import { LocalResults, inJsonbKeyOrder } from '../shared/local-results.ts';
 import { createBillingActivities } from '../activities/billing.ts';
 import { reserve } from '../shared/db/credits.ts';
@@ -58,9 +58,9 @@ describe('in-process result hand-off', () => {
   it('hands over the committed envelope as the row stores it, once, and nothing for a write that did not move the row', async () => {
     const org = await newOrg(10);
     const local = new LocalResults();
-    const billing = createBillingActivities(db(), local);
+    const billing = createBillingActivities(db(), ledgerDb(), local);
     const id = await claim(org.org_id);
-    await reserve(db(), org.org_id, id, 2);
+    await reserve(ledgerDb(), org.org_id, id, 2);
     const fin = (n: number): Finalize => ({ requestId: id, status: 'succeeded', envelope: { status: 200, body: body(n) as never }, errorCode: null, retentionMs: 60_000 });
 
     const first = local.wait(id);
@@ -87,7 +87,7 @@ describe('in-process result hand-off', () => {
   it("the API's wait answers with the handed envelope, even when nothing else could answer", async () => {
     const org = await newOrg(10);
     const local = new LocalResults();
-    const billing = createBillingActivities(db(), local);
+    const billing = createBillingActivities(db(), ledgerDb(), local);
     // Temporal never answers and no notification is listened for: only the hand-off can answer.
     const watch = new RunWatch({
       db: db(),
@@ -97,7 +97,7 @@ describe('in-process result hand-off', () => {
       localResults: local,
     });
     const id = await claim(org.org_id);
-    await reserve(db(), org.org_id, id, 1);
+    await reserve(ledgerDb(), org.org_id, id, 1);
     const waiting = watch.awaitResult(`test-${id}`, id, 30_000);
     const env: Finalize['envelope'] = { status: 200, body: body(3) as never };
     await billing.settleAndFinalize({ orgId: org.org_id, amount: 1, finalize: { requestId: id, status: 'succeeded', envelope: env, errorCode: null, retentionMs: 60_000 } });

@@ -14,7 +14,7 @@ import type { MaintenanceActivities } from '../activities/maintenance.ts';
 import { grantCredits, release, releaseAndInterrupt, reserve } from '../shared/db/credits.ts';
 import { listStaleUnresolved } from '../shared/db/requests.ts';
 import { newRequestId, queryWorkflowId, sha256Hex } from '../shared/ids.ts';
-import { balanceOf, call, closeDb, dataConverter, db, demo, ledgerOf, newOrg, ownPair, query, until } from './helpers/stack.ts';
+import { balanceOf, call, closeDb, dataConverter, db, demo, ledgerDb, ledgerOf, newOrg, ownPair, query, until } from './helpers/stack.ts';
 import { processPool, type ServiceProcess } from './helpers/processes.ts';
 import { signedIn } from './helpers/console-http.ts';
 
@@ -218,7 +218,7 @@ describe('reconciler', () => {
     // A workflow no worker polls for: it stays running.
     await client.workflow.start('queryWorkflow', { taskQueue: `${pair.taskQueue}-nobody`, workflowId, args: [{ requestId: c.id }] });
     try {
-      expect(await reserve(db(), o.org_id, c.id, 1)).toEqual({ ok: true, reserved: 1 });
+      expect(await reserve(ledgerDb(), o.org_id, c.id, 1)).toEqual({ ok: true, reserved: 1 });
       await ageRequest(c.id);
       const run = await nextRun();
       expect(entriesOf(run, c.id)).toMatchObject([{ workflow: 'RUNNING', outcome: 'running', released_credits: 0 }]);
@@ -239,7 +239,7 @@ describe('reconciler', () => {
     const c = await insertClaim(o.org_id, { workflowId });
     await client.workflow.start('queryWorkflow', { taskQueue: `${pair.taskQueue}-nobody`, workflowId, args: [{ requestId: c.id }] });
     await client.workflow.getHandle(workflowId).terminate('test: operator stopped the run');
-    expect(await reserve(db(), o.org_id, c.id, 1)).toEqual({ ok: true, reserved: 1 });
+    expect(await reserve(ledgerDb(), o.org_id, c.id, 1)).toEqual({ ok: true, reserved: 1 });
     // An API's interruptClosed released, then died before moving the row.
     await release(db(), o.org_id, c.id);
     await ageRequest(c.id);
@@ -292,7 +292,7 @@ describe('reconciler', () => {
       `UPDATE requests SET status = 'reserving', result = NULL, response_status = NULL, result_expires_at = NULL, completed_at = NULL, error_code = NULL WHERE id = $1`,
       [id],
     );
-    expect(await reserve(db(), o.org_id, id, 1)).toEqual({ ok: true, reserved: 1 });
+    expect(await reserve(ledgerDb(), o.org_id, id, 1)).toEqual({ ok: true, reserved: 1 });
     await ageRequest(id);
     const e = await reportedFor(id, 'finalized');
     expect(e).toMatchObject({ workflow: 'COMPLETED', released_credits: 1 });

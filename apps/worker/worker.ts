@@ -10,6 +10,7 @@ import { createRecipeRunner } from '../../activities/engines/index.ts';
 import { browserTaskQueue, httpConcurrencyPerOrg, type Config } from '../../shared/config.ts';
 import type { LocalResults } from '../../shared/local-results.ts';
 import { createPool, poolTimeouts } from '../../shared/db/pool.ts';
+import { createLedgerPool } from '../../shared/db/credits.ts';
 import { FAILURE_CONVERTER_PATH, createDataConverter } from '../../shared/temporal/data-converter.ts';
 import { ensureHealthScheduleAtStart } from './health-schedule.ts';
 import { BrowserTaskSlots } from './browser-task-slots.ts';
@@ -88,6 +89,9 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
   const dataConverter = await createDataConverter(config); // payloads encrypted at rest (shared/temporal/payload-codec.ts)
   const tracing = await startTracing('wqs-worker'); // undefined unless OTEL_TRACES_EXPORTER is set (shared/telemetry)
   const db = createPool(config.DATABASE_URL, config.WORKER_DB_POOL_SIZE, poolTimeouts(config));
+  // Reservations on connections of their own, whose statements end within seconds (credits.ts):
+  // one round trip each. A reservation holds one for a few milliseconds.
+  const ledger = createLedgerPool(config.DATABASE_URL, Math.max(2, Math.ceil(config.WORKER_DB_POOL_SIZE / 2)));
   const runner = createRecipeRunner({
     hostMap: config.siteHostMap,
     chromiumPath: config.CHROMIUM_PATH,
@@ -97,7 +101,7 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
     httpConcurrencyPerOrg: httpConcurrencyPerOrg(config),
   });
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
-  const activities = createActivities({ db, runner, keyring: () => loadKeyring(config), localResults: options.localResults });
+  const activities = createActivities({ db, ledger, runner, keyring: () => loadKeyring(config), localResults: options.localResults });
   const role = config.WORKER_ROLE;
   const workers: Worker[] = [];
   if (role !== 'browser') {
@@ -161,6 +165,7 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
       await runner.close().catch(() => {});
       await connection.close().catch(() => {});
       await db.end().catch(() => {});
+      await ledger.end().catch(() => {});
       await tracing?.flush().catch(() => {});
     });
   return {

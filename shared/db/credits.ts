@@ -1,7 +1,7 @@
 // The credit ledger. Every movement is a row keyed by request id, so each happens once;
 // the balance row is updated in the same transaction and its CHECKs keep
 // granted = available + reserved + charged, never negative.
-import { tx, type Db, type DbClient } from './pool.ts';
+import { createPool, tx, type Db, type DbClient } from './pool.ts';
 import { finalize, interruptUnresolved, recordBilling, type Finalization, type Finalized, type RequestStatus } from './requests.ts';
 
 export async function grantCredits(c: Db | DbClient, orgId: string, amount: number, note: string): Promise<void> {
@@ -18,6 +18,20 @@ export type ProgressNotice = 'executing';
 
 /** Longest any statement of one reservation attempt may take (lock waits included). */
 export const RESERVE_STATEMENT_TIMEOUT_MS = 2_000;
+
+/**
+ * A pool whose every statement ends within RESERVE_STATEMENT_TIMEOUT_MS: what reservations run on.
+ * A ledger that is locked or slow fails a reservation attempt within seconds (the workflow counts
+ * attempts and then answers billing_unavailable) instead of holding the query until its deadline.
+ * The bound is the connections' own, so a reservation is one statement in one round trip, not a
+ * transaction that sets a local timeout first (three round trips).
+ */
+export type LedgerDb = Db & { readonly statementTimeoutMs: typeof RESERVE_STATEMENT_TIMEOUT_MS };
+
+export function createLedgerPool(databaseUrl: string, max: number): LedgerDb {
+  const pool = createPool(databaseUrl, max, { statementTimeoutMs: RESERVE_STATEMENT_TIMEOUT_MS });
+  return Object.assign(pool, { statementTimeoutMs: RESERVE_STATEMENT_TIMEOUT_MS } as const);
+}
 
 export type ReserveResult =
   | { ok: true; reserved: number }
@@ -39,33 +53,21 @@ export class LedgerStateError extends Error {
 /**
  * Reserve the full price once, only while the request is `reserving` (its row is locked, so an
  * interruption cannot slip in between). Repeating it for the same request returns the first outcome.
+ * The common case is one statement on its own (autocommit): its transaction commits, and its
+ * notice goes out, as it ends; the request row and the balance are locked no longer than that.
  */
-export async function reserve(db: Db, orgId: string, requestId: string, amount: number): Promise<ReserveResult> {
-  const c = await db.connect();
-  try {
-    // A ledger that is locked or slow fails this attempt within seconds (the workflow counts attempts
-    // and then answers billing_unavailable) instead of holding the query until its deadline.
-    await c.query(`BEGIN; SET LOCAL statement_timeout = ${RESERVE_STATEMENT_TIMEOUT_MS}`);
-    const result = await reserveIn(c, orgId, requestId, amount);
-    await c.query('COMMIT');
-    return result;
-  } catch (err) {
-    await c.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    c.release();
-  }
+export async function reserve(ledger: LedgerDb, orgId: string, requestId: string, amount: number): Promise<ReserveResult> {
+  return reserveIn(ledger, orgId, requestId, amount);
 }
 
 /**
- * The common case in one statement (three round trips with BEGIN and COMMIT instead of eight):
- * lock the request row, and only while it is still `reserving` with no reservation take the
+ * The common case in one statement: lock the request row, and only while it is still `reserving` with no reservation take the
  * credits with a conditional update, write the ledger row, move the request to `processing` and
- * notify SSE streams (sent at COMMIT). The rare outcomes are read again afterwards in statements
- * of their own, whose snapshot follows the lock (a concurrent first attempt may have committed
- * while this one waited for it).
+ * notify SSE streams (sent at commit). The rare outcomes are read again afterwards in statements
+ * of their own, whose snapshot follows the first statement's (a concurrent first attempt may have
+ * committed while this one waited for the lock); a reservation, once made, is never taken back.
  */
-async function reserveIn(c: DbClient, orgId: string, requestId: string, amount: number): Promise<ReserveResult> {
+async function reserveIn(c: LedgerDb, orgId: string, requestId: string, amount: number): Promise<ReserveResult> {
   const r = await c.query<{ status: RequestStatus | null; prev: number | null; reserved: boolean }>({
     // Named, as the settlement: prepared once per pooled connection (no parse or plan per query).
     name: 'reserve_credits',
@@ -94,7 +96,7 @@ async function reserveIn(c: DbClient, orgId: string, requestId: string, amount: 
   const row = r.rows[0]!;
   if (row.reserved) return { ok: true, reserved: amount };
   if (row.prev !== null) return { ok: true, reserved: row.prev };
-  // Nothing moved and no reservation in this statement's snapshot: look again now the row is locked.
+  // Nothing moved and no reservation in that statement's snapshot: look again in a later one.
   const prev = await c.query(`SELECT amount FROM credit_ledger WHERE request_id = $1 AND kind = 'reserve'`, [requestId]);
   if (prev.rowCount) return { ok: true, reserved: prev.rows[0].amount as number };
   if (row.status !== 'reserving') return { ok: false, reason: 'request_closed', status: row.status ?? 'missing' };

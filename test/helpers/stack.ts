@@ -1,6 +1,7 @@
 // What tests get from the shared stack, and small helpers to use it.
 import { inject } from 'vitest';
 import { createPool, type Db } from '../../shared/db/pool.ts';
+import { createLedgerPool, type LedgerDb } from '../../shared/db/credits.ts';
 import { createOrg } from '../../shared/db/orgs.ts';
 import { loadConfig } from '../../shared/config.ts';
 import { createDataConverter } from '../../shared/temporal/data-converter.ts';
@@ -52,9 +53,17 @@ export function db(): Db {
   return pool;
 }
 
+let ledger: LedgerDb | undefined;
+/** The pool reservations run on, as the worker's (its statements end within RESERVE_STATEMENT_TIMEOUT_MS). */
+export function ledgerDb(): LedgerDb {
+  ledger ??= createLedgerPool(stack().databaseUrl, 2);
+  return ledger;
+}
+
 export async function closeDb() {
-  await pool?.end();
+  await Promise.all([pool?.end(), ledger?.end()]);
   pool = undefined;
+  ledger = undefined;
 }
 
 /** A fresh organization per test: isolated balance, requests and keys. */
