@@ -193,6 +193,10 @@ describe('ledger steps', () => {
     expect(a.charged).toBe(2);
     expect(a.finalized).toMatchObject({ moved: true, row: { id: first, status: 'succeeded', billing_status: 'settled', charged_credits: 2, response_status: 200 } });
     expect(await row(first)).toEqual({ status: 'succeeded', billing_status: 'settled', charged_credits: 2, response_status: 200, result: { success: true, n: 1 } });
+    // The first settlement is one statement (credits.ts firstSettlement): it writes every column
+    // finalize writes, its retention counted from the write.
+    const kept = (await db().query(`SELECT error_code, completed_at IS NOT NULL AS completed, round(extract(epoch FROM result_expires_at - completed_at)) AS retention_s FROM requests WHERE id = $1`, [first])).rows[0];
+    expect(kept).toEqual({ error_code: null, completed: true, retention_s: '60' });
     // Again (a retried step whose answer was lost): the first charge, the first envelope, nothing new.
     const again = await settleAndFinalize(db(), org.org_id, 2, fin(first, 2));
     expect(again.charged).toBe(2);

@@ -2,7 +2,19 @@
 // the balance row is updated in the same transaction and its CHECKs keep
 // granted = available + reserved + charged, never negative.
 import { createPool, tx, type Db, type DbClient } from './pool.ts';
-import { finalize, interruptUnresolved, recordBilling, type Finalization, type Finalized, type RequestStatus } from './requests.ts';
+import {
+  REQUEST_FINAL_CHANNEL,
+  TRANSITIONS,
+  finalize,
+  findById,
+  interruptUnresolved,
+  recordBilling,
+  storableJson,
+  type Finalization,
+  type Finalized,
+  type FinalizedRow,
+  type RequestStatus,
+} from './requests.ts';
 
 export async function grantCredits(c: Db | DbClient, orgId: string, amount: number, note: string): Promise<void> {
   await c.query(`INSERT INTO credit_ledger (org_id, kind, amount, note) VALUES ($1, 'grant', $2, $3)`, [orgId, amount, note]);
@@ -155,8 +167,11 @@ export async function settle(db: Db, orgId: string, requestId: string, amount: n
 }
 
 /**
- * Settle and write the terminal envelope in one transaction (one round trip fewer). Both halves are
- * idempotent, so a re-run after a crash returns the first charge and leaves the envelope alone.
+ * Settle and write the terminal envelope, atomically. Both halves are idempotent, so a re-run after
+ * a crash returns the first charge and leaves the envelope alone. The common case, the first
+ * settlement of a request, is one statement on its own (one round trip, where the transaction takes
+ * four); every other case (settled before, released, being released, no reservation) is the
+ * transaction of settleIn and finalize, which changes nothing the statement did not.
  */
 export async function settleAndFinalize(
   db: Db,
@@ -164,10 +179,61 @@ export async function settleAndFinalize(
   amount: number,
   f: Finalization,
 ): Promise<{ charged: number; finalized: Finalized }> {
+  const first = await firstSettlement(db, orgId, amount, f);
+  if (first) return first;
   return tx(db, async (c) => {
     const { charged } = await settleIn(c, orgId, f.requestId, amount);
     return { charged, finalized: await finalize(c, f) };
   });
+}
+
+/**
+ * settleIn's first settlement and finalize's write in one statement: the settlement row, the
+ * balance, and one UPDATE of the request carrying its billing and, under finalize's own conditions
+ * (no envelope yet, a status the target may follow), the envelope and its notice. Undefined when
+ * there was nothing to settle for the first time: the statement then changed nothing.
+ */
+async function firstSettlement(db: Db, orgId: string, amount: number, f: Finalization): Promise<{ charged: number; finalized: Finalized } | undefined> {
+  const storedBody = storableJson(f.envelope.body);
+  const r = await db.query<FinalizedRow & { charged: number | null; finalized: boolean | null; notified: string | null }>({
+    name: 'settle_and_finalize_first',
+    text: `WITH res AS (
+       SELECT amount FROM credit_ledger WHERE request_id = $2 AND kind = 'reserve' FOR UPDATE
+     ), req AS (
+       SELECT status, result IS NULL AND status = ANY($9) AS finalizable FROM requests WHERE id = $2 AND EXISTS (SELECT 1 FROM res) FOR UPDATE
+     ), ins AS (
+       INSERT INTO credit_ledger (org_id, request_id, kind, amount)
+       SELECT $1, $2, 'settle', LEAST($3::int, amount) FROM res
+        WHERE NOT EXISTS (SELECT 1 FROM req WHERE status = 'refund_pending')
+       ON CONFLICT DO NOTHING RETURNING amount
+     ), bal AS (
+       UPDATE credit_balances b SET reserved = b.reserved - res.amount, charged = b.charged + ins.amount, available = b.available + (res.amount - ins.amount)
+         FROM res, ins WHERE b.org_id = $1 RETURNING 1
+     ), u AS (
+       UPDATE requests q
+          SET billing_status = 'settled', charged_credits = ins.amount, updated_at = now(),
+              status = CASE WHEN req.finalizable THEN $4 ELSE q.status END,
+              response_status = CASE WHEN req.finalizable THEN $5 ELSE q.response_status END,
+              result = CASE WHEN req.finalizable THEN $6::jsonb ELSE q.result END,
+              error_code = CASE WHEN req.finalizable THEN $7 ELSE q.error_code END,
+              result_expires_at = CASE WHEN req.finalizable THEN now() + ($8::bigint * interval '1 millisecond') ELSE q.result_expires_at END,
+              completed_at = CASE WHEN req.finalizable THEN now() ELSE q.completed_at END,
+              idempotency_key_hash = CASE WHEN req.finalizable AND $10 THEN NULL ELSE q.idempotency_key_hash END
+         FROM ins, req WHERE q.id = $2
+       RETURNING q.id, q.status, q.billing_status, q.charged_credits, q.response_status, q.error_code, q.completed_at, req.finalizable
+     )
+     SELECT u.id, u.status, u.billing_status, u.charged_credits, u.response_status, u.error_code, u.completed_at,
+            (SELECT amount FROM ins) AS charged, u.finalizable AS finalized,
+            CASE WHEN u.finalizable THEN pg_notify('${REQUEST_FINAL_CHANNEL}', u.id)::text END AS notified
+       FROM (SELECT 1) one LEFT JOIN u ON true`,
+    values: [orgId, f.requestId, amount, f.status, f.envelope.status, storedBody, f.errorCode, f.retentionMs, TRANSITIONS[f.status], f.freeKey === true],
+  });
+  const row = r.rows[0];
+  if (!row || row.charged === null || row.id === null) return undefined;
+  const { charged, finalized, notified: _n, ...moved } = row;
+  if (finalized) return { charged, finalized: { moved: true, row: moved, storedBody } };
+  // Charged, but the request was closed meanwhile (interrupted while it ran): its envelope stays.
+  return { charged, finalized: { moved: false, current: await findById(db, f.requestId) } };
 }
 
 /** Compensation: give the whole reservation back; once per request; a no-op when nothing was reserved. */
