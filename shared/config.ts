@@ -377,7 +377,9 @@ const ConfigSchema = z.object({
    *  a website (or for an HTTP_CONCURRENCY slot): plentiful, so the SDK's first-come hand-out never
    *  decides whose run waits (the SDK's own default is 100). */
   WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: z.coerce.number().int().min(1).max(100_000).default(1_000),
-  /** PostgreSQL pool of one worker process (billing local activities and execute steps share it). */
+  /** PostgreSQL connections of one worker process: a quarter (at least one) for reservations, whose
+   *  statements end within 2 s (shared/db/credits.ts createLedgerPool), the rest for the other
+   *  billing local activities and execute steps. */
   WORKER_DB_POOL_SIZE: int(8),
   /** PostgreSQL statement_timeout of every pooled connection: a stuck statement fails instead of holding a slot. */
   DB_STATEMENT_TIMEOUT_MS: int(30_000),

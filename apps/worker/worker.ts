@@ -80,6 +80,12 @@ export interface RunningWorker {
   connection: NativeConnection;
 }
 
+/** WORKER_DB_POOL_SIZE split between the worker's pool and its ledger pool (at least one each). */
+export function workerPoolSizes(total: number): { main: number; ledger: number } {
+  const ledger = Math.max(1, Math.floor(total / 4));
+  return { main: Math.max(1, total - ledger), ledger };
+}
+
 export interface StartWorkerOptions {
   /** An API in this process waiting for envelopes (apps/dev/stack.ts): each one written is handed to it. */
   localResults?: LocalResults;
@@ -88,10 +94,12 @@ export interface StartWorkerOptions {
 export async function startWorker(config: Config & { DATABASE_URL: string; TEMPORAL_ADDRESS: string }, options: StartWorkerOptions = {}): Promise<RunningWorker> {
   const dataConverter = await createDataConverter(config); // payloads encrypted at rest (shared/temporal/payload-codec.ts)
   const tracing = await startTracing('wqs-worker'); // undefined unless OTEL_TRACES_EXPORTER is set (shared/telemetry)
-  const db = createPool(config.DATABASE_URL, config.WORKER_DB_POOL_SIZE, poolTimeouts(config));
   // Reservations on connections of their own, whose statements end within seconds (credits.ts):
-  // one round trip each. A reservation holds one for a few milliseconds.
-  const ledger = createLedgerPool(config.DATABASE_URL, Math.max(2, Math.ceil(config.WORKER_DB_POOL_SIZE / 2)));
+  // one round trip each, holding a connection for a few milliseconds. A quarter of the worker's
+  // connections, so WORKER_DB_POOL_SIZE stays the worker's whole share of PostgreSQL.
+  const { main, ledger: ledgerSize } = workerPoolSizes(config.WORKER_DB_POOL_SIZE);
+  const db = createPool(config.DATABASE_URL, main, poolTimeouts(config));
+  const ledger = createLedgerPool(config.DATABASE_URL, ledgerSize);
   const runner = createRecipeRunner({
     hostMap: config.siteHostMap,
     chromiumPath: config.CHROMIUM_PATH,
