@@ -25,7 +25,12 @@ const outcome = (m: Moved | Finalized): WriteOutcome => ({ moved: m.moved, statu
  */
 export function createBillingActivities(db: Db, ledger: LedgerDb, local?: LocalResults): BillingActivities {
   const handOn = (f: Finalize, m: Finalized) => {
-    if (local && m.moved) local.publish(f.requestId, f.envelope.status, m.storedBody);
+    if (!local || !m.moved) return;
+    try {
+      local.publish(f.requestId, f.envelope.status, m.storedBody);
+    } catch {
+      // The write committed: the API hears of it from PostgreSQL instead.
+    }
   };
   return {
     reserveCredits: ({ orgId, requestId, amount }) => reserve(ledger, orgId, requestId, amount),
