@@ -73,9 +73,9 @@ export async function reserve(ledger: LedgerDb, orgId: string, requestId: string
 }
 
 /**
- * The common case in one statement: lock the request row, and only while it is still `reserving` with no reservation take the
- * credits with a conditional update, write the ledger row, move the request to `processing` and
- * notify SSE streams (sent at commit). The rare outcomes are read again afterwards in statements
+ * The common case in one statement: lock the request row, and only while it is still `reserving`
+ * with no reservation take the credits with a conditional update, write the ledger row, move the
+ * request to `processing` and notify SSE streams (sent at commit). The rare outcomes are read again afterwards in statements
  * of their own, whose snapshot follows the first statement's (a concurrent first attempt may have
  * committed while this one waited for the lock); a reservation, once made, is never taken back.
  */

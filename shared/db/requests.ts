@@ -325,16 +325,16 @@ export function storableJson(value: unknown): string {
   return JSON.stringify(value).replace(/(?<!\\)((?:\\\\)*)\\u(?:0000|d[89a-f][0-9a-f]{2})/gi, '$1\\ufffd');
 }
 
-/**
- * Write the terminal envelope, once, with the terminal status (a conditional transition).
- * A re-run after a crash finds the envelope already there and does nothing; an interrupted
- * request is never finalized over.
- */
 /** What a finalize that moved the row returns: its outcome, not the envelope the caller just sent. */
 export type FinalizedRow = Pick<RequestRow, 'id' | 'status' | 'billing_status' | 'charged_credits' | 'response_status' | 'error_code' | 'completed_at'>;
 /** `storedBody`: the JSON text the statement stored as the result (shared/local-results.ts hands it on). */
 export type Finalized = { moved: true; row: FinalizedRow; storedBody: string } | { moved: false; current: RequestRow | undefined };
 
+/**
+ * Write the terminal envelope, once, with the terminal status (a conditional transition).
+ * A re-run after a crash finds the envelope already there and does nothing; an interrupted
+ * request is never finalized over.
+ */
 export async function finalize(c: Q, f: Finalization): Promise<Finalized> {
   // The NOTIFY is part of the statement, so it is sent when (and only if) the envelope commits:
   // at once on a pool connection, at COMMIT inside settleAndFinalize's transaction. Named (prepared
