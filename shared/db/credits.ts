@@ -116,6 +116,23 @@ async function reserveIn(c: LedgerDb, orgId: string, requestId: string, amount: 
   return { ok: false, reason: 'insufficient_credits', available: (bal.rows[0]?.available as number) ?? 0 };
 }
 
+// The settlement's ledger writes, shared by settleIn and firstSettlement so the two never differ
+// ($1 organization, $2 request, $3 amount; `req` is the request row, locked after `res`): the
+// reservation locked, then the settlement row (once, never for a request being released) and the
+// balance moved with it.
+const SETTLE_LOCK_RESERVATION = `res AS (
+       SELECT amount FROM credit_ledger WHERE request_id = $2 AND kind = 'reserve' FOR UPDATE
+     )`;
+const SETTLE_WRITES = `ins AS (
+       INSERT INTO credit_ledger (org_id, request_id, kind, amount)
+       SELECT $1, $2, 'settle', LEAST($3::int, amount) FROM res
+        WHERE NOT EXISTS (SELECT 1 FROM req WHERE status = 'refund_pending')
+       ON CONFLICT DO NOTHING RETURNING amount
+     ), bal AS (
+       UPDATE credit_balances b SET reserved = b.reserved - res.amount, charged = b.charged + ins.amount, available = b.available + (res.amount - ins.amount)
+         FROM res, ins WHERE b.org_id = $1 RETURNING 1
+     )`;
+
 /**
  * One statement in the common case: lock the reservation, write the settlement once, move the
  * balance and the request's billing columns. A request already closed (settled or released) reads
@@ -130,19 +147,9 @@ async function reserveIn(c: LedgerDb, orgId: string, requestId: string, amount: 
 async function settleIn(c: DbClient, orgId: string, requestId: string, amount: number): Promise<{ charged: number }> {
   const r = await c.query<{ reserved: number | null; charged: number | null; status: RequestStatus | null }>({
     name: 'settle_credits',
-    text: `WITH res AS (
-       SELECT amount FROM credit_ledger WHERE request_id = $2 AND kind = 'reserve' FOR UPDATE
-     ), req AS (
+    text: `WITH ${SETTLE_LOCK_RESERVATION}, req AS (
        SELECT status FROM requests WHERE id = $2 AND EXISTS (SELECT 1 FROM res) FOR UPDATE
-     ), ins AS (
-       INSERT INTO credit_ledger (org_id, request_id, kind, amount)
-       SELECT $1, $2, 'settle', LEAST($3::int, amount) FROM res
-        WHERE NOT EXISTS (SELECT 1 FROM req WHERE status = 'refund_pending')
-       ON CONFLICT DO NOTHING RETURNING amount
-     ), bal AS (
-       UPDATE credit_balances b SET reserved = b.reserved - res.amount, charged = b.charged + ins.amount, available = b.available + (res.amount - ins.amount)
-         FROM res, ins WHERE b.org_id = $1 RETURNING 1
-     ), billed AS (
+     ), ${SETTLE_WRITES}, billed AS (
        UPDATE requests q SET billing_status = 'settled', charged_credits = ins.amount, updated_at = now() FROM ins WHERE q.id = $2 RETURNING 1
      )
      SELECT (SELECT amount FROM res) AS reserved, (SELECT amount FROM ins) AS charged, (SELECT status FROM req) AS status,
@@ -197,19 +204,9 @@ async function firstSettlement(db: Db, orgId: string, amount: number, f: Finaliz
   const storedBody = storableJson(f.envelope.body);
   const r = await db.query<FinalizedRow & { charged: number | null; finalized: boolean | null; notified: string | null }>({
     name: 'settle_and_finalize_first',
-    text: `WITH res AS (
-       SELECT amount FROM credit_ledger WHERE request_id = $2 AND kind = 'reserve' FOR UPDATE
-     ), req AS (
+    text: `WITH ${SETTLE_LOCK_RESERVATION}, req AS (
        SELECT status, result IS NULL AND status = ANY($9) AS finalizable FROM requests WHERE id = $2 AND EXISTS (SELECT 1 FROM res) FOR UPDATE
-     ), ins AS (
-       INSERT INTO credit_ledger (org_id, request_id, kind, amount)
-       SELECT $1, $2, 'settle', LEAST($3::int, amount) FROM res
-        WHERE NOT EXISTS (SELECT 1 FROM req WHERE status = 'refund_pending')
-       ON CONFLICT DO NOTHING RETURNING amount
-     ), bal AS (
-       UPDATE credit_balances b SET reserved = b.reserved - res.amount, charged = b.charged + ins.amount, available = b.available + (res.amount - ins.amount)
-         FROM res, ins WHERE b.org_id = $1 RETURNING 1
-     ), u AS (
+     ), ${SETTLE_WRITES}, u AS (
        UPDATE requests q
           SET billing_status = 'settled', charged_credits = ins.amount, updated_at = now(),
               status = CASE WHEN req.finalizable THEN $4 ELSE q.status END,
