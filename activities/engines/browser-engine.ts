@@ -1,9 +1,10 @@
 // The browser engine: playwright-core driving Debian's Chromium (never a downloaded browser).
 // One warm browser per runner, launched lazily and relaunched after a crash or disconnect; a fresh
 // context per run, always closed; concurrency bounded by a semaphore. A run's context and page are
-// made ahead of it (one spare, see `Prepared`): a new context and its first page cost about 140 ms
-// of Chromium's time, a third of a short run, and a spare that no run has claimed has never loaded
-// anything, so making it early changes nothing but when the work is done. Every connection of a run's
+// made ahead of it (one spare, see `Prepared`), when the run before it ends: a new context and its
+// first page cost about 140 ms of Chromium's time, a third of a short run, and a spare that no run
+// has claimed has never loaded anything, so making it early changes nothing but when the work is
+// done. Every connection of a run's
 // context goes through the run's guarded proxy (guarded-proxy.ts): only the recipe's hosts, no
 // private, loopback or link-local destination on any hop (redirects, subresources, fetch,
 // EventSource, WebSockets), connected to the address that was checked; mapped hosts reach the demo
@@ -251,7 +252,6 @@ export class BrowserPool {
         driver = await untilAborted(setup, async () => {
           const p = (await this.takeSpare()) ?? (await this.prepare());
           prepared = p;
-          this.prepareSpare();
           // Claimed: from here the proxy lets this recipe's hosts through, and only them.
           p.sink.refusals = refusals;
           for (const h of recipe.hosts) p.hosts.add(h.toLowerCase());
@@ -279,6 +279,11 @@ export class BrowserPool {
       // arrives. Closing before answering measured the same as closing after it (bench/results,
       // speed5): Chromium's teardown then overlaps the workflow's settle instead.
       await closeContext();
+      // The next run's context is made now, between runs, not while this one ran: made beside a
+      // run, its ~140 ms of Chromium's work slowed that run's page by about as much (bench/results,
+      // session 36). Started before the slot is given back, so the run that takes the slot waits
+      // for this one instead of making a second.
+      this.prepareSpare();
       release();
     }
   }
