@@ -1,6 +1,9 @@
-// The happy path of a read-only HTTP query in ONE local activity: reserve, execute once, shape,
-// settle + finalize. Three local activities cost three dispatches from the workflow and three
-// markers in its history; one costs one (issue 11). It composes the very step functions the
+// The happy path of a read-only query in ONE activity: reserve, execute once, shape, settle +
+// finalize. For HTTP operations it is a local activity: three local activities cost three
+// dispatches from the workflow and three markers in its history; one costs one (issue 11). For
+// browser operations it is a normal activity on the browser task queue (with the execute step's
+// heartbeats): one workflow task schedules it, and the answer is written before its completion
+// reaches the workflow, instead of a local reserve, the activity, then a local settle. It composes the very step functions the
 // separate activities are, so the ledger and the site see exactly the same calls. Anything other
 // than the happy path stops here and tells the workflow where, and the workflow goes on with its
 // ordinary steps (retries, compensation, ledger states): every saga branch keeps one home.

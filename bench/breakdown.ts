@@ -59,6 +59,22 @@ function segments(t: { sent: number; answered: number; createdAt: number; comple
       ['total', t.answered - t.sent],
     ];
   }
+  if (actSched.activityTaskScheduledEventAttributes?.activityType?.name === 'runReadQuery') {
+    // Read-only browser operations: the same fused step as one normal activity on the browser queue;
+    // the caller learns from its finalize, before the activity's completion reaches the workflow.
+    return [
+      ['api: request sent → claim transaction (auth, validation, catalog, admission)', t.createdAt - t.sent],
+      ['start: claim → WorkflowExecutionStarted', ms(started) - t.createdAt],
+      ['wft1: scheduled → started (task queue, poller)', ms(wftStart1) - ms(wftSched1)],
+      ['wft1: started → completed (replay, the fused activity scheduled)', ms(wftDone1) - ms(wftStart1)],
+      ['execute: scheduled → started (browser task queue)', ms(actStart) - ms(actSched)],
+      ['execute: started → finalize transaction (runReadQuery: reserve, browser run, settle + envelope)', t.completedAt - ms(actStart)],
+      ['learn: finalize transaction → answer read by the caller', t.answered - t.completedAt],
+      ['after the answer: finalize transaction → activity completed', ms(actDone) - t.completedAt],
+      ['after the answer: activity completed → WorkflowExecutionCompleted', ms(closed) - ms(actDone)],
+      ['total', t.answered - t.sent],
+    ];
+  }
   return [
     ['api: request sent → claim transaction (auth, validation, catalog, admission)', t.createdAt - t.sent],
     ['start: claim → WorkflowExecutionStarted', ms(started) - t.createdAt],

@@ -66,7 +66,7 @@ try {
     );
   }
   if (wanted('breakdown_browser')) {
-    // The same for a browser operation (two workflow tasks around an activity on the browser queue).
+    // The same for a browser operation (two workflow tasks around one activity on the browser queue).
     results.breakdown_browser = await benchBreakdown({
       baseUrl: stack.url,
       apiKey: org.api_key,

@@ -127,6 +127,12 @@ function branches(stubQueue: string): Branch[] {
     if (attempts === 1) throw ApplicationFailure.create({ type: 'upstream_http_error', message: 'The website returned 503' });
     return OUTPUT;
   };
+  let browserAttempts = 0;
+  const flakyBrowser = async () => {
+    browserAttempts += 1;
+    if (browserAttempts === 1) throw ApplicationFailure.create({ type: 'upstream_http_error', message: 'The website returned 503' });
+    return OUTPUT;
+  };
   return [
     { name: 'query-deadline-passed', input: () => ({ deadlineAt: Date.now() - 1_000 }), scenario: {}, outcome: 'execution_timeout' },
     // The first task retried past the deadline after its lost attempt reserved (patched('late-start-releases')).
@@ -141,8 +147,17 @@ function branches(stubQueue: string): Branch[] {
       scenario: { execute: fail('upstream_not_found', 'The website returned 404'), release: fail('already_settled', 'already settled') },
       outcome: 'upstream_not_found',
     },
-    // A browser operation: its execute step on the browser task queue (a stub worker polls it).
+    // A read-only browser operation: reserve, execute and settle in one activity on the browser task
+    // queue (a stub worker polls it; patched('browser-read-fused')).
     { name: 'query-browser-queue', input: () => ({ api: '@shop', operation: 'order_history', engine: 'browser', browserTaskQueue: `${stubQueue}-browser` }), scenario: {}, outcome: null },
+    // The same with a retryable site failure: the fused step stops at execute, the ordinary execute
+    // step (a normal activity on the browser queue) runs it again after the retry interval.
+    {
+      name: 'query-browser-retried',
+      input: () => ({ api: '@shop', operation: 'order_history', engine: 'browser', browserTaskQueue: `${stubQueue}-browser` }),
+      scenario: { execute: flakyBrowser },
+      outcome: null,
+    },
     // An action no worker takes (its task queue unpolled) times out SCHEDULE_TO_START on its first
     // attempt: certainly never run, so execution_timeout and released (patched('action-never-started')).
     {
@@ -211,6 +226,11 @@ try {
       args: [{ apis: ['@jobs'], concurrency: 2, exampleTimeoutMs: 30_000, browserTaskQueue: browserTaskQueue(config) }],
     });
     await save('health-check-browser', healthId);
+  }
+  if (want('query-browser-success')) {
+    // queryWorkflow for a read-only browser operation on the real engine: reserve, execute and settle
+    // in one activity on the browser task queue (patched('browser-read-fused')).
+    await save('query-browser-success', await query(org.api_key, { api: '@jobs', operation: 'search_jobs', input: { keywords: 'typescript', location: 'london' } }, 200));
   }
   if (want('health-check')) {
     // healthCheckWorkflow, limited to one API so the history stays small: one batch.

@@ -221,11 +221,12 @@ describe('failures at rest', () => {
     ]);
     // A job id nobody else uses: it must not show up anywhere in the history.
     const jobId = `J${100000 + (randomBytes(3).readUIntBE(0, 3) % 900000)}`;
-    // The first attempt gets a 500 and fails with "The website returned 500 for
-    // jobs.example.test/jobs/<id>" (kept in the history as the retried step's last failure); the
-    // retry gets the site's own 404 (not_found).
+    // The fused step (reserve, execute, settle in one activity) gets a 500 and stops there, its
+    // error ("The website returned 500 for jobs.example.test/jobs/<id>") in its result; the ordinary
+    // execute step's first attempt gets a 500 too and fails with it (kept in the history as the
+    // retried step's last failure); its retry gets the site's own 404 (not_found).
     // The fault names this job: no other file's query of the jobs site can take it.
-    await demo('/__demo/faults', { host: 'jobs.example.test', path_prefix: `/jobs/${jobId}`, status: 500, times: 1 });
+    await demo('/__demo/faults', { host: 'jobs.example.test', path_prefix: `/jobs/${jobId}`, status: 500, times: 2 });
     try {
       const res = await query((await newOrg(10)).api_key, { api: '@jobs', operation: 'get_job', input: { job_id: jobId } }, { 'idempotency-key': `enc-fail-${jobId}` }, String(api.started.url));
       expect(res.status, JSON.stringify(res.body)).toBe(404);
@@ -236,10 +237,14 @@ describe('failures at rest', () => {
       const handle = (await clientWith(rotated)).workflow.getHandle(row.rows[0].workflow_id as string);
       await handle.result();
       const history = await handle.fetchHistory();
-      // The retried step's last failure and its final one are both in the history, encoded.
+      // The retried step's last failure and its final one are both in the history, encoded, and so
+      // is the fused step's result that carries the first error.
       const failures = (history.events ?? []).flatMap((e) => [e.activityTaskStartedEventAttributes?.lastFailure, e.activityTaskFailedEventAttributes?.failure].filter((f) => f));
       expect(failures.length, 'the run recorded its failed attempts').toBe(2);
       for (const f of failures) expect(meta(f!.encodedAttributes!, 'encoding')).toBe('binary/encrypted');
+      const fusedResults = (history.events ?? []).flatMap((e) => e.activityTaskCompletedEventAttributes?.result?.payloads ?? []);
+      expect(fusedResults.length, 'the fused step answered where it stopped').toBe(1);
+      expect(meta(fusedResults[0]!, 'encoding')).toBe('binary/encrypted');
       const text = rawText(history);
       expect(text.includes(jobId), 'history reveals the input in a failure message').toBe(false);
       expect(text.includes('The website returned'), 'history holds a failure message in plain text').toBe(false);

@@ -479,13 +479,78 @@ describe('read-only HTTP operations in one workflow task; browser work on its ow
     expect(r.patches).toEqual([]);
   });
 
-  it('a browser operation runs its execute step on the browser task queue', async () => {
+  it('a read-only browser operation runs reserve, execute and settle in ONE normal activity on the browser task queue, patch recorded', async () => {
     const q = input({ engine: 'browser', browserTaskQueue: browserQueue });
+    const r = await run(q);
+    expect(r.result).toEqual({ status: 200, body: { success: true, data: { output: OUTPUT, receipt: receipt(q, 'settled', COST, COST) } } });
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'settleAndFinalize']);
+    expect(r.calls[1]!.args).toEqual(executeArgs(q));
+    expect(r.calls[2]!.args.finalize).toEqual({ requestId: q.requestId, status: 'succeeded', errorCode: null, retentionMs: q.retentionMs, envelope: r.result });
+    expect(r.scheduled).toEqual(['runReadQuery']);
+    expect(r.queues).toEqual([browserQueue]);
+    expect(localActivities(r)).toEqual([]);
+    expect(r.patches).toEqual(['browser-read-fused']);
+    // With heartbeats, bounded by the query's deadline, tried once (the ordinary steps retry).
+    const attrs = r.events.find((e) => e.activityTaskScheduledEventAttributes)!.activityTaskScheduledEventAttributes!;
+    expect(Number(attrs.heartbeatTimeout?.seconds ?? 0)).toBe(q.heartbeatTimeoutMs / 1000);
+    expect(attrs.retryPolicy?.maximumAttempts).toBe(1);
+  });
+
+  it('the fused browser step hands over where it stops: refused reservation, non-retryable failure released, retryable failure retried on the browser queue', async () => {
+    const q1 = input({ engine: 'browser', browserTaskQueue: browserQueue });
+    const r1 = await run(q1, { reserve: async () => ({ ok: false, reason: 'insufficient_credits', available: 1 }) });
+    expectError(r1.result, q1, 'insufficient_credits', 402, receipt(q1, 'not_started', 0, 0));
+    expect(r1.steps).toEqual(['reserveCredits', 'finalizeRequest']);
+    expect(r1.scheduled).toEqual(['runReadQuery']);
+    const q2 = input({ engine: 'browser', browserTaskQueue: browserQueue });
+    const r2 = await run(q2, { execute: async () => Promise.reject(ApplicationFailure.create({ type: 'upstream_not_found', message: 'The website returned 404' })) });
+    expectError(r2.result, q2, 'upstream_not_found', 502, receipt(q2, 'released', COST, 0));
+    expect(r2.steps).toEqual(['reserveCredits', 'executeOperation', 'markRefundPending', 'releaseCredits', 'finalizeRequest']);
+    expect(r2.scheduled).toEqual(['runReadQuery']);
+    let attempts = 0;
+    const q3 = input({ engine: 'browser', browserTaskQueue: browserQueue });
+    const r3 = await run(q3, {
+      execute: async () => {
+        attempts += 1;
+        if (attempts === 1) throw ApplicationFailure.create({ type: 'upstream_http_error', message: 'The website returned 503' });
+        return OUTPUT;
+      },
+    });
+    expect(r3.result).toEqual({ status: 200, body: { success: true, data: { output: OUTPUT, receipt: receipt(q3, 'settled', COST, COST) } } });
+    expect(r3.steps).toEqual(['reserveCredits', 'executeOperation', 'executeOperation', 'settleAndFinalize']);
+    // The ordinary execute step, a normal activity on the browser queue, after the retry interval.
+    expect(r3.scheduled).toEqual(['runReadQuery', 'executeOperation']);
+    expect(r3.queues).toEqual([browserQueue, browserQueue]);
+    const timers = r3.events.flatMap((e) => (e.timerStartedEventAttributes ? [e.timerStartedEventAttributes.startToFireTimeout] : []));
+    expect(timers.map((d) => Number(d?.seconds ?? 0) * 1000 + (d?.nanos ?? 0) / 1e6)).toEqual([500]);
+  });
+
+  it('a fused browser step whose worker stops heartbeating (lost): the ordinary steps run it again, reserved and settled once per request', async () => {
+    let attempts = 0;
+    const q = input({ engine: 'browser', browserTaskQueue: browserQueue, heartbeatTimeoutMs: 1_000 });
+    const r = await run(q, {
+      execute: async () => {
+        attempts += 1;
+        // The first attempt hangs without a beat, as on a worker that died, and never answers in time.
+        if (attempts === 1) await sleep(4_000).then(() => Promise.reject(new Error('lost')));
+        return OUTPUT;
+      },
+    });
+    expect(r.result).toEqual({ status: 200, body: { success: true, data: { output: OUTPUT, receipt: receipt(q, 'settled', COST, COST) } } });
+    // Reserving again returns the first reservation (once per request, credits.ts); settled once.
+    expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'reserveCredits', 'executeOperation', 'settleAndFinalize']);
+    expect(r.scheduled).toEqual(['runReadQuery', 'executeOperation']);
+    const timedOut = r.events.flatMap((e) => (e.activityTaskTimedOutEventAttributes ? [e.activityTaskTimedOutEventAttributes.failure?.timeoutFailureInfo?.timeoutType] : []));
+    expect(timedOut.map((t) => decodeTimeoutType(t ?? undefined))).toEqual(['HEARTBEAT']);
+  });
+
+  it('a browser operation from before the fused step (no browser queue in its input) runs the ordinary steps', async () => {
+    const q = input({ engine: 'browser' });
     const r = await run(q);
     expect(r.result.status).toBe(200);
     expect(r.steps).toEqual(['reserveCredits', 'executeOperation', 'settleAndFinalize']);
     expect(r.scheduled).toEqual(['executeOperation']);
-    expect(r.queues).toEqual([browserQueue]);
+    expect(r.queues).toEqual([taskQueue]);
     expect(r.patches).toEqual([]);
   });
 });

@@ -210,8 +210,10 @@ describe('tracing on (OTEL_TRACES_EXPORTER=otlp)', () => {
     // A failing step: its failure's message names the page it asked for, with the input in its path
     // ("The website returned 500 for jobs.example.test/jobs/<id>"), and its stack trace the worker's
     // files. The span says that the step failed and with what kind of error, not the message.
+    // The fused browser step meets the first 500 and answers where it stopped (not a failure); the
+    // ordinary execute step meets the second.
     const jobId = `J${100000 + Math.floor(Math.random() * 900000)}`;
-    await demo('/__demo/faults', { host: 'jobs.example.test', path_prefix: '/jobs/', status: 500, times: 1 });
+    await demo('/__demo/faults', { host: 'jobs.example.test', path_prefix: '/jobs/', status: 500, times: 2 });
     try {
       const failing = await query(org.api_key, { api: '@jobs', operation: 'get_job', input: { job_id: jobId } }, { 'idempotency-key': `tracing-fail-${jobId}` }, base);
       expect(failing.status, failing.text).toBe(404);

@@ -60,6 +60,8 @@ const reserving = proxyLocalActivities<BillingActivities>({
 export const HTTP_EXECUTE_LOCAL = 'http-execute-local';
 /** patched() id of the fused read-only step (reserve, execute, settle in one local activity). */
 export const HTTP_READ_FUSED = 'http-read-fused';
+/** patched() id of the fused read-only step for browser operations (one activity on the browser queue). */
+export const BROWSER_READ_FUSED = 'browser-read-fused';
 /** patched() id of the pause before the ordinary execute step takes over a failed fused attempt. */
 export const HTTP_READ_FUSED_RETRY_WAIT = 'http-read-fused-retry-wait';
 /** patched() id of the release when a retried first workflow task finds the deadline passed after its lost attempt reserved. */
@@ -244,6 +246,31 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
       retry: { initialInterval: FIRST_RETRY_MS, backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
     });
 
+  /**
+   * The ordinary execute step as a normal activity: actions, browser work (on its own task queue,
+   * so its workers scale apart) and the fused browser step's fallback. Heartbeats notice a dead worker.
+   */
+  const remoteSite = () => {
+    const remainingMs = Math.max(1, q.deadlineAt - Date.now());
+    // An action begins on the website ACTION_START_MARGIN_MS before the deadline or never: a task no
+    // worker took by then times out SCHEDULE_TO_START, and the worker refuses to begin after `startBy`.
+    // (Neither adds a command: runs from before replay as they were.)
+    const action = q.performsActions;
+    return proxyActivities<ExecuteActivities>({
+      scheduleToCloseTimeout: remainingMs,
+      startToCloseTimeout: remainingMs,
+      ...(action ? { scheduleToStartTimeout: Math.max(1, remainingMs - ACTION_START_MARGIN_MS) } : {}),
+      heartbeatTimeout: q.heartbeatTimeoutMs,
+      // Browser work goes to its own task queue (its workers scale apart); unset means this one.
+      taskQueue: q.engine === 'browser' ? q.browserTaskQueue : undefined,
+      retry: action
+        ? // An action may have happened even when its answer was lost: never repeat it blindly.
+          // Only a lost attempt of a reference-carrying recipe runs again (the site dedupes it).
+          { maximumAttempts: q.actionsReplaySafe ? 3 : 1, initialInterval: '1 second', nonRetryableErrorTypes: ALL_CODES }
+        : { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
+    });
+  };
+
   /** The site ran: shape, then settle and finalize. From here the query is charged whatever happens. */
   const settleOutput = async (output: unknown): Promise<TerminalEnvelope> => {
     // Shaping is validated before dispatch and should never fail; if it does, the caller gets a
@@ -294,13 +321,24 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
   // settle + finalize: activities/read-query.ts): one dispatch and one marker instead of three.
   // Wherever it stops short, the ordinary steps below take over from that point. Inputs from before
   // the `engine` field never reach patched(), and histories from before this patch replay below.
-  if (q.engine === 'http' && !q.performsActions && patched(HTTP_READ_FUSED)) {
+  // A read-only browser operation's happy path is the same step as ONE normal activity on the
+  // browser queue (heartbeats, its workers scale apart): the answer is written from there, so the
+  // caller has it before the activity's completion reaches the workflow. Runs from before this
+  // patch, and inputs from before the `engine` field, replay on the ordinary steps.
+  const fusedHere =
+    !q.performsActions && ((q.engine === 'http' && patched(HTTP_READ_FUSED)) || (q.engine === 'browser' && q.browserTaskQueue !== undefined && patched(BROWSER_READ_FUSED)));
+  if (fusedHere) {
     advance('executing', `Running ${q.api} ${q.operation}`, true);
-    const fused = proxyLocalActivities<ReadQueryActivities>({
-      ...pastDeadline(),
-      // One attempt: a failure of the step itself hands over to the ordinary steps, which retry.
-      retry: { maximumAttempts: 1 },
-    });
+    // One attempt: a failure of the step itself hands over to the ordinary steps, which retry.
+    const fused =
+      q.engine === 'browser'
+        ? proxyActivities<ReadQueryActivities>({
+            scheduleToCloseTimeout: Math.max(1, q.deadlineAt - Date.now()),
+            heartbeatTimeout: q.heartbeatTimeoutMs,
+            taskQueue: q.browserTaskQueue,
+            retry: { maximumAttempts: 1 },
+          })
+        : proxyLocalActivities<ReadQueryActivities>({ ...pastDeadline(), retry: { maximumAttempts: 1 } });
     let o: ReadQueryOutcome;
     try {
       o = await fused.runReadQuery({
@@ -323,10 +361,11 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
         return compensate(catalogFailure(e.type, e.message, e.details));
       }
       // The site failed once already: wait as the step's own retry would before trying again.
-      if (patched(HTTP_READ_FUSED_RETRY_WAIT)) await sleep(FIRST_RETRY_MS);
+      // (A browser run's fallback is the normal activity, whose retry policy spaces its attempts.)
+      if (q.engine === 'browser' || patched(HTTP_READ_FUSED_RETRY_WAIT)) await sleep(FIRST_RETRY_MS);
       let output: unknown;
       try {
-        output = await localSite().executeOperation(executeArgs());
+        output = await (q.engine === 'browser' ? remoteSite() : localSite()).executeOperation(executeArgs());
       } catch (err) {
         return compensate(toFailure(err, false));
       }
@@ -357,32 +396,14 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
 
   let output: unknown;
   try {
-    const remainingMs = Math.max(1, q.deadlineAt - Date.now());
     // A read-only HTTP operation runs as a local activity: the whole query (reserve, execute,
     // settle + finalize) fits in one workflow task, with no task-queue round trip per step. Safe
     // to run again on another worker after a crash (it changes nothing on the site); actions and
     // browser work stay normal activities with heartbeats. Inputs from before the `engine` field
     // never reach patched(), so their histories replay on the old path.
     const local = q.engine === 'http' && !q.performsActions && patched(HTTP_EXECUTE_LOCAL);
-    // An action begins on the website ACTION_START_MARGIN_MS before the deadline or never: a task no
-    // worker took by then times out SCHEDULE_TO_START, and the worker refuses to begin after `startBy`.
-    // (Neither adds a command: runs from before replay as they were.)
     const action = q.performsActions; // never local
-    const site = local
-      ? localSite()
-      : proxyActivities<ExecuteActivities>({
-          scheduleToCloseTimeout: remainingMs,
-          startToCloseTimeout: remainingMs,
-          ...(action ? { scheduleToStartTimeout: Math.max(1, remainingMs - ACTION_START_MARGIN_MS) } : {}),
-          heartbeatTimeout: q.heartbeatTimeoutMs,
-          // Browser work goes to its own task queue (its workers scale apart); unset means this one.
-          taskQueue: q.engine === 'browser' ? q.browserTaskQueue : undefined,
-          retry: q.performsActions
-            ? // An action may have happened even when its answer was lost: never repeat it blindly.
-              // Only a lost attempt of a reference-carrying recipe runs again (the site dedupes it).
-              { maximumAttempts: q.actionsReplaySafe ? 3 : 1, initialInterval: '1 second', nonRetryableErrorTypes: ALL_CODES }
-            : { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', nonRetryableErrorTypes: NON_RETRYABLE },
-        });
+    const site = local ? localSite() : remoteSite();
     advance('executing', `Running ${q.api} ${q.operation}`, true);
     output = await site.executeOperation(action ? { ...executeArgs(), startBy: q.deadlineAt - ACTION_START_MARGIN_MS } : executeArgs());
   } catch (err) {

@@ -137,7 +137,7 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
         namespace: config.TEMPORAL_NAMESPACE,
         taskQueue: browserTaskQueue(config),
         dataConverter,
-        activities: { executeOperation: activities.executeOperation, runHealthExample: activities.runHealthExample, runDraftExample: activities.runDraftExample },
+        activities: { executeOperation: activities.executeOperation, runReadQuery: activities.runReadQuery, runHealthExample: activities.runHealthExample, runDraftExample: activities.runDraftExample },
         shutdownGraceTime: '10 seconds',
         ...(config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS ? { maxConcurrentActivityTaskPolls: config.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS } : {}),
         // A task only when a page is there for it (browser-task-slots.ts): browser runs wait in
