@@ -120,7 +120,10 @@ export async function benchBreakdown({ baseUrl, apiKey, databaseUrl, temporalAdd
       if (!id) continue;
       const r = await db.query('SELECT workflow_id, created_at, completed_at FROM requests WHERE id = $1', [id]);
       const row = r.rows[0] as { workflow_id: string; created_at: Date; completed_at: Date };
-      const history = await client.workflow.getHandle(row.workflow_id).fetchHistory();
+      // The answer can come before the workflow closes (it is read from the finalize): wait for the close.
+      const handle = client.workflow.getHandle(row.workflow_id);
+      await handle.result().catch(() => undefined);
+      const history = await handle.fetchHistory();
       rows.push(segments({ sent, answered, createdAt: row.created_at.getTime(), completedAt: row.completed_at.getTime() }, history.events ?? []));
     }
   } finally {
