@@ -4,12 +4,12 @@
 // made ahead of it (one spare, see `Prepared`), when the run before it ends: a new context and its
 // first page cost about 140 ms of Chromium's time, a third of a short run, and a spare that no run
 // has claimed has never loaded anything, so making it early changes nothing but when the work is
-// done. Every connection of a run's
-// context goes through the run's guarded proxy (guarded-proxy.ts): only the recipe's hosts, no
-// private, loopback or link-local destination on any hop (redirects, subresources, fetch,
-// EventSource, WebSockets), connected to the address that was checked; mapped hosts reach the demo
-// sites there (the URL and Host header stay real-looking). A private destination anywhere in the
-// run fails it; an undeclared public host fails it when the page itself goes there.
+// done. Every connection of a run's context goes through the run's guarded proxy
+// (guarded-proxy.ts): only the recipe's hosts, no private, loopback or link-local destination on
+// any hop (redirects, subresources, fetch, EventSource, WebSockets), connected to the address that
+// was checked; mapped hosts reach the demo sites there (the URL and Host header stay real-looking).
+// A private destination anywhere in the run fails it; an undeclared public host fails it when the
+// page itself goes there.
 
 import { chromium, errors as pwErrors, type Browser, type BrowserContext, type ElementHandle, type Page, type Response } from 'playwright-core';
 import type { Cookie } from 'tough-cookie';
