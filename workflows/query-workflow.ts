@@ -360,8 +360,9 @@ export async function queryWorkflow(q: QueryWorkflowInput): Promise<TerminalEnve
       if (e.nonRetryable || (e.type !== null && NON_RETRYABLE.includes(e.type))) {
         return compensate(catalogFailure(e.type, e.message, e.details));
       }
-      // The site failed once already: wait as the step's own retry would before trying again.
-      // (A browser run's fallback is the normal activity, whose retry policy spaces its attempts.)
+      // The site failed once already: wait as the step's own retry would before trying again. A
+      // browser run waits too (its fallback's first attempt would go at once); only runs with the
+      // browser patch's marker come here, so it needs no marker of its own.
       if (q.engine === 'browser' || patched(HTTP_READ_FUSED_RETRY_WAIT)) await sleep(FIRST_RETRY_MS);
       let output: unknown;
       try {
