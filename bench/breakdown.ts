@@ -44,40 +44,44 @@ function segments(t: { sent: number; answered: number; createdAt: number; comple
   const actStart = all('activityTaskStarted')[0];
   const actDone = all('activityTaskCompleted')[0];
   const closed = all('workflowExecutionCompleted')[0];
+  // Every path begins with the API's claim and the workflow's start and ends with the caller's read.
+  const head: Array<[string, number]> = [
+    ['api: request sent → claim transaction (auth, validation, catalog, admission)', t.createdAt - t.sent],
+    ['start: claim → WorkflowExecutionStarted', ms(started) - t.createdAt],
+  ];
+  const learn: [string, number] = ['learn: finalize transaction → answer read by the caller', t.answered - t.completedAt];
+  const total: [string, number] = ['total', t.answered - t.sent];
   if (!actSched) {
     // Read-only HTTP operations since issue 11: one local activity (runReadQuery), one workflow task.
     return [
-      ['api: request sent → claim transaction (auth, validation, catalog, admission)', t.createdAt - t.sent],
-      ['start: claim → WorkflowExecutionStarted', ms(started) - t.createdAt],
+      ...head,
       ['wft1: scheduled → started (eager start: in the start response; else the task queue)', ms(wftStart1) - ms(wftSched1)],
       ['wft1: started → finalize transaction (runReadQuery: reserve, site request, settle + envelope)', t.completedAt - ms(wftStart1)],
       ['wft1: finalize transaction → completed', ms(wftDone1) - t.completedAt],
       ['close: wft1 completed → WorkflowExecutionCompleted', ms(closed) - ms(wftDone1)],
-      ['learn: finalize transaction → answer read by the caller', t.answered - t.completedAt],
+      learn,
       ['learn: workflow completed → answer read by the caller', t.answered - ms(closed)],
       ['workflow tasks in the run', all('workflowTaskStarted').length],
-      ['total', t.answered - t.sent],
+      total,
     ];
   }
   if (actSched.activityTaskScheduledEventAttributes?.activityType?.name === 'runReadQuery') {
     // Read-only browser operations: the same fused step as one normal activity on the browser queue;
     // the caller learns from its finalize, before the activity's completion reaches the workflow.
     return [
-      ['api: request sent → claim transaction (auth, validation, catalog, admission)', t.createdAt - t.sent],
-      ['start: claim → WorkflowExecutionStarted', ms(started) - t.createdAt],
+      ...head,
       ['wft1: scheduled → started (task queue, poller)', ms(wftStart1) - ms(wftSched1)],
       ['wft1: started → completed (replay, the fused activity scheduled)', ms(wftDone1) - ms(wftStart1)],
       ['execute: scheduled → started (browser task queue)', ms(actStart) - ms(actSched)],
       ['execute: started → finalize transaction (runReadQuery: reserve, browser run, settle + envelope)', t.completedAt - ms(actStart)],
-      ['learn: finalize transaction → answer read by the caller', t.answered - t.completedAt],
+      learn,
       ['after the answer: finalize transaction → activity completed', ms(actDone) - t.completedAt],
       ['after the answer: activity completed → WorkflowExecutionCompleted', ms(closed) - ms(actDone)],
-      ['total', t.answered - t.sent],
+      total,
     ];
   }
   return [
-    ['api: request sent → claim transaction (auth, validation, catalog, admission)', t.createdAt - t.sent],
-    ['start: claim → WorkflowExecutionStarted', ms(started) - t.createdAt],
+    ...head,
     ['wft1: scheduled → started (task queue, poller)', ms(wftStart1) - ms(wftSched1)],
     ['wft1: started → completed (replay + reserve local activity)', ms(wftDone1) - ms(wftStart1)],
     ['execute: scheduled → started (activity task queue)', ms(actStart) - ms(actSched)],
@@ -86,9 +90,9 @@ function segments(t: { sent: number; answered: number; createdAt: number; comple
     ['wft2: started → finalize transaction (settle + envelope)', t.completedAt - ms(wftStart2)],
     ['wft2: finalize transaction → completed', ms(wftDone2) - t.completedAt],
     ['close: wft2 completed → WorkflowExecutionCompleted', ms(closed) - ms(wftDone2)],
-    ['learn: finalize transaction → answer read by the caller', t.answered - t.completedAt],
+    learn,
     ['learn: workflow completed → answer read by the caller', t.answered - ms(closed)],
-    ['total', t.answered - t.sent],
+    total,
   ];
 }
 
