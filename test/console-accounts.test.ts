@@ -23,7 +23,7 @@ import { changeMember, createUserInOrg, membershipsOf } from '../shared/accounts
 import { addConnection, loadKeyring } from '../shared/db/connections.ts';
 import { loadConfig } from '../shared/config.ts';
 import { hstsHeader } from '../apps/api/plugins/transport-security.ts';
-import { insertClaim } from '../shared/db/requests.ts';
+import { admitClaim } from '../shared/db/requests.ts';
 import { newRequestId } from '../shared/ids.ts';
 import { call, closeDb, db, newOrg, ownPair, stack } from './helpers/stack.ts';
 import { startApiProcess, ROOT, type ServiceProcess } from './helpers/processes.ts';
@@ -62,11 +62,15 @@ const memberRole = async (orgId: string, userId: string) =>
 async function requestRow(orgId: string) {
   const id = newRequestId();
   const op = await db().query(`SELECT o.id FROM operations o JOIN apis a ON a.id = o.api_id WHERE a.handle = '@weather' AND o.name = 'current_weather' AND a.visibility = 'public'`);
-  const row = await insertClaim(db(), {
-    id, orgId, keyHash: null, fingerprint: null, workflowId: `wf-${id}`, api: '@weather', operation: 'current_weather',
-    operationId: Number(op.rows[0].id), version: 1, performsActions: false, isPublicApi: true,
-  });
-  expect(row?.id).toBe(id);
+  const { request } = await admitClaim(
+    db(),
+    {
+      id, orgId, keyHash: null, fingerprint: null, workflowId: `wf-${id}`, api: '@weather', operation: 'current_weather',
+      operationId: Number(op.rows[0].id), version: 1, performsActions: false, isPublicApi: true,
+    },
+    { requestsPerMinute: 1_000, concurrency: 1_000, unresolvedKeyed: 1_000 },
+  );
+  expect(request?.id).toBe(id);
   return id;
 }
 

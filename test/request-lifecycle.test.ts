@@ -177,6 +177,50 @@ describe('request lifecycle', () => {
     expect(await ledgerSettled(org.org_id)).toEqual({ granted: 100, available: 98, reserved: 0, charged: 2 });
   });
 
+  it("a claim waits for the organization's admission lock and counts the claim committed meanwhile: the lock an older API's transaction takes, so a rolling deploy never overshoots", async () => {
+    // The claim is one statement (admission_state, migration 1700000003000): this is what makes
+    // one statement safe. An API of the release before took the same lock in a transaction, then
+    // counted, then inserted; one holds it here while the new API's claim arrives. (A worker too:
+    // a claim that got through would run and answer, not wait for its deadline.)
+    const [api] = await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
+    const url = String(api.started.url);
+    const org = await newOrg(100);
+    const open = async () => (await db().query(`SELECT count(*)::int AS n FROM requests WHERE org_id = $1`, [org.org_id])).rows[0].n as number;
+    const insertOpen = (c: { query: (text: string, values: unknown[]) => Promise<unknown> }) => {
+      const id = newRequestId();
+      return c.query(
+        `INSERT INTO requests (id, org_id, workflow_id, api, operation, performs_actions, is_public_api, status)
+         VALUES ($1, $2, $3, '@weather', 'current_weather', false, true, 'processing')`,
+        [id, org.org_id, queryWorkflowId(org.org_id, id, null)],
+      );
+    };
+    // Two of the plan's three running slots taken; the third is being claimed under the lock.
+    await insertOpen(db());
+    await insertOpen(db());
+    const older = await db().connect();
+    try {
+      await older.query('BEGIN');
+      await older.query('SELECT pg_advisory_xact_lock(600, hashtext($1))', [org.org_id]);
+      await insertOpen(older);
+      const waiting = query(org.api_key, london, {}, url);
+      await sleep(700);
+      // Still waiting on the lock: nothing inserted beside the older transaction's claim.
+      expect(await open()).toBe(2);
+      await older.query('COMMIT');
+      const r = await waiting;
+      // Counted after the lock was granted: three running, so the plan's third slot is taken.
+      expect(r.status, r.text).toBe(429);
+      expect(r.body.error.code).toBe('organization_concurrency_limit');
+      expect(await open()).toBe(3);
+      expect(await balanceOf(org.org_id)).toEqual({ granted: 100, available: 100, reserved: 0, charged: 0 });
+    } finally {
+      await older.query('ROLLBACK').catch(() => undefined);
+      older.release();
+      // Rows of no run: the reconciler must not meet them.
+      await db().query(`DELETE FROM requests WHERE org_id = $1`, [org.org_id]);
+    }
+  });
+
   it('a key reused after its retention runs as a new claim with its own workflow id; a retry meanwhile is request_in_progress', async () => {
     const [api] = await Promise.all([pool.spawn('api'), pool.spawn('worker')]);
     const url = String(api.started.url);

@@ -69,9 +69,6 @@ export type Moved = { moved: true; row: RequestRow } | { moved: false; current: 
 
 type Q = Db | DbClient;
 
-/** States in which a request holds a running slot (plan concurrency). */
-export const OPEN_STATES: readonly RequestStatus[] = ['reserving', 'processing', 'refund_pending'];
-
 export interface ClaimFields {
   id: string;
   orgId: string;
@@ -88,42 +85,103 @@ export interface ClaimFields {
   routing?: RoutingAudit;
 }
 
-/** Insert a fresh claim in `reserving`; undefined when the organization already holds the key. */
-export async function insertClaim(c: Q, f: ClaimFields): Promise<RequestRow | undefined> {
-  const r = await c.query(
-    `INSERT INTO requests (id, org_id, idempotency_key_hash, fingerprint, workflow_id, api, operation, operation_id, version,
-                           performs_actions, is_public_api, routing, status)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'reserving')
-     ON CONFLICT DO NOTHING RETURNING *`,
-    [f.id, f.orgId, f.keyHash, f.fingerprint, f.workflowId, f.api, f.operation, f.operationId, f.version, f.performsActions, f.isPublicApi, f.routing ? JSON.stringify(f.routing) : null],
-  );
-  return r.rows[0] as RequestRow | undefined;
+/** The plan's limits, as admission_state (migration 1700000003000) applies them. */
+export interface PlanLimits {
+  requestsPerMinute: number;
+  concurrency: number;
+  unresolvedKeyed: number;
 }
 
-// The open states as SQL literals, so the planner can use the partial index `requests_unresolved`
-// (a bound array parameter cannot prove its predicate once the plan is generic).
-const OPEN_STATES_SQL = OPEN_STATES.map((s) => `'${s}'`).join(', ');
+/** The plan limit that refuses a new request, in the order admission_state checks them. */
+export type Refusal = 'rate_limited' | 'organization_concurrency_limit' | 'unresolved_query_limit';
 
 /**
  * What admission decides on: the organization's open requests (at most its concurrency limit, read
- * through the partial index of open requests) and its requests in the last 60 whole seconds (at
- * most 60 per-second counters, kept by a trigger on `requests`). Neither read grows with the
- * organization's history or its rate. Call it under the organization's admission lock.
+ * through the partial index of open requests), its requests in the last 60 whole seconds (at most
+ * 60 per-second counters, kept by a trigger on `requests`), and the limit that refuses one more.
+ * Neither read grows with the organization's history or its rate.
  */
-export async function admissionCounts(c: Q, orgId: string): Promise<{ running: number; unresolved: number; lastMinute: number; oldest: Date | null }> {
-  const r = await c.query({
-    name: 'admission_counts',
-    text: `SELECT o.running, o.unresolved, m.last_minute, m.oldest
-       FROM (SELECT count(*)::int AS running,
-                    count(*) FILTER (WHERE idempotency_key_hash IS NOT NULL)::int AS unresolved
-               FROM requests WHERE org_id = $1 AND status IN (${OPEN_STATES_SQL})) o,
-            (SELECT coalesce(sum(n), 0)::int AS last_minute, min(second)::float8 AS oldest
-               FROM request_second_counts
-              WHERE org_id = $1 AND second > floor(extract(epoch FROM now()))::bigint - 60) m`,
-    values: [orgId],
+export interface AdmissionState {
+  running: number;
+  unresolved: number;
+  lastMinute: number;
+  oldest: Date | null;
+  refusal: Refusal | null;
+}
+
+interface StateColumns {
+  adm_running: number;
+  adm_unresolved: number;
+  adm_last_minute: number;
+  adm_oldest: number | null;
+  adm_refusal: Refusal | null;
+}
+
+const STATE_COLUMNS = `a.running AS adm_running, a.unresolved AS adm_unresolved, a.last_minute AS adm_last_minute,
+            a.oldest AS adm_oldest, a.refusal AS adm_refusal`;
+
+function stateOf(row: StateColumns): AdmissionState {
+  return {
+    running: row.adm_running,
+    unresolved: row.adm_unresolved,
+    lastMinute: row.adm_last_minute,
+    oldest: row.adm_oldest === null ? null : new Date(row.adm_oldest * 1000),
+    refusal: row.adm_refusal,
+  };
+}
+
+/**
+ * The organization's admission state. `lock`: under its admission lock, held to the end of the
+ * caller's transaction (the counts are then read after the lock is granted); without it, a look
+ * that admits nothing. `alreadyCounted`: calls of this request already in the minute.
+ */
+export async function admissionState(
+  c: Q,
+  orgId: string,
+  limits: PlanLimits,
+  o: { keyed: boolean; lock: boolean; alreadyCounted?: number },
+): Promise<AdmissionState> {
+  const r = await c.query<StateColumns>({
+    name: 'admission_state',
+    text: `SELECT ${STATE_COLUMNS} FROM admission_state($1, $2, $3, $4, $5, $6, $7) a`,
+    values: [orgId, limits.requestsPerMinute, limits.concurrency, limits.unresolvedKeyed, o.keyed, o.alreadyCounted ?? 0, o.lock],
   });
-  const row = r.rows[0];
-  return { running: row.running, unresolved: row.unresolved, lastMinute: row.last_minute, oldest: row.oldest === null ? null : new Date(row.oldest * 1000) };
+  return stateOf(r.rows[0]!);
+}
+
+/**
+ * Admission and the claim in ONE statement (one round trip; on its own, its own transaction): the
+ * organization's admission lock, its counts read after it, and the claim inserted in `reserving`
+ * only when no plan limit refuses it. `request` is undefined when a limit refused it (`refusal`
+ * says which) or when the organization already holds the key. Inside a transaction the lock is
+ * held to its end (a routed prompt takes its routing count back there).
+ */
+export async function admitClaim(
+  c: Q,
+  f: ClaimFields,
+  limits: PlanLimits,
+  alreadyCounted = 0,
+): Promise<{ state: AdmissionState; request: RequestRow | undefined }> {
+  const r = await c.query<StateColumns & { id: string | null }>({
+    name: 'admit_claim',
+    text: `WITH a AS MATERIALIZED (
+       SELECT * FROM admission_state($2, $13, $14, $15, $3::text IS NOT NULL, $16, true)
+     ), ins AS (
+       INSERT INTO requests (id, org_id, idempotency_key_hash, fingerprint, workflow_id, api, operation, operation_id, version,
+                             performs_actions, is_public_api, routing, status)
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'reserving' FROM a WHERE a.refusal IS NULL
+       ON CONFLICT DO NOTHING RETURNING *
+     )
+     SELECT ${STATE_COLUMNS}, ins.* FROM a LEFT JOIN ins ON true`,
+    values: [
+      f.id, f.orgId, f.keyHash, f.fingerprint, f.workflowId, f.api, f.operation, f.operationId, f.version, f.performsActions, f.isPublicApi,
+      f.routing ? JSON.stringify(f.routing) : null,
+      limits.requestsPerMinute, limits.concurrency, limits.unresolvedKeyed, alreadyCounted,
+    ],
+  });
+  const { adm_running, adm_unresolved, adm_last_minute, adm_oldest, adm_refusal, ...row } = r.rows[0]!;
+  const state = stateOf({ adm_running, adm_unresolved, adm_last_minute, adm_oldest, adm_refusal });
+  return { state, request: row.id === null ? undefined : (row as unknown as RequestRow) };
 }
 
 /**
