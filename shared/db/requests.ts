@@ -179,9 +179,10 @@ export async function admitClaim(
       limits.requestsPerMinute, limits.concurrency, limits.unresolvedKeyed, alreadyCounted,
     ],
   });
-  const { adm_running, adm_unresolved, adm_last_minute, adm_oldest, adm_refusal, ...row } = r.rows[0]!;
-  const state = stateOf({ adm_running, adm_unresolved, adm_last_minute, adm_oldest, adm_refusal });
-  return { state, request: row.id === null ? undefined : (row as unknown as RequestRow) };
+  const first = r.rows[0]!;
+  // The request is the row's other columns (all null when nothing was inserted).
+  const { adm_running: _r, adm_unresolved: _u, adm_last_minute: _m, adm_oldest: _o, adm_refusal: _f, ...row } = first;
+  return { state: stateOf(first), request: row.id === null ? undefined : (row as unknown as RequestRow) };
 }
 
 /**
