@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CATEGORIES } from '../shared/catalog/categories.ts';
 import { publishApi } from '../shared/db/catalog.ts';
+import { setFeedback } from '../shared/db/feedback.ts';
 import { listTools } from '../shared/db/catalog-tools.ts';
 import {
   CatalogCategoriesResponse,
@@ -346,5 +347,61 @@ describe('icons', () => {
     const bad = await get('/v1/icons/xyz');
     expect(bad.status).toBe(400);
     expect(bad.body.error).toMatchObject({ code: 'invalid_input', param: 'sha256' });
+  });
+});
+
+// Last in the file: it publishes workflows of its own. Suggestions rank by a copy of each
+// workflow's popularity kept beside its names (migration 1700000003100); every writer of the
+// counters must move the copy.
+describe('suggestion ranking', () => {
+  it('follows popularity through folded runs, a rating and a workflow listed again', async () => {
+    for (const x of ['a', 'b', 'c']) await publishApi(f.db, syntheticApi(`@quokka-${x}`, { name: `Quokka ${x.toUpperCase()}` }));
+    const order = async () => {
+      const r = await get('/v1/catalog/suggest?query=quok');
+      expect(r.status).toBe(200);
+      return handles(r.body);
+    };
+    const drift = async () =>
+      (
+        await f.db.query(
+          `SELECT count(*)::int AS n FROM catalog_names n LEFT JOIN catalog_api_stats s ON s.api_id = n.api_id WHERE n.popularity <> coalesce(s.popularity, 0)`,
+        )
+      ).rows[0].n;
+    // No runs yet: equal popularity, oldest first.
+    expect(await order()).toEqual(['@quokka-a', '@quokka-b', '@quokka-c']);
+    // First runs: the counters' row is inserted by the fold.
+    await completeRuns(f.db, f.orgA.org_id, '@quokka-c', 2);
+    await completeRuns(f.db, f.orgA.org_id, '@quokka-b', 3);
+    expect(await order()).toEqual(['@quokka-b', '@quokka-c', '@quokka-a']);
+    // More runs: the counters' row is updated.
+    await completeRuns(f.db, f.orgA.org_id, '@quokka-c', 2);
+    expect(await order()).toEqual(['@quokka-c', '@quokka-b', '@quokka-a']);
+    // A thumbs-down weighs five runs: c falls to -1.
+    const req = await f.db.query(`SELECT id FROM requests WHERE org_id = $1 AND api = '@quokka-c' LIMIT 1`, [f.orgA.org_id]);
+    expect(await setFeedback(f.db, f.orgA.org_id, req.rows[0].id, -1)).toMatchObject({ ok: true });
+    expect(await order()).toEqual(['@quokka-b', '@quokka-a', '@quokka-c']);
+    // Unlisted, then listed again: its names row is made anew with its popularity.
+    await f.db.query(`UPDATE apis SET status = 'inactive' WHERE handle = '@quokka-b'`);
+    expect(await order()).toEqual(['@quokka-a', '@quokka-c']);
+    await f.db.query(`UPDATE apis SET status = 'active' WHERE handle = '@quokka-b'`);
+    expect(await order()).toEqual(['@quokka-b', '@quokka-a', '@quokka-c']);
+    expect(await drift()).toBe(0);
+  });
+
+  it('fills the page from word prefixes only when name prefixes leave room, and ranks each class by popularity', async () => {
+    // "tracker" starts no name but is a word of every filler's ("Filler N tracker"); "quokka" starts three.
+    const words = handles((await get('/v1/catalog/suggest?query=tracker&limit=3')).body);
+    expect(words).toHaveLength(3);
+    const runs = await f.db.query(
+      `SELECT a.handle, coalesce(s.popularity, 0)::int AS p FROM apis a LEFT JOIN catalog_api_stats s ON s.api_id = a.id WHERE a.handle = ANY($1) ORDER BY array_position($1, a.handle)`,
+      [words],
+    );
+    const ps = runs.rows.map((r) => r.p);
+    expect(ps).toEqual([...ps].sort((x, y) => y - x));
+    const top = await f.db.query(
+      `SELECT max(s.popularity)::int AS p FROM apis a JOIN catalog_api_stats s ON s.api_id = a.id WHERE a.handle LIKE '@filler-%' AND a.visibility = 'public'`,
+    );
+    expect(ps[0]).toBe(top.rows[0].p);
+    expect(handles((await get('/v1/catalog/suggest?query=quokka&limit=2')).body)).toEqual(['@quokka-b', '@quokka-a']);
   });
 });

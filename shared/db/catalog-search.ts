@@ -55,8 +55,9 @@ const statementNames = new Map<string, string>();
  * A named (prepared) statement: parsed once per connection, and planned once when PostgreSQL's
  * generic plan is as good as a custom one. The name is derived from the text, so one text is one
  * statement; the texts are few (their shape depends on the number of query words, the sort and
- * which filters are set, never on values). Search and suggest both; measured in
- * bench/results/2026-11-23-issue-11-catalog.md.
+ * which filters are set, never on values). Search and the empty suggestion box; measured in
+ * bench/results/2026-11-23-issue-11-catalog.md. A typed suggestion is not named: its best plan
+ * depends on the prefix, and a generic one took twice as long for some (issue 11, session 38).
  */
 export function prepared(text: string, values: unknown[]) {
   let name = statementNames.get(text);
@@ -522,31 +523,53 @@ export type Suggestion = {
 /**
  * Names and logos for a search box: name or handle prefix first, then a word prefix (both by
  * popularity), then near misses (trigram word similarity, then popularity). Reads the narrow
- * `catalog_names` (listed workflows with operations) and fetches the few rows shown from apis.
+ * `catalog_names` (listed workflows with operations, each with its popularity: migration
+ * 1700000003100) and fetches the few rows shown from apis.
+ *
+ * Each class's matches are read whole and sorted (`-popularity`, an order no index has): walking
+ * the popularity index until enough names match is fast for a common prefix but reads every name
+ * when the planner overestimates a rare one (12 ms at 10,000 workflows, measured). The name
+ * prefixes are an index-only range of `catalog_names_prefix`; the word prefixes (trigram index)
+ * are read only when the name prefixes leave room (their LIMIT is then above 0; at 0 that part
+ * of the plan is never run).
  */
 export async function suggest(db: Db, opts: { query?: string; limit?: number; baseUrl: string }): Promise<Suggestion[]> {
   const limit = opts.limit ?? SUGGEST_LIMIT_DEFAULT;
   const text = queryWords(opts.query).join(' ');
   // The ranked few (class, popularity, id), then their names and logos from apis.
-  const show = (cls: string, where: string) => `
-    SELECT a.handle, a.name, a.logo_sha256, a.category FROM (
-      SELECT n.api_id, ${cls} AS cls, coalesce(st.popularity, 0) AS runs
-        FROM catalog_names n LEFT JOIN catalog_api_stats st ON st.api_id = n.api_id
-       WHERE ${where}
-       ORDER BY cls, runs DESC, n.api_id LIMIT $1) m
-    JOIN apis a ON a.id = m.api_id ORDER BY m.cls, m.runs DESC, m.api_id`;
+  const show = (ranked: string) => `
+    WITH ${ranked}
+    SELECT a.handle, a.name, a.logo_sha256, a.category FROM m JOIN apis a ON a.id = m.api_id ORDER BY m.cls, m.rank, m.api_id`;
   let rows: Array<{ handle: string; name: string; logo_sha256: string | null; category: CategoryId }>;
   if (text === '') {
-    rows = (await db.query(prepared(show('0', 'true'), [limit]))).rows;
+    // The most popular: a walk of catalog_names_popular that stops at the limit.
+    rows = (await db.query(prepared(show('m AS (SELECT n.api_id, 0 AS cls, -n.popularity AS rank FROM catalog_names n ORDER BY n.popularity DESC, n.api_id LIMIT $1)'), [limit]))).rows;
   } else {
     // names is "name handle-words", lower case; a typed prefix matches its start or any word.
     const like = text.replace(/[\\%_]/g, '\\$&');
     const starts = [`${like}%`, `% ${like}%`];
-    rows = (await db.query(prepared(show('(n.names NOT LIKE $2)::int', 'n.names LIKE $2 OR n.names LIKE $3'), [limit, ...starts]))).rows;
+    rows = (
+      await db.query(
+        {
+          text: show(`name_starts AS MATERIALIZED (
+              SELECT n.api_id, 0 AS cls, -n.popularity AS rank FROM catalog_names n WHERE n.names LIKE $2 ORDER BY 3, 1 LIMIT $1
+            ), word_starts AS (
+              SELECT n.api_id, 1 AS cls, -n.popularity AS rank FROM catalog_names n WHERE n.names LIKE $3 AND n.names NOT LIKE $2
+               ORDER BY 3, 1 LIMIT $1 - (SELECT count(*) FROM name_starts)
+            ), m AS (SELECT * FROM name_starts UNION ALL SELECT * FROM word_starts)`),
+          values: [limit, ...starts],
+        },
+      )
+    ).rows;
     if (rows.length < limit) {
       // Near misses: the most similar names first (ranked by -similarity as the class).
       const more = await db.query(
-        prepared(show('-word_similarity($4, n.names)', 'n.names %> $4 AND NOT (n.names LIKE $2 OR n.names LIKE $3)'), [limit - rows.length, ...starts, text]),
+        {
+          text: show(`m AS (
+              SELECT n.api_id, -word_similarity($4, n.names) AS cls, -n.popularity AS rank FROM catalog_names n
+               WHERE n.names %> $4 AND NOT (n.names LIKE $2 OR n.names LIKE $3) ORDER BY 2, 3, 1 LIMIT $1)`),
+          values: [limit - rows.length, ...starts, text],
+        },
       );
       rows = rows.concat(more.rows);
     }
