@@ -228,7 +228,7 @@ export async function runCatalogBench(opts: CatalogBenchOptions = {}) {
   if (!serverUrl) {
     tmp = await mkdtemp(path.join(tmpdir(), 'wqs-bench-catalog-'));
     const embedded = await startEmbeddedPostgres({ dataDir: tmp });
-    serverUrl = embedded.socketUrl ?? embedded.databaseUrl; // as `npm run bench`'s stack reaches it
+    serverUrl = embedded.databaseUrl;
     stopPg = embedded.stop;
   }
   const dbName = `wqs_bench_catalog_${process.pid}_${Date.now()}`;

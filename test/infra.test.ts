@@ -60,36 +60,6 @@ describe('embedded PostgreSQL', () => {
   }, 60_000);
 });
 
-describe('embedded PostgreSQL over its Unix socket', () => {
-  it('serves the same database on a socket in the cluster folder, TCP beside it; a too-long path falls back to TCP alone', async () => {
-    const dataDir = await tempDir('wqs-infra-sock-');
-    const server = await startEmbeddedPostgres({ dataDir });
-    try {
-      expect(server.socketUrl).toBe(
-        `postgres://postgres:postgres@localhost:${server.port}/wqs?host=${encodeURIComponent(path.join(dataDir, 'postgres'))}`,
-      );
-      await query(server.databaseUrl, "create table seen (v text); insert into seen values ('one database')");
-      // client_addr is null for a Unix-socket connection and 127.0.0.1 over TCP.
-      const overSocket = await query(server.socketUrl!, 'select v, inet_client_addr() as addr from seen');
-      expect(overSocket).toEqual([{ v: 'one database', addr: null }]);
-      expect(await query(server.databaseUrl, 'select inet_client_addr()::text as addr')).toEqual([{ addr: '127.0.0.1/32' }]);
-    } finally {
-      await server.stop();
-    }
-    await expect(query(server.socketUrl!, 'select 1')).rejects.toThrow();
-
-    // 107 bytes is the most a socket's path may have: past it, no socket and TCP still works.
-    const deep = path.join(await tempDir('wqs-infra-sock-'), 'd'.repeat(90));
-    const tcpOnly = await startEmbeddedPostgres({ dataDir: deep });
-    try {
-      expect(tcpOnly.socketUrl).toBeUndefined();
-      expect(await query(tcpOnly.databaseUrl, 'select 1 as one')).toEqual([{ one: 1 }]);
-    } finally {
-      await tcpOnly.stop();
-    }
-  }, 90_000);
-});
-
 describe('Temporal dev server', () => {
   it('serves the default namespace and keeps workflows across a restart', async () => {
     const dataDir = await tempDir('wqs-infra-temporal-');

@@ -32,7 +32,7 @@ try {
   const stack = await startDevStack(config, stops, { temporalUi: config.TEMPORAL_UI_ENABLED });
   const runtime = {
     base_url: stack.url,
-    database_url: stack.toolsUrl,
+    database_url: stack.databaseUrl,
     temporal_address: stack.temporalAddress,
     temporal_ui: stack.temporalUiUrl ?? null,
     demo_sites: stack.sites.origin,

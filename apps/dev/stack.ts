@@ -20,10 +20,7 @@ export interface DevStack {
   orgId: string;
   /** The dev organization's console Owner (apps/dev/dev-user.ts). */
   consoleUser: { email: string; password: string; passwordFile: string };
-  /** The URL this stack's own clients use (the embedded cluster's Unix socket when it has one). */
   databaseUrl: string;
-  /** The same database over TCP (DATABASE_URL when set): for psql, proxies and other processes. */
-  toolsUrl: string;
   temporalAddress: string;
   /** The Temporal Web UI (embedded dev server started with `temporalUi`), else undefined. */
   temporalUiUrl: string | undefined;
@@ -62,10 +59,7 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
     ]);
     if (pg) stops.push(() => pg.stop());
     if (temporal) stops.push(() => temporal.stop());
-    // The embedded cluster's own clients (API, worker, this stack) use its Unix socket when it has
-    // one: about a third less CPU per round trip than TCP on 127.0.0.1 (issue 11). The TCP URL is
-    // what the runtime file shows, for psql and other tools.
-    const databaseUrl = config.DATABASE_URL ?? pg!.socketUrl ?? pg!.databaseUrl;
+    const databaseUrl = config.DATABASE_URL ?? pg!.databaseUrl;
     const temporalAddress = config.TEMPORAL_ADDRESS ?? temporal!.address;
 
     const db = createPool(databaseUrl, 2);
@@ -91,8 +85,7 @@ export async function startDevStack(config: Config, onStop: Array<() => Promise<
     stops.push(() => worker.shutdown());
     const api = await startApi(full, { workerConnection: worker.connection, localResults });
     stops.push(() => api.close());
-    const toolsUrl = config.DATABASE_URL ?? pg!.databaseUrl;
-    return { url: api.url, workerConnection: worker.connection, apiKey: dev.apiKey, orgId: dev.orgId, consoleUser, databaseUrl, toolsUrl, temporalAddress, temporalUiUrl: temporal?.uiUrl, sites, stop: stopAll, workerDone: worker.done, config: full };
+    return { url: api.url, workerConnection: worker.connection, apiKey: dev.apiKey, orgId: dev.orgId, consoleUser, databaseUrl, temporalAddress, temporalUiUrl: temporal?.uiUrl, sites, stop: stopAll, workerDone: worker.done, config: full };
   } catch (err) {
     await stopAll();
     throw err;

@@ -18,13 +18,8 @@ export interface EmbeddedPostgresOptions {
 }
 
 export interface EmbeddedPostgres {
-  /** URL of the `wqs` database over TCP on 127.0.0.1 (what tools, proxies and other processes use). */
+  /** URL of the `wqs` database. */
   databaseUrl: string;
-  /**
-   * The same database over the cluster's Unix socket, for clients on this machine that want the
-   * cheaper round trip (apps/dev/stack.ts); undefined when the socket's path would be too long.
-   */
-  socketUrl?: string;
   port: number;
   stop(): Promise<void>;
 }
@@ -89,9 +84,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       createPostgresUser: true,
       // The builtin provider (PostgreSQL 17) gives UTF-8 semantics without depending on OS locales.
       initdbFlags: ['--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8'],
-      // TCP on 127.0.0.1, and a Unix socket inside the cluster's own folder (nothing to clash on in
-      // /tmp): a round trip over it costs about a third less CPU in the client (issue 11).
-      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${socketDir(clusterDir, port) ?? ''}`],
+      // No Unix socket: nothing to clash on in /tmp; clients use TCP on 127.0.0.1.
+      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
       onLog,
       onError: (err: unknown) => onLog(String(err instanceof Error ? err.message : err)),
     });
@@ -143,25 +137,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       await stop();
       throw err;
     }
-    const sockets = socketDir(clusterDir, port);
-    return { databaseUrl: urlFor(port, EMBEDDED_DATABASE), socketUrl: sockets ? socketUrlFor(sockets, port, EMBEDDED_DATABASE) : undefined, port, stop };
+    return { databaseUrl: urlFor(port, EMBEDDED_DATABASE), port, stop };
   }
-}
-
-/**
- * The folder for the cluster's Unix socket, or undefined when `<folder>/.s.PGSQL.<port>` would pass
- * the 107 bytes a socket's path may have (a deep DATA_DIR): TCP alone then. The folder is given to
- * the server unquoted in its list of folders, so a path with a comma, quote, backslash or space is
- * left to TCP too.
- */
-function socketDir(clusterDir: string, port: number): string | undefined {
-  if (Buffer.byteLength(`${clusterDir}/.s.PGSQL.${port}`) > 107 || /[,"'\\\s]/.test(clusterDir)) return undefined;
-  return clusterDir;
-}
-
-/** A libpq-style URL whose `host` parameter is the socket's folder (node-postgres reads it so). */
-function socketUrlFor(dir: string, port: number, database: string): string {
-  return `postgres://${USER}:${PASSWORD}@localhost:${port}/${database}?host=${encodeURIComponent(dir)}`;
 }
 
 function urlFor(port: number, database: string): string {
