@@ -17,7 +17,6 @@
 -- lock first (class 602), so a name made while its counters change cannot miss the change: whichever
 -- commits second reads (in a statement after the lock) what the first wrote.
 ALTER TABLE catalog_names ADD COLUMN popularity bigint NOT NULL DEFAULT 0;
-UPDATE catalog_names n SET popularity = s.popularity FROM catalog_api_stats s WHERE s.api_id = n.api_id AND s.popularity <> 0;
 CREATE INDEX catalog_names_popular ON catalog_names (popularity DESC, api_id);
 DROP INDEX catalog_names_prefix;
 CREATE INDEX catalog_names_prefix ON catalog_names (names text_pattern_ops) INCLUDE (popularity, api_id);
@@ -42,6 +41,10 @@ BEGIN
 END $$;
 CREATE TRIGGER catalog_names_popularity_fill BEFORE INSERT ON catalog_names
   FOR EACH ROW EXECUTE FUNCTION catalog_names_popularity_fill();
+
+-- The copy of what is there now, after the triggers: creating them locked catalog_api_stats
+-- against writes until this migration commits, so no change falls between the two.
+UPDATE catalog_names n SET popularity = s.popularity FROM catalog_api_stats s WHERE s.api_id = n.api_id AND s.popularity <> 0;
 
 -- Down Migration
 DROP TRIGGER catalog_names_popularity_fill ON catalog_names;
