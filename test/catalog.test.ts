@@ -388,7 +388,7 @@ describe('suggestion ranking', () => {
     expect(await drift()).toBe(0);
   });
 
-  it('fills the page from word prefixes only when name prefixes leave room, and ranks each class by popularity', async () => {
+  it('ranks word-prefix matches by popularity when no name starts with the prefix, and name prefixes by popularity', async () => {
     // "tracker" starts no name but is a word of every filler's ("Filler N tracker"); "quokka" starts three.
     const words = handles((await get('/v1/catalog/suggest?query=tracker&limit=3')).body);
     expect(words).toHaveLength(3);

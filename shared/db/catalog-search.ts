@@ -548,29 +548,19 @@ export async function suggest(db: Db, opts: { query?: string; limit?: number; ba
     // names is "name handle-words", lower case; a typed prefix matches its start or any word.
     const like = text.replace(/[\\%_]/g, '\\$&');
     const starts = [`${like}%`, `% ${like}%`];
-    rows = (
-      await db.query(
-        {
-          text: show(`name_starts AS MATERIALIZED (
-              SELECT n.api_id, 0 AS cls, -n.popularity AS rank FROM catalog_names n WHERE n.names LIKE $2 ORDER BY 3, 1 LIMIT $1
-            ), word_starts AS (
-              SELECT n.api_id, 1 AS cls, -n.popularity AS rank FROM catalog_names n WHERE n.names LIKE $3 AND n.names NOT LIKE $2
-               ORDER BY 3, 1 LIMIT $1 - (SELECT count(*) FROM name_starts)
-            ), m AS (SELECT * FROM name_starts UNION ALL SELECT * FROM word_starts)`),
-          values: [limit, ...starts],
-        },
-      )
-    ).rows;
+    const ranked = show(`name_starts AS MATERIALIZED (
+        SELECT n.api_id, 0 AS cls, -n.popularity AS rank FROM catalog_names n WHERE n.names LIKE $2 ORDER BY 3, 1 LIMIT $1
+      ), word_starts AS (
+        SELECT n.api_id, 1 AS cls, -n.popularity AS rank FROM catalog_names n WHERE n.names LIKE $3 AND n.names NOT LIKE $2
+         ORDER BY 3, 1 LIMIT $1 - (SELECT count(*) FROM name_starts)
+      ), m AS (SELECT * FROM name_starts UNION ALL SELECT * FROM word_starts)`);
+    rows = (await db.query({ text: ranked, values: [limit, ...starts] })).rows;
     if (rows.length < limit) {
       // Near misses: the most similar names first (ranked by -similarity as the class).
-      const more = await db.query(
-        {
-          text: show(`m AS (
-              SELECT n.api_id, -word_similarity($4, n.names) AS cls, -n.popularity AS rank FROM catalog_names n
-               WHERE n.names %> $4 AND NOT (n.names LIKE $2 OR n.names LIKE $3) ORDER BY 2, 3, 1 LIMIT $1)`),
-          values: [limit - rows.length, ...starts, text],
-        },
-      );
+      const similar = show(`m AS (
+        SELECT n.api_id, -word_similarity($4, n.names) AS cls, -n.popularity AS rank FROM catalog_names n
+         WHERE n.names %> $4 AND NOT (n.names LIKE $2 OR n.names LIKE $3) ORDER BY 2, 3, 1 LIMIT $1)`);
+      const more = await db.query({ text: similar, values: [limit - rows.length, ...starts, text] });
       rows = rows.concat(more.rows);
     }
   }
