@@ -94,6 +94,8 @@ export async function seedSyntheticCatalog(db: Db, n: number): Promise<void> {
       `INSERT INTO catalog_rank (api_id, listed, operation_count, min_cost_credits, tsv, keywords, exact)
        SELECT api_id, listed, operation_count, min_cost_credits, tsv, keywords, exact FROM catalog_search WHERE api_id IN (SELECT id FROM apis WHERE handle LIKE '@bench-%')`,
     );
+    // The kept items (deferred triggers, also off under the replica role).
+    await c.query(`INSERT INTO catalog_items (api_id, item) SELECT id, catalog_item_build(id) FROM apis WHERE handle LIKE '@bench-%'`);
     // The counters with triggers on again: catalog_names keeps a copy of each popularity.
     await c.query(`SET LOCAL session_replication_role = origin`);
     await c.query(

@@ -159,3 +159,82 @@ describe('kept search pages', () => {
     expect(handles(await search('zebra'))).toContain('@zebra-maps');
   });
 });
+
+// Each workflow's item is kept as JSON beside its search rows (migrations/1700000003200), written at
+// the commit of every change to it; a search page reads it instead of building it.
+describe('kept search items', () => {
+  /** Workflows whose kept item is not what catalog_item_build() makes of them now (none, or one missing). */
+  const stale = async () =>
+    (
+      await f.db.query(`SELECT coalesce(a.handle, c.api_id::text) AS api FROM apis a FULL JOIN catalog_items c ON c.api_id = a.id
+                         WHERE c.item::text IS DISTINCT FROM catalog_item_build(a.id)::text`)
+    ).rows.map((r) => r.api);
+  const apiId = async (handle: string) => Number((await f.db.query('SELECT id FROM apis WHERE handle = $1', [handle])).rows[0].id);
+  const item = async (handle: string) => (await search('zebra')).items.find((i) => i.api === handle) as unknown as Record<string, any>;
+
+  it('match the workflow after every kind of change, and a search shows each at once', async () => {
+    expect(await stale()).toEqual([]);
+    const id = await apiId('@zebra-maps');
+    const changes: Array<[string, unknown[], (it: Record<string, any>) => void]> = [
+      [`UPDATE apis SET name = 'Zebra Charts', description = 'Charts of zebra harbours.' WHERE id = $1`, [id], (it) => expect([it.name, it.description]).toEqual(['Zebra Charts', 'Charts of zebra harbours.'])],
+      [`UPDATE apis SET website_url = 'https://charts.example.test', availability = 'coming_soon' WHERE id = $1`, [id], (it) => expect([it.website_url, it.availability]).toEqual(['https://charts.example.test', 'coming_soon'])],
+      [`INSERT INTO api_sites (api_id, position, name, host) VALUES ($1, 9, 'mirror', 'mirror.example.test')`, [id], (it) => expect(it.sites.map((s: any) => s.host)).toContain('mirror.example.test')],
+      [`UPDATE api_sites SET host = 'mirror2.example.test' WHERE api_id = $1 AND position = 9`, [id], (it) => expect(it.sites.map((s: any) => s.host)).toContain('mirror2.example.test')],
+      [`DELETE FROM api_sites WHERE api_id = $1 AND position = 9`, [id], (it) => expect(it.sites.map((s: any) => s.host)).not.toContain('mirror2.example.test')],
+      [`INSERT INTO operations (api_id, name, label, cost_credits, default_version) VALUES ($1, 'extra', 'Extra', 7, 1)`, [id], (it) => expect(it.operations.map((o: any) => o.operation)).toContain('extra')],
+      [`UPDATE operations SET cost_credits = 8, access = '[{"kind":"account","name":"login","site":"zebra"}]' WHERE api_id = $1 AND name = 'extra'`, [id], (it) => {
+        const op = it.operations.find((o: any) => o.operation === 'extra');
+        expect([op.cost_credits, op.access.length, it.access]).toEqual([8, 1, 'mixed']);
+      }],
+      [`UPDATE operations SET health_status = 'healthy', verified_at = '2026-11-30T10:00:00Z' WHERE api_id = $1 AND name = 'extra'`, [id], (it) =>
+        expect(it.operations.find((o: any) => o.operation === 'extra').health).toEqual({ status: 'healthy', verified_at: '2026-11-30T10:00:00.000Z' })],
+      [`DELETE FROM operations WHERE api_id = $1 AND name = 'extra'`, [id], (it) => expect(it.operations.map((o: any) => o.operation)).not.toContain('extra')],
+    ];
+    for (const [sql, values, check] of changes) {
+      await other.query(sql, values);
+      expect(await stale(), sql).toEqual([]);
+      check(await item('@zebra-maps'));
+    }
+    // The kept item carries every operation; a price limit leaves out the dearer ones as before.
+    await other.query(`INSERT INTO operations (api_id, name, label, cost_credits, default_version) VALUES ($1, 'dear', 'Dear', 50, 1)`, [id]);
+    const cheap = (await search('zebra', '&max_cost_credits=10')).items.find((i) => i.api === '@zebra-maps')!;
+    expect(cheap.operations.every((o) => o.cost_credits <= 10)).toBe(true);
+    expect((await item('@zebra-maps')).operations.map((o: any) => o.cost_credits)).toContain(50);
+    await other.query(`DELETE FROM operations WHERE api_id = $1 AND name = 'dear'`, [id]);
+    // A new workflow and a deleted one.
+    await publishApi(other, syntheticApi('@zebra-ferries', { name: 'Zebra Ferries' }));
+    expect(await stale()).toEqual([]);
+    expect(handles(await search('zebra'))).toContain('@zebra-ferries');
+    await other.query(`DELETE FROM apis WHERE handle = '@zebra-ferries'`);
+    expect(await stale()).toEqual([]);
+    expect(handles(await search('zebra'))).not.toContain('@zebra-ferries');
+  });
+
+  it('a health check and a publish of one workflow at once: neither waits forever, the item shows both', async () => {
+    const id = await apiId('@zebra-maps');
+    const check = await other.connect();
+    const publish = await other.connect();
+    try {
+      await check.query('BEGIN');
+      await check.query(`UPDATE operations SET health_status = 'degraded' WHERE api_id = $1`, [id]);
+      await publish.query('BEGIN');
+      // The publish waits for rows the check holds (its search row, its operation row)...
+      const publishing = (async () => {
+        await publish.query(`UPDATE apis SET name = 'Zebra Sea Maps' WHERE id = $1`, [id]);
+        await publish.query(`UPDATE operations SET label = 'Search the seas' WHERE api_id = $1`, [id]);
+      })();
+      await new Promise((r) => setTimeout(r, 200));
+      // ...and the check commits: it must not wait on anything the publish holds.
+      await check.query('COMMIT');
+      await publishing;
+      await publish.query('COMMIT');
+    } finally {
+      check.release();
+      publish.release();
+    }
+    expect(await stale()).toEqual([]);
+    const it = await item('@zebra-maps');
+    expect(it.name).toBe('Zebra Sea Maps');
+    expect(it.operations.map((o: any) => [o.label, o.health.status])).toEqual([['Search the seas', 'degraded']]);
+  });
+});

@@ -283,12 +283,14 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
     ) ranked ${after}
     ORDER BY ${order}
     LIMIT ${p(limit + 1)})`);
-  const maxCost = p(opts.max_cost_credits ?? null);
+  // The items as kept by their workflows' changes (migrations/1700000003200), runs read fresh.
   const sql = `WITH ${ctes.join(',\n  ')}
-    SELECT page.key AS page_key, ${GENERATION_SQL} AS gen, ${itemColumns(maxCost, 'NULL', '0')}
-      FROM page JOIN apis a ON a.id = page.id`;
-  const r = await db.query<ItemRow & { page_key: number | string; gen: string }>(prepared(sql, params));
-  const ranked = r.rows.map((row) => ({ row, id: Number(row.id), key: row.page_key }));
+    SELECT page.key AS page_key, ${GENERATION_SQL} AS gen, ci.item,
+           coalesce((SELECT st.completed_runs FROM catalog_api_stats st WHERE st.api_id = page.id), 0) AS completed_runs
+      FROM page JOIN catalog_items ci ON ci.api_id = page.id`;
+  const r = await db.query<{ page_key: number | string; gen: string; item: KeptItem; completed_runs: number }>(prepared(sql, params));
+  const maxCost = opts.max_cost_credits;
+  const ranked = r.rows.map(({ page_key, item, completed_runs }) => ({ row: keptRow(item, completed_runs, maxCost), id: Number(item.id), key: page_key }));
   ranked.sort((x, y) => {
     if (x.key !== y.key) {
       if (typeof x.key === 'string') return BigInt(x.key) < BigInt(y.key as string) ? 1 : -1;
@@ -367,7 +369,8 @@ interface ItemRow {
     id: number;
     name: string;
     label: string;
-    description: string;
+    /** Read by the detail only (not kept in catalog_items). */
+    description?: string;
     cost_credits: number;
     performs_actions: boolean;
     default_version: number;
@@ -375,6 +378,20 @@ interface ItemRow {
     health_status: string;
     verified_at: string | null;
   }>;
+}
+
+/** A workflow's item as kept in catalog_items (catalog_item_build()): JSON, so dates are strings. */
+type KeptItem = Omit<ItemRow, 'created_at' | 'updated_at' | 'completed_runs'> & { created_at: string; updated_at: string };
+
+/** An item row from a kept item: its run count, and its operations at or under `maxCost` only. */
+function keptRow(item: KeptItem, completedRuns: number, maxCost: number | undefined): ItemRow {
+  return {
+    ...item,
+    created_at: new Date(item.created_at),
+    updated_at: new Date(item.updated_at),
+    completed_runs: completedRuns,
+    ops: maxCost === undefined ? item.ops : item.ops.filter((o) => o.cost_credits <= maxCost),
+  };
 }
 
 /** Item columns of `apis a`: sites, operations (cheaper than maxCost, = opId, after afterId) and runs. */
@@ -494,7 +511,7 @@ export async function catalogDetail(db: Db, params: CatalogDetailParams & { base
     return {
       ...op,
       operation_id: op.id,
-      description: dbOp.description,
+      description: dbOp.description ?? '',
       input_schema: def?.input_schema ?? {},
       output_schema: def?.output_schema ?? {},
       examples: def?.examples ?? [],
