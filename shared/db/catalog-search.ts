@@ -238,7 +238,11 @@ export async function searchCatalog(db: Db, opts: SearchOptions): Promise<Catalo
       });
       const tp = p(text);
       const score = `${scores.join(' + ')} + ts_rank(s.tsv, ${orTq}) + (CASE WHEN ${tp} = ANY(s.exact) THEN 2 ELSE 0 END)`;
-      key = `round((${score})::numeric, 6)::float8`;
+      // Rounded to 6 decimals in float8 (rint of the scaled score), not through numeric: the
+      // same key to the last bit on every page of one query, and a numeric round of each
+      // candidate's score was a fifth of a cold first page's statement (1,746 candidates for
+      // "weather" at 10,000 workflows; issue 11, session 42).
+      key = `(round((${score}) * 1000000) / 1000000)::float8`;
     }
     ctes.push(`tq AS MATERIALIZED (SELECT ${tqColumns.join(', ')})`);
     from += ' CROSS JOIN tq';
