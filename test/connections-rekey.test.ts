@@ -73,7 +73,7 @@ async function census(orgId: string) {
 }
 
 beforeAll(async () => {
-  NEW = (await loadKeyring(loadConfig())).current.key.toString('base64');
+  NEW = (await loadKeyring(loadConfig())).current.key.export().toString('base64');
   await publishApi(db(), weatherFixture, { validateRecipe: (r: unknown) => void parseRecipe(r) });
   await demo('/__demo/reset');
 });

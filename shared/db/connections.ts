@@ -14,7 +14,7 @@
 // - Results of runs that used a connection are never cached. The service has no result cache; the
 //   only retained results are the idempotent replays of one request to the same organization
 //   (spec: idempotent result retention), which is not a cache shared across requests.
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { AccessRequirement } from '../catalog/types.ts';
@@ -97,10 +97,14 @@ export const newConnectionId = () => `conn_${randomBytes(12).toString('hex')}`;
 // --- keys ----------------------------------------------------------------------------------------
 
 export interface Keyring {
-  /** Encrypts new rows. */
-  current: { id: string; key: Buffer };
+  /**
+   * Encrypts new rows. Keys are KeyObjects, made once: given raw bytes, Node 24's createCipheriv
+   * checks and wraps them on every call, which took three times the cipher's own work for a
+   * Temporal payload (26 against 9 µs).
+   */
+  current: { id: string; key: KeyObject };
   /** Every key that may decrypt (current and previous), by id. */
-  byId: Map<string, Buffer>;
+  byId: Map<string, KeyObject>;
 }
 
 /** A key's id: a digest prefix, so rows (and Temporal payloads) name their key without revealing it. */
@@ -165,12 +169,13 @@ export function keyringFrom(src: KeyringSource): Promise<Keyring> {
   if (!k) {
     k = (async () => {
       const key = src.current ? decodeKey(src.current, src.names.current) : await devKey(src.dataDir, src.devFile);
-      const byId = new Map<string, Buffer>([[keyId(key), key]]);
+      const current = { id: keyId(key), key: createSecretKey(key) };
+      const byId = new Map<string, KeyObject>([[current.id, current.key]]);
       for (const prev of (src.previous ?? '').split(',').filter((s) => s.trim())) {
         const p = decodeKey(prev, src.names.previous);
-        byId.set(keyId(p), p);
+        byId.set(keyId(p), createSecretKey(p));
       }
-      return { current: { id: keyId(key), key }, byId };
+      return { current, byId };
     })();
     k.catch(() => keyrings.delete(cacheKey));
     keyrings.set(cacheKey, k);
