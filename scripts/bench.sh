@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `npm run bench`: the benchmarks on the Node line the service is deployed on (deploy/Dockerfile and
 # the README's "Which Node": the LTS pinned in scripts/ensure-node.sh), so each figure is the
-# service as it runs in production. On the same two cores the API and worker spend about a sixth
+# service as it runs in production. On the same two cores the API and worker spend about a tenth
 # less CPU per query on Node 24 than on the machine's Node 20 (bench/results/2026-12-03-issue-11-
 # session43.md). BENCH_NODE=machine measures on the `node` first on PATH instead (an A/B of the two).
 set -euo pipefail
