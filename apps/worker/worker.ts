@@ -113,6 +113,9 @@ export async function startWorker(config: Config & { DATABASE_URL: string; TEMPO
   const role = config.WORKER_ROLE;
   const workers: Worker[] = [];
   if (role !== 'browser') {
+    // Read by the patched SDK in each workflow thread, which copies the environment when it starts
+    // (with Worker.create below): the stack-trace query's promise hook, config.ts.
+    process.env.WORKER_WORKFLOW_STACK_TRACES = config.WORKER_WORKFLOW_STACK_TRACES;
     workers.push(
       await Worker.create({
         connection,
