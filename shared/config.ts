@@ -380,10 +380,10 @@ const ConfigSchema = z.object({
   /** `on` keeps the Temporal SDK's stack-trace query (`__stack_trace`, the Web UI's "Stack Trace"
    *  tab) for the workflows this worker runs. It costs every workflow task: the SDK captures and
    *  source-maps a stack trace for each promise a workflow makes, whether anyone asks or not (about
-   *  2.3 ms of Node CPU per query in the bench, a tenth of what the API and worker spend). `off` (the default) leaves
-   *  that hook out (patches/@temporalio+worker+*.patch); the query then answers "not enabled", and
-   *  the progress query, histories and every failure's stack trace are as before. One setting per
-   *  process: the SDK installs the hook once per workflow thread. */
+   *  2.3 ms of Node CPU per query in the bench, a tenth of what the API and worker spend). `off`
+   *  (the default) leaves that hook out (patches/@temporalio+worker+*.patch); the query then
+   *  answers "not enabled", and the progress query, histories and every failure's stack trace are
+   *  as before. One setting per process: the SDK installs the hook once per workflow thread. */
   WORKER_WORKFLOW_STACK_TRACES: z.enum(['on', 'off']).default('off'),
   /** PostgreSQL connections of one worker process: a quarter (at least one) for reservations, whose
    *  statements end within 2 s (shared/db/credits.ts createLedgerPool), the rest for the other

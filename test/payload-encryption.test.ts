@@ -14,7 +14,7 @@ import { createDataConverter } from '../shared/temporal/data-converter.ts';
 import { decryptPayloadsIn } from '../shared/temporal/payload-codec.ts';
 import { loadPayloadKeyring } from '../shared/temporal/payload-keys.ts';
 import { processPool } from './helpers/processes.ts';
-import { call, closeDb, db, demo, newOrg, ownPair, query } from './helpers/stack.ts';
+import { call, closeDb, demo, newOrg, ownPair, query, workflowIdOf } from './helpers/stack.ts';
 
 const proto = createRequire(import.meta.url)('@temporalio/proto') as typeof import('@temporalio/proto');
 type History = temporal.api.history.v1.IHistory;
@@ -74,8 +74,7 @@ async function run(apiUrl: string, orgKey: string) {
   const res = await query(orgKey, weather, { 'idempotency-key': `enc-${randomBytes(6).toString('hex')}` }, apiUrl);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   expect(res.body.data.output.city).toBe(CITY);
-  const row = await db().query(`SELECT workflow_id FROM requests WHERE id = $1`, [res.body.data.receipt.request_id]);
-  return { res, workflowId: row.rows[0].workflow_id as string };
+  return { res, workflowId: await workflowIdOf(res.body.data.receipt.request_id) };
 }
 
 let first: { workflowId: string; output: unknown };
@@ -233,8 +232,7 @@ describe('failures at rest', () => {
       expect(res.body.error.code).toBe('not_found');
       // The workflow decoded the step's failure: the caller gets the recipe's own message.
       expect(res.body.error.message).toBe('No job with that id');
-      const row = await db().query(`SELECT workflow_id FROM requests WHERE id = $1`, [res.body.error.receipt.request_id]);
-      const handle = (await clientWith(rotated)).workflow.getHandle(row.rows[0].workflow_id as string);
+      const handle = (await clientWith(rotated)).workflow.getHandle(await workflowIdOf(res.body.error.receipt.request_id));
       await handle.result();
       const history = await handle.fetchHistory();
       // The retried step's last failure and its final one are both in the history, encoded, and so

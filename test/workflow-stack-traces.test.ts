@@ -7,7 +7,8 @@
 import { Client, Connection, QueryNotRegisteredError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processPool } from './helpers/processes.ts';
-import { closeDb, dataConverter, db, newOrg, ownPair, query, stack } from './helpers/stack.ts';
+import { progressQuery } from '../shared/workflow-contract.ts';
+import { closeDb, dataConverter, newOrg, ownPair, query, stack, workflowIdOf } from './helpers/stack.ts';
 
 const weather = { api: '@weather', operation: 'current_weather', input: { city: 'London' } };
 
@@ -33,8 +34,7 @@ async function closedRun(baseUrl?: string) {
   const res = await query(org.api_key, weather, {}, baseUrl);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   expect(res.body.data.receipt.billing.status).toBe('settled');
-  const row = await db().query(`SELECT workflow_id FROM requests WHERE id = $1`, [res.body.data.receipt.request_id]);
-  const handle = client.workflow.getHandle(row.rows[0].workflow_id as string);
+  const handle = client.workflow.getHandle(await workflowIdOf(res.body.data.receipt.request_id));
   await handle.result();
   return handle;
 }
@@ -47,7 +47,7 @@ describe('the workflow stack-trace query', () => {
     // a query the worker refuses as INVALID_ARGUMENT, QueryNotRegisteredError.
     await expect(handle.query('__stack_trace')).rejects.toBeInstanceOf(QueryNotRegisteredError);
     // The service's own query on the same run, answered by the same worker replaying it.
-    expect(await handle.query('progress')).toMatchObject({ stage: 'done', message: 'Completed' });
+    expect(await handle.query(progressQuery)).toMatchObject({ stage: 'done', message: 'Completed' });
   });
 
   it('answers with WORKER_WORKFLOW_STACK_TRACES=on', async () => {
@@ -55,6 +55,6 @@ describe('the workflow stack-trace query', () => {
     const handle = await closedRun(String(api.started.url));
     // A closed run has no pending promise: the stack is empty, but it is an answer, not a refusal.
     expect(typeof (await handle.query('__stack_trace'))).toBe('string');
-    expect(await handle.query('progress')).toMatchObject({ stage: 'done' });
+    expect(await handle.query(progressQuery)).toMatchObject({ stage: 'done' });
   });
 });

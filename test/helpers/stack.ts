@@ -105,6 +105,12 @@ export async function call(
 export const query = (key: string, body: unknown, headers: Record<string, string> = {}, baseUrl?: string) =>
   call('POST', '/v1/query', { key, body, headers, baseUrl });
 
+/** The Temporal workflow id the service recorded for a request (its receipt's `request_id`). */
+export async function workflowIdOf(requestId: string): Promise<string> {
+  const r = await db().query<{ workflow_id: string }>(`SELECT workflow_id FROM requests WHERE id = $1`, [requestId]);
+  return r.rows[0]!.workflow_id;
+}
+
 /** The ledger invariant and the balance of one organization. */
 export async function balanceOf(orgId: string) {
   const r = await db().query('SELECT granted, available, reserved, charged FROM credit_balances WHERE org_id = $1', [orgId]);
