@@ -368,7 +368,10 @@ const ConfigSchema = z.object({
   /** With RESULT_WAIT=notify: after this long without a notification, also long-poll the history
    *  (a run that closed without an envelope, e.g. terminated, writes none). */
   RESULT_NOTIFY_FALLBACK_MS: int(3_000),
-  /** Worker tuning, passed to Worker.create as is; unset = the SDK's default (measure with `npm run bench`). */
+  /** Worker tuning of the query task queue (apps/worker/worker.ts workerTuning; measure with `npm run
+   *  bench`). Unset, the workflow-task slots are as many as the local-activity slots (at most the
+   *  cache, when that is set) and the cache is the SDK's own size, at least as large: a read-only
+   *  query holds its workflow task's slot for its whole run. The two polls: the SDK's defaults. */
   WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).optional(),
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: z.coerce.number().int().positive().optional(),
   WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS: z.coerce.number().int().positive().optional(),

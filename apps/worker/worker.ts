@@ -3,6 +3,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import v8 from 'node:v8';
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createActivities } from '../../activities/index.ts';
 import { loadKeyring } from '../../shared/db/connections.ts';
@@ -57,11 +58,35 @@ const quietLogger = {
   },
 };
 
-/** The tuning settings that are set (config.ts WORKER_*; local activities always, see there); the rest keep the SDK's defaults. */
-function workerTuning(c: Config) {
+/**
+ * The SDK's own default workflow cache size for this process (@temporalio/worker 1.24,
+ * worker-options.js, with `reuseV8Context`): about 600 workflows per GiB of V8 heap above 200 MiB,
+ * at least 10.
+ */
+export function sdkDefaultCachedWorkflows(heapLimitBytes = v8.getHeapStatistics().heap_size_limit): number {
+  const heapMiB = heapLimitBytes / (1024 * 1024);
+  return Math.max(Math.floor((Math.max(heapMiB - 200, 0) * 600) / 1024), 10);
+}
+
+/**
+ * The Worker.create tuning of the query task queue (config.ts WORKER_*); unset ones keep the SDK's
+ * defaults, except two. Local activities always (see there). And workflow-task slots: a read-only
+ * HTTP query runs as a local activity inside its first workflow task, which holds its slot for the
+ * whole run, waiting for an HTTP_CONCURRENCY slot included. The SDK hands these slots out first
+ * come, first served, 40 by default: fewer than one organization's running queries may be
+ * (PLAN_CONCURRENCY), so one organization's slow runs took them all and another's query waited in
+ * Temporal's queue until one ended, and under load one start in eight missed eager start
+ * (test/http-workflow-slots.test.ts; bench/results/2026-12-04-issue-11-session45.md). Unset, they
+ * are as many as the local-activity slots (at most WORKER_MAX_CACHED_WORKFLOWS, when that is set: the
+ * SDK caps the slots at the cache size), and the cache holds at least that many workflows.
+ */
+export function workerTuning(c: Config, sdkCache = sdkDefaultCachedWorkflows()) {
+  const ownCache = c.WORKER_MAX_CACHED_WORKFLOWS;
+  const workflowTasks = c.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? (ownCache ? Math.min(ownCache, c.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES) : c.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES);
+  const cache = ownCache ?? (c.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS === undefined ? Math.max(sdkCache, workflowTasks) : undefined);
   const set = {
-    maxCachedWorkflows: c.WORKER_MAX_CACHED_WORKFLOWS,
-    maxConcurrentWorkflowTaskExecutions: c.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
+    maxCachedWorkflows: cache,
+    maxConcurrentWorkflowTaskExecutions: workflowTasks,
     maxConcurrentWorkflowTaskPolls: c.WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS,
     maxConcurrentActivityTaskPolls: c.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS,
     maxConcurrentLocalActivityExecutions: c.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
