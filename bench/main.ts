@@ -12,6 +12,7 @@ import { benchQuery } from './query.ts';
 import { benchBreakdown } from './breakdown.ts';
 import { benchResultWait } from './result-wait.ts';
 import { startApi } from '../apps/api/server.ts';
+import { workerTuning } from '../apps/worker/worker.ts';
 import { DEV_DYNAMIC_CONFIG } from '../shared/infra/temporal-dev-server.ts';
 
 const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'wqs-bench-'));
@@ -40,6 +41,8 @@ const results: Record<string, unknown> = {
     RESULT_WAIT: config.RESULT_WAIT,
     dynamic_config: { ...DEV_DYNAMIC_CONFIG, ...JSON.parse(process.env.TEMPORAL_DEV_DYNAMIC_CONFIG ?? '{}') },
     worker: Object.fromEntries(Object.entries(config).filter(([k]) => k.startsWith('WORKER_'))),
+    // What Worker.create gets for the query task queue, the defaults worked out (apps/worker/worker.ts).
+    worker_tuning: workerTuning(config),
   },
 };
 // BENCH_ONLY=query (comma-separated names) runs only those parts: a quicker loop while tuning.
