@@ -78,12 +78,13 @@ export function sdkDefaultCachedWorkflows(heapLimitBytes = v8.getHeapStatistics(
  * Temporal's queue until one ended, and under load one start in eight missed eager start
  * (test/http-workflow-slots.test.ts; bench/results/2026-12-04-issue-11-session45.md). Unset, they
  * are as many as the local-activity slots (at most WORKER_MAX_CACHED_WORKFLOWS, when that is set: the
- * SDK caps the slots at the cache size), and the cache holds at least that many workflows.
+ * SDK caps the slots at the cache size), and the cache, unless set, holds at least as many
+ * workflows as there are slots.
  */
 export function workerTuning(c: Config, sdkCache = sdkDefaultCachedWorkflows()) {
   const ownCache = c.WORKER_MAX_CACHED_WORKFLOWS;
   const workflowTasks = c.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? (ownCache ? Math.min(ownCache, c.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES) : c.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES);
-  const cache = ownCache ?? (c.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS === undefined ? Math.max(sdkCache, workflowTasks) : undefined);
+  const cache = ownCache ?? Math.max(sdkCache, workflowTasks);
   const set = {
     maxCachedWorkflows: cache,
     maxConcurrentWorkflowTaskExecutions: workflowTasks,
