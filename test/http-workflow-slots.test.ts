@@ -11,6 +11,9 @@ import { ownPairPool, withTemporal } from './helpers/own-pair.ts';
 import { balanceOf, demo, newOrg, query, sleep, workflowIdOf } from './helpers/stack.ts';
 import { sdkDefaultCachedWorkflows, workerTuning } from '../apps/worker/worker.ts';
 import { loadConfig } from '../shared/config.ts';
+// The SDK's own option defaults (not in its public index): what Worker.create does with ours.
+import { compileWorkerOptions } from '@temporalio/worker/lib/worker-options.js';
+import { noopMetricMeter } from '@temporalio/common';
 
 const pool = ownPairPool('wft-slots');
 
@@ -61,22 +64,27 @@ describe('workflow-task slots of the query task queue (workerTuning)', () => {
   const tuning = (env: Record<string, string>, sdkCache: number) => workerTuning(loadConfig(env as NodeJS.ProcessEnv), sdkCache);
   it('are as many as the local-activity slots unless set, with a cache at least as large', () => {
     expect(tuning({}, 2_300)).toMatchObject({ maxConcurrentWorkflowTaskExecutions: 1_000, maxConcurrentLocalActivityExecutions: 1_000, maxCachedWorkflows: 2_300 });
-    // A small heap: the SDK would cap the slots at its cache size, so the cache grows to them.
+    // A small heap: the cache grows to the slots (a workflow with a task in progress stays cached).
     expect(tuning({}, 180)).toMatchObject({ maxConcurrentWorkflowTaskExecutions: 1_000, maxCachedWorkflows: 1_000 });
     expect(tuning({ WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: '3000' }, 2_300)).toMatchObject({ maxConcurrentWorkflowTaskExecutions: 3_000, maxCachedWorkflows: 3_000 });
   });
   it("keeps an operator's own values as they are", () => {
     expect(tuning({ WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: '60' }, 2_300)).toMatchObject({ maxConcurrentWorkflowTaskExecutions: 60, maxCachedWorkflows: 2_300 });
-    // Slots set above the SDK's cache size: the cache grows to them, so the SDK does not cap them.
+    // Slots set above the SDK's cache size: the cache grows to them.
     expect(tuning({ WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: '3000' }, 2_300)).toMatchObject({ maxConcurrentWorkflowTaskExecutions: 3_000, maxCachedWorkflows: 3_000 });
     expect(tuning({ WORKER_MAX_CACHED_WORKFLOWS: '500' }, 2_300)).toMatchObject({ maxConcurrentWorkflowTaskExecutions: 500, maxCachedWorkflows: 500 });
     // No cache: every task replays its history, and the slots are the local activities' again.
     expect(tuning({ WORKER_MAX_CACHED_WORKFLOWS: '0' }, 2_300)).toMatchObject({ maxConcurrentWorkflowTaskExecutions: 1_000, maxCachedWorkflows: 0 });
   });
-  it("follows the SDK's own cache-size rule", () => {
-    const mib = 1024 * 1024;
-    expect(sdkDefaultCachedWorkflows(4_096 * mib)).toBe(2_282);
-    expect(sdkDefaultCachedWorkflows(512 * mib)).toBe(182);
-    expect(sdkDefaultCachedWorkflows(100 * mib)).toBe(10);
+  it("starts from the SDK's own cache size, and the SDK takes the slots as given", () => {
+    const logger = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
+    // The SDK's defaults for this process, worked out by the SDK itself: a new SDK that sizes its
+    // cache another way fails here, not silently in production.
+    const sdk = compileWorkerOptions({ taskQueue: 'q', workflowsPath: '/nowhere' }, logger, noopMetricMeter);
+    expect(sdkDefaultCachedWorkflows()).toBe(sdk.maxCachedWorkflows);
+    const ours = compileWorkerOptions({ taskQueue: 'q', workflowsPath: '/nowhere', ...workerTuning(loadConfig({} as NodeJS.ProcessEnv)) }, logger, noopMetricMeter);
+    expect(ours.tuner.workflowTaskSlotSupplier).toEqual({ type: 'fixed-size', numSlots: 1_000 });
+    expect(ours.tuner.localActivityTaskSlotSupplier).toEqual({ type: 'fixed-size', numSlots: 1_000 });
+    expect(ours.maxCachedWorkflows).toBe(Math.max(sdk.maxCachedWorkflows, 1_000));
   });
 });

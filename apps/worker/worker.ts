@@ -77,9 +77,9 @@ export function sdkDefaultCachedWorkflows(heapLimitBytes = v8.getHeapStatistics(
  * (PLAN_CONCURRENCY), so one organization's slow runs took them all and another's query waited in
  * Temporal's queue until one ended, and under load one start in eight missed eager start
  * (test/http-workflow-slots.test.ts; bench/results/2026-12-04-issue-11-session45.md). Unset, they
- * are as many as the local-activity slots (at most WORKER_MAX_CACHED_WORKFLOWS, when that is set: the
- * SDK caps the slots at the cache size), and the cache, unless set, holds at least as many
- * workflows as there are slots.
+ * are as many as the local-activity slots (at most WORKER_MAX_CACHED_WORKFLOWS, when that is set),
+ * and the cache, unless set, holds at least as many workflows as there are slots: a workflow whose
+ * task is in progress cannot be evicted, so a cache smaller than the slots leaves some unusable.
  */
 export function workerTuning(c: Config, sdkCache = sdkDefaultCachedWorkflows()) {
   const ownCache = c.WORKER_MAX_CACHED_WORKFLOWS;
