@@ -83,14 +83,16 @@ export function sdkDefaultCachedWorkflows(heapLimitBytes = v8.getHeapStatistics(
  */
 export function workerTuning(c: Config, sdkCache = sdkDefaultCachedWorkflows()) {
   const ownCache = c.WORKER_MAX_CACHED_WORKFLOWS;
-  const workflowTasks = c.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? (ownCache ? Math.min(ownCache, c.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES) : c.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES);
+  const localActivities = c.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES;
+  // A cache of 0 (disabled) bounds nothing.
+  const workflowTasks = c.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS ?? (ownCache ? Math.min(ownCache, localActivities) : localActivities);
   const cache = ownCache ?? Math.max(sdkCache, workflowTasks);
   const set = {
     maxCachedWorkflows: cache,
     maxConcurrentWorkflowTaskExecutions: workflowTasks,
     maxConcurrentWorkflowTaskPolls: c.WORKER_MAX_CONCURRENT_WORKFLOW_TASK_POLLS,
     maxConcurrentActivityTaskPolls: c.WORKER_MAX_CONCURRENT_ACTIVITY_TASK_POLLS,
-    maxConcurrentLocalActivityExecutions: c.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
+    maxConcurrentLocalActivityExecutions: localActivities,
   };
   return Object.fromEntries(Object.entries(set).filter(([, v]) => v !== undefined));
 }
